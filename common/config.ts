@@ -1,0 +1,126 @@
+import Ajv, { type JSONSchemaType } from 'ajv';
+import { DEFAULT_TASK_QUEUE } from './types';
+
+/** Everything the processes read from the environment, validated once at start-up. */
+export interface Config {
+  NODE_ENV: 'development' | 'test' | 'production';
+  PORT: number;
+  LOG_LEVEL: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  DATA_DIR: string;
+  DATABASE_URL?: string;
+  JWT_SECRET?: string;
+  JWT_JWKS_URI?: string;
+  JWT_ISSUER?: string;
+  JWT_AUDIENCE?: string;
+  WEBHOOK_SECRET_KEY?: string;
+  TEMPORAL_ADDRESS?: string;
+  TEMPORAL_NAMESPACE: string;
+  TEMPORAL_TASK_QUEUE: string;
+  TEMPORAL_API_KEY?: string;
+  TEMPORAL_TLS_CERT_PATH?: string;
+  TEMPORAL_TLS_KEY_PATH?: string;
+  TEMPORAL_TLS_CA_PATH?: string;
+  TEMPORAL_TLS_SERVER_NAME?: string;
+  WEBHOOK_TIMEOUT_MS: number;
+  ALLOW_PRIVATE_WEBHOOK_URLS: boolean;
+  DELIVERY_INITIAL_INTERVAL_MS: number;
+  DELIVERY_BACKOFF_COEFFICIENT: number;
+  DELIVERY_MAX_INTERVAL_MS: number;
+  DELIVERY_GIVE_UP_AFTER_MS: number;
+  TEST_DELIVERY_WAIT_MS: number;
+  WORKER_MAX_CONCURRENT_ACTIVITIES: number;
+  WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: number;
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: number;
+  WORKER_MAX_CACHED_WORKFLOWS: number;
+  WORKER_SHUTDOWN_GRACE_MS: number;
+}
+
+const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
+const int = (min: number, dflt: number, max = Number.MAX_SAFE_INTEGER) =>
+  ({ type: 'integer', minimum: min, maximum: max, default: dflt }) as const;
+
+const schema: JSONSchemaType<Config> = {
+  type: 'object',
+  properties: {
+    NODE_ENV: { type: 'string', enum: ['development', 'test', 'production'], default: 'development' },
+    PORT: int(0, 3000, 65535),
+    LOG_LEVEL: {
+      type: 'string',
+      enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+      default: 'info',
+    },
+    DATA_DIR: { type: 'string', minLength: 1, default: '.data' },
+    DATABASE_URL: { type: 'string', pattern: '^postgres(ql)?://', nullable: true },
+    JWT_SECRET: { type: 'string', minLength: 32, nullable: true },
+    JWT_JWKS_URI: { type: 'string', pattern: '^https?://', nullable: true },
+    JWT_ISSUER: optionalString,
+    JWT_AUDIENCE: optionalString,
+    WEBHOOK_SECRET_KEY: { type: 'string', pattern: '^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$', nullable: true },
+    TEMPORAL_ADDRESS: optionalString,
+    TEMPORAL_NAMESPACE: { type: 'string', minLength: 1, default: 'default' },
+    TEMPORAL_TASK_QUEUE: { type: 'string', minLength: 1, default: DEFAULT_TASK_QUEUE },
+    TEMPORAL_API_KEY: optionalString,
+    TEMPORAL_TLS_CERT_PATH: optionalString,
+    TEMPORAL_TLS_KEY_PATH: optionalString,
+    TEMPORAL_TLS_CA_PATH: optionalString,
+    TEMPORAL_TLS_SERVER_NAME: optionalString,
+    WEBHOOK_TIMEOUT_MS: int(100, 10_000, 600_000),
+    ALLOW_PRIVATE_WEBHOOK_URLS: { type: 'boolean', default: false },
+    DELIVERY_INITIAL_INTERVAL_MS: int(1, 1_000),
+    DELIVERY_BACKOFF_COEFFICIENT: { type: 'number', minimum: 1, maximum: 100, default: 2 },
+    DELIVERY_MAX_INTERVAL_MS: int(1, 600_000),
+    DELIVERY_GIVE_UP_AFTER_MS: int(1_000, 86_400_000),
+    TEST_DELIVERY_WAIT_MS: int(100, 15_000, 600_000),
+    WORKER_MAX_CONCURRENT_ACTIVITIES: int(1, 200),
+    WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: int(1, 200),
+    WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: int(1, 100),
+    WORKER_MAX_CACHED_WORKFLOWS: int(0, 1_000),
+    WORKER_SHUTDOWN_GRACE_MS: int(0, 15_000),
+  },
+  required: [],
+  additionalProperties: true,
+};
+
+const validate = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true }).compile(schema);
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Which optional settings a process cannot run without. */
+export interface ConfigNeeds {
+  database?: boolean;
+  auth?: boolean;
+  temporal?: boolean;
+}
+
+/**
+ * Reads and validates the environment. Unknown variables are ignored; empty strings count as unset.
+ * Throws a ConfigError naming every variable that is missing or wrong.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNeeds = {}): Config {
+  const candidate: Record<string, unknown> = {};
+  for (const key of Object.keys(schema.properties)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') candidate[key] = value;
+  }
+  const problems: string[] = [];
+  if (!validate(candidate)) {
+    for (const error of validate.errors ?? []) {
+      const name = error.instancePath.slice(1) || String(error.params.missingProperty ?? '');
+      problems.push(`${name} ${error.message ?? 'is invalid'}`);
+    }
+  }
+  const config = candidate as unknown as Config;
+  if (needs.database && !config.DATABASE_URL) problems.push('DATABASE_URL is required (postgres://user:pass@host:5432/db)');
+  if (needs.temporal && !config.TEMPORAL_ADDRESS) problems.push('TEMPORAL_ADDRESS is required (host:7233)');
+  if (needs.auth && !config.JWT_SECRET && !config.JWT_JWKS_URI)
+    problems.push('JWT_SECRET or JWT_JWKS_URI is required to authenticate API callers');
+  if (config.JWT_SECRET && config.JWT_JWKS_URI) problems.push('set only one of JWT_SECRET and JWT_JWKS_URI');
+  if (Boolean(config.TEMPORAL_TLS_CERT_PATH) !== Boolean(config.TEMPORAL_TLS_KEY_PATH))
+    problems.push('TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH go together');
+  if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
+    problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  return config;
+}

@@ -1,0 +1,66 @@
+// Sandbox-safe contract shared by workflows, activities, worker, API and clients: no imports, no I/O.
+
+/** Event types a webhook can subscribe to (spec section 2). */
+export const SUBSCRIBABLE_TYPES = ['FALL_DETECTION', 'VITAL_THRESHOLD'] as const;
+export type SubscribableType = (typeof SUBSCRIBABLE_TYPES)[number];
+
+/** Every type a delivery can carry; TEST is sent only by the test endpoint, whatever the subscription. */
+export const WEBHOOK_TYPES = [...SUBSCRIBABLE_TYPES, 'TEST'] as const;
+export type WebhookType = (typeof WEBHOOK_TYPES)[number];
+
+/** Allowed values of ThresholdResult.vitalType (spec section 6). */
+export const VITAL_TYPES = [
+  'heartrate',
+  'heartrateVariability',
+  'respiratoryRate',
+  'pulseox',
+  'bloodPressureSystolic',
+  'bloodPressureDiastolic',
+  'glucose',
+  'temperature',
+  'EKG',
+] as const;
+export type VitalType = (typeof VITAL_TYPES)[number];
+
+export const DEFAULT_TASK_QUEUE = 'webhooks';
+export const DELIVER_WORKFLOW_TYPE = 'deliverWebhookEvent';
+
+export interface FallDetectionPayload {
+  userUUID: string;
+  reasons: string[];
+  happenedAt: string;
+  email: string;
+  firstName: string;
+  lastName: string;
+}
+
+export interface ThresholdResult {
+  vitalType: VitalType;
+  badValue: number;
+  thresholdValue: number;
+  vital_id: string;
+  reason: 'high' | 'low' | null;
+}
+
+export interface VitalThresholdPayload {
+  triggeredVitals: ThresholdResult[];
+  userUUID: string;
+  email: string;
+  firstName: string;
+  lastName: string;
+}
+
+export interface TestPayload {
+  test: string;
+}
+
+export type EventPayload = FallDetectionPayload | VitalThresholdPayload | TestPayload;
+
+/** Input of the `deliverWebhookEvent` workflow: the public contract for the monitoring system. */
+export interface DeliverWebhookEventInput {
+  projectId: string;
+  webhookType: WebhookType;
+  userUUID: string;
+  /** The event data, sent as the request body (the wrapper with userUUID and webhookType is not sent). */
+  payload: EventPayload;
+}

@@ -1,0 +1,3 @@
+export * from './connection';
+export * from './projects';
+export * from './registrations';

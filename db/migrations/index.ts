@@ -1,0 +1,11 @@
+import type { Knex } from 'knex';
+import * as initial from './001_initial';
+
+// Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
+const migrations: Record<string, Knex.Migration> = { '001_initial': initial };
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: () => Promise.resolve(Object.keys(migrations)),
+  getMigrationName: (name) => name,
+  getMigration: (name) => Promise.resolve(migrations[name] as Knex.Migration),
+};

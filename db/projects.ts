@@ -1,0 +1,34 @@
+import type { Db } from './connection';
+
+export async function projectExists(db: Db, projectId: string): Promise<boolean> {
+  return (await db('projects').where({ id: projectId }).first('id')) !== undefined;
+}
+
+/** Adds a project; returns false when it already existed (idempotent). */
+export async function addProject(db: Db, projectId: string, name?: string): Promise<boolean> {
+  const rows = await db('projects')
+    .insert({ id: projectId, name: name ?? null })
+    .onConflict('id')
+    .ignore()
+    .returning('id');
+  return rows.length > 0;
+}
+
+export async function isMember(db: Db, projectId: string, userId: string): Promise<boolean> {
+  return (await db('project_members').where({ project_id: projectId, user_id: userId }).first('user_id')) !== undefined;
+}
+
+/** Adds a member; returns false when the user already was one. */
+export async function addMember(db: Db, projectId: string, userId: string): Promise<boolean> {
+  const rows = await db('project_members')
+    .insert({ project_id: projectId, user_id: userId })
+    .onConflict(['project_id', 'user_id'])
+    .ignore()
+    .returning('user_id');
+  return rows.length > 0;
+}
+
+/** Removes a member; returns false when the user was not one. */
+export async function removeMember(db: Db, projectId: string, userId: string): Promise<boolean> {
+  return (await db('project_members').where({ project_id: projectId, user_id: userId }).delete()) > 0;
+}

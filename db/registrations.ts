@@ -1,0 +1,77 @@
+import type { SubscribableType } from '../common/types';
+import type { Db } from './connection';
+
+/** A stored webhook registration; the signing secret stays sealed (AES-256-GCM) at this layer. */
+export interface RegistrationRow {
+  id: string;
+  projectId: string;
+  url: string;
+  types: SubscribableType[];
+  secretSealed: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+interface Columns {
+  id: string;
+  project_id: string;
+  url: string;
+  types: SubscribableType[];
+  secret_sealed: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const TABLE = 'webhook_registrations';
+
+const toRow = (c: Columns): RegistrationRow => ({
+  id: c.id,
+  projectId: c.project_id,
+  url: c.url,
+  types: c.types,
+  secretSealed: c.secret_sealed,
+  createdAt: c.created_at,
+  updatedAt: c.updated_at,
+});
+
+export async function findRegistration(db: Db, projectId: string): Promise<RegistrationRow | undefined> {
+  const columns = await db<Columns>(TABLE).where({ project_id: projectId }).first();
+  return columns && toRow(columns);
+}
+
+/** Inserts a registration; returns undefined when the project already has one (the unique constraint decides). */
+export async function insertRegistration(
+  db: Db,
+  registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'>,
+): Promise<RegistrationRow | undefined> {
+  const [columns] = await db<Columns>(TABLE)
+    .insert({
+      id: registration.id,
+      project_id: registration.projectId,
+      url: registration.url,
+      types: registration.types,
+      secret_sealed: registration.secretSealed,
+    })
+    .onConflict('project_id')
+    .ignore()
+    .returning('*');
+  return columns && toRow(columns as Columns);
+}
+
+/** Updates url and/or types; returns undefined when the project has no registration. */
+export async function updateRegistration(
+  db: Db,
+  projectId: string,
+  changes: { url?: string; types?: SubscribableType[] },
+): Promise<RegistrationRow | undefined> {
+  const [columns] = await db<Columns>(TABLE)
+    .where({ project_id: projectId })
+    .update({ ...changes, updated_at: db.fn.now() })
+    .returning('*');
+  return columns && toRow(columns as Columns);
+}
+
+/** Deletes the project's registration; returns false when there was none. */
+export async function deleteRegistration(db: Db, projectId: string): Promise<boolean> {
+  return (await db(TABLE).where({ project_id: projectId }).delete()) > 0;
+}
