@@ -73,3 +73,6 @@ export function resolveSecretKey(config: Config, logger: Logger): Buffer {
   );
   return parseSecretKey(value);
 }
+
+/** Additional authenticated data for a registration's sealed secret: a ciphertext opens only on its own row. */
+export const registrationSecretAad = (registrationId: string): string => `webhook-registration:${registrationId}`;

@@ -64,3 +64,11 @@ export interface DeliverWebhookEventInput {
   /** The event data, sent as the request body (the wrapper with userUUID and webhookType is not sent). */
   payload: EventPayload;
 }
+
+/** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
+export type TestDeliveryOutcome =
+  | { delivered: true; statusCode: number; durationMs: number; workflowId: string }
+  | { delivered: false; reason: string; statusCode?: number; workflowId: string };
+
+/** Sends one TEST event to the project's registered webhook and waits (bounded) for the outcome. */
+export type SendTestEvent = (projectId: string) => Promise<TestDeliveryOutcome>;

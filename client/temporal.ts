@@ -1,0 +1,34 @@
+import { readFileSync } from 'node:fs';
+import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
+import type { Config } from '../common/config';
+
+type TemporalSettings = Pick<
+  Config,
+  | 'TEMPORAL_ADDRESS'
+  | 'TEMPORAL_API_KEY'
+  | 'TEMPORAL_TLS_CERT_PATH'
+  | 'TEMPORAL_TLS_KEY_PATH'
+  | 'TEMPORAL_TLS_CA_PATH'
+  | 'TEMPORAL_TLS_SERVER_NAME'
+>;
+
+/** Connection options for the configured Temporal (TLS and API key optional, for a hosted Temporal). */
+export function temporalConnectionOptions(config: TemporalSettings): ConnectionOptions {
+  const mtls = config.TEMPORAL_TLS_CERT_PATH && config.TEMPORAL_TLS_KEY_PATH;
+  const tls =
+    mtls || config.TEMPORAL_TLS_CA_PATH || config.TEMPORAL_API_KEY
+      ? {
+          serverNameOverride: config.TEMPORAL_TLS_SERVER_NAME,
+          serverRootCACertificate: config.TEMPORAL_TLS_CA_PATH ? readFileSync(config.TEMPORAL_TLS_CA_PATH) : undefined,
+          clientCertPair: mtls
+            ? { crt: readFileSync(config.TEMPORAL_TLS_CERT_PATH!), key: readFileSync(config.TEMPORAL_TLS_KEY_PATH!) }
+            : undefined,
+        }
+      : undefined;
+  return { address: config.TEMPORAL_ADDRESS ?? 'localhost:7233', tls, apiKey: config.TEMPORAL_API_KEY };
+}
+
+export async function connectTemporalClient(config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE'>): Promise<Client> {
+  const connection = await Connection.connect(temporalConnectionOptions(config));
+  return new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+}
