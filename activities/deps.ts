@@ -1,0 +1,27 @@
+import type { Config } from '../common/config';
+import type { Logger } from '../common/logger';
+import type { SecretBox } from '../common/secrets';
+import type { Db } from '../db';
+import type { WebhookHttpClient } from './http';
+
+export type ActivityConfig = Pick<
+  Config,
+  | 'WEBHOOK_TIMEOUT_MS'
+  | 'ALLOW_PRIVATE_WEBHOOK_URLS'
+  | 'DELIVERY_INITIAL_INTERVAL_MS'
+  | 'DELIVERY_BACKOFF_COEFFICIENT'
+  | 'DELIVERY_MAX_INTERVAL_MS'
+  | 'DELIVERY_GIVE_UP_AFTER_MS'
+>;
+
+/** What the activities need from the worker; tests pass their own. */
+export interface ActivityDeps {
+  db: Db;
+  secretBox: SecretBox;
+  logger: Logger;
+  config: ActivityConfig;
+  /** Shared keep-alive client; the worker creates and closes it (createActivities makes one when omitted). */
+  http?: WebhookHttpClient;
+  /** Whether the namespace has the ProjectId/WebhookType search attributes (default true). */
+  searchAttributes?: boolean;
+}

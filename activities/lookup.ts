@@ -1,0 +1,29 @@
+import { validateDeliveryInput } from '../client/events';
+import { findRegistration } from '../db';
+import type { DeliveryPlan } from '../workflows/contract';
+import type { ActivityDeps } from './deps';
+
+/**
+ * Local activity: validates the event (ajv cannot run in the workflow sandbox), says whether the project has a
+ * webhook and which types it subscribes to, and hands over the worker's retry policy. Never the URL or secret.
+ */
+export function createPlanDelivery({ db, config, searchAttributes = true }: ActivityDeps) {
+  return async function planDelivery(input: unknown): Promise<DeliveryPlan> {
+    const plan: DeliveryPlan = {
+      registered: false,
+      types: [],
+      retry: {
+        initialIntervalMs: config.DELIVERY_INITIAL_INTERVAL_MS,
+        backoffCoefficient: config.DELIVERY_BACKOFF_COEFFICIENT,
+        maximumIntervalMs: config.DELIVERY_MAX_INTERVAL_MS,
+        giveUpAfterMs: config.DELIVERY_GIVE_UP_AFTER_MS,
+      },
+      attemptTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      searchAttributes,
+    };
+    const problem = validateDeliveryInput(input);
+    if (problem !== undefined) return { ...plan, problem };
+    const registration = await findRegistration(db, (input as { projectId: string }).projectId);
+    return registration ? { ...plan, registered: true, types: registration.types } : plan;
+  };
+}

@@ -1,0 +1,88 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import ipaddr from 'ipaddr.js';
+import { buildConnector } from 'undici';
+
+/** Raised when a webhook URL resolves to, or connects to, an address a receiver may not live at. */
+export class ForbiddenTargetError extends Error {
+  override name = 'ForbiddenTargetError';
+  readonly code = 'ERR_WEBHOOK_TARGET_FORBIDDEN';
+  constructor(
+    readonly address: string,
+    readonly range: string,
+  ) {
+    super(
+      `Refused to deliver to ${address}: ${range} addresses are not allowed as webhook receivers ` +
+        '(set ALLOW_PRIVATE_WEBHOOK_URLS=true for local development)',
+    );
+  }
+}
+
+/**
+ * Why an address may not be a receiver, or undefined when it is public unicast. Covers loopback, RFC 1918,
+ * link-local (169.254.169.254 metadata included), CGNAT, unique-local (fd00:ec2::254 metadata included),
+ * multicast, reserved and unspecified ranges, IPv4-mapped/compatible and NAT64/6to4/Teredo forms of IPv6.
+ */
+export function forbiddenRange(address: string): string | undefined {
+  if (!ipaddr.isValid(address)) return 'unparseable';
+  let ip = ipaddr.parse(address);
+  if (ip.kind() === 'ipv6') {
+    const v6 = ip as ipaddr.IPv6;
+    if (v6.isIPv4MappedAddress()) ip = v6.toIPv4Address();
+    else if (v6.parts.slice(0, 6).every((part) => part === 0) && address !== '::' && address !== '::1') {
+      // IPv4-compatible ::a.b.c.d (deprecated) still names an IPv4 host.
+      const [hi = 0, lo = 0] = v6.parts.slice(6);
+      ip = new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+    }
+  }
+  const range = ip.range();
+  return range === 'unicast' ? undefined : range;
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** dns.lookup that refuses a hostname when any address it resolves to is forbidden. */
+export function guardedLookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+    if (error) return callback(error, []);
+    for (const { address } of addresses) {
+      const range = forbiddenRange(address);
+      if (range) return callback(new ForbiddenTargetError(address, range), []);
+    }
+    if (options.all) return callback(null, addresses);
+    const [first] = addresses;
+    if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), []);
+    callback(null, first.address, first.family);
+  });
+}
+
+/**
+ * An undici connector that resolves through guardedLookup and checks the peer address of every new
+ * socket, so neither an IP-literal URL nor a DNS answer that changes between checks (rebinding) gets through.
+ */
+export function createGuardedConnector(options: {
+  timeoutMs: number;
+  allowPrivate: boolean;
+}): buildConnector.connector {
+  const base = buildConnector({
+    timeout: options.timeoutMs,
+    ...(options.allowPrivate ? {} : { lookup: guardedLookup }),
+  });
+  if (options.allowPrivate) return base;
+  return (connectOptions, callback) => {
+    const literal = connectOptions.hostname.replace(/^\[|\]$/g, '');
+    if (ipaddr.isValid(literal)) {
+      const range = forbiddenRange(literal);
+      if (range) return callback(new ForbiddenTargetError(literal, range), null);
+    }
+    base(connectOptions, (error, socket) => {
+      if (error) return callback(error, null);
+      const peer = socket.remoteAddress ?? '';
+      const range = forbiddenRange(peer);
+      if (range) {
+        socket.destroy();
+        return callback(new ForbiddenTargetError(peer, range), null);
+      }
+      callback(null, socket);
+    });
+  };
+}

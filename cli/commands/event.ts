@@ -1,0 +1,64 @@
+import { readFile } from 'node:fs/promises';
+import { emitWebhookEvent, WebhookEventAlreadyEmittedError } from '../../client/emit';
+import { InvalidWebhookEventError } from '../../client/events';
+import { connectTemporalClient } from '../../client/temporal';
+import { SUBSCRIBABLE_TYPES, type SubscribableType, type EventPayload } from '../../common/types';
+import { CliError, UsageError, commandConfig, parseCommandArgs, type CliCommand } from '../command';
+
+async function readData(data: string): Promise<unknown> {
+  let text = data;
+  if (data.startsWith('@')) {
+    try {
+      text = await readFile(data.slice(1), 'utf8');
+    } catch (error) {
+      throw new CliError(`cannot read ${data.slice(1)}: ${(error as Error).message}`);
+    }
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new CliError(`--data is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+export const eventEmit: CliCommand = {
+  usage: 'event emit <projectId> <FALL_DETECTION|VITAL_THRESHOLD> --user <uuid> --data <json|@file> [--id <eventId>]',
+  summary: 'start the delivery of one event; prints its workflow id',
+  async run(args, io) {
+    const { values, positionals } = parseCommandArgs(
+      args,
+      { user: { type: 'string' }, data: { type: 'string' }, id: { type: 'string' } },
+      ['projectId', 'type'],
+    );
+    const [projectId, type] = positionals as [string, string];
+    if (!(SUBSCRIBABLE_TYPES as readonly string[]).includes(type))
+      throw new UsageError(`<type> must be one of ${SUBSCRIBABLE_TYPES.join(', ')}`);
+    if (!values.user) throw new UsageError('--user <uuid> is required');
+    if (!values.data) throw new UsageError('--data <json|@file> is required');
+    const payload = await readData(values.data);
+    const config = commandConfig(io);
+    const event = {
+      projectId,
+      webhookType: type as SubscribableType,
+      userUUID: values.user,
+      payload: payload as EventPayload,
+    };
+    const client = await connectTemporalClient(config);
+    try {
+      const workflowId = await emitWebhookEvent(client, event, {
+        eventId: values.id,
+        taskQueue: config.TEMPORAL_TASK_QUEUE,
+      });
+      io.out(workflowId);
+    } catch (error) {
+      if (error instanceof InvalidWebhookEventError) throw new CliError(`${error.message}; nothing was emitted`);
+      if (error instanceof WebhookEventAlreadyEmittedError)
+        throw new CliError(
+          `Event ${error.eventId} was already emitted as workflow ${error.workflowId}; not emitted again`,
+        );
+      throw error;
+    } finally {
+      await client.connection.close();
+    }
+  },
+};

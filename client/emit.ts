@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
+import {
+  DEFAULT_TASK_QUEUE,
+  DELIVER_WORKFLOW_TYPE,
+  SUBSCRIBABLE_TYPES,
+  type DeliverWebhookEventInput,
+  type SubscribableType,
+} from '../common/types';
+import { InvalidWebhookEventError, validateDeliveryInput } from './events';
+
+/** An event the monitoring system emits (TEST events come only from the test endpoint). */
+export interface WebhookEvent extends DeliverWebhookEventInput {
+  webhookType: SubscribableType;
+}
+
+export interface EmitOptions {
+  /** The caller's id of this event; emitting the same id twice delivers once. Generated when omitted. */
+  eventId?: string;
+  /** Defaults to `webhooks`. */
+  taskQueue?: string;
+}
+
+/** The event id was emitted before: its delivery exists (running or finished) and is not started again. */
+export class WebhookEventAlreadyEmittedError extends Error {
+  override name = 'WebhookEventAlreadyEmittedError';
+  constructor(
+    readonly eventId: string,
+    readonly workflowId: string,
+    options?: ErrorOptions,
+  ) {
+    super(`Event ${eventId} was already emitted (workflow ${workflowId})`, options);
+  }
+}
+
+/** Event ids become workflow ids: keep them to printable, UI-friendly characters, and no personal data. */
+const EVENT_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
+
+export const eventWorkflowId = (eventId: string) => `webhook-event-${eventId}`;
+
+/**
+ * Validates the event against spec section 6 and starts its delivery workflow `webhook-event-{eventId}`.
+ * Resolves to the workflow id. Throws InvalidWebhookEventError (nothing started) or
+ * WebhookEventAlreadyEmittedError (the id was used before: one event id is delivered once).
+ */
+export async function emitWebhookEvent(
+  client: Client,
+  event: WebhookEvent,
+  options: EmitOptions = {},
+): Promise<string> {
+  if (!(SUBSCRIBABLE_TYPES as readonly string[]).includes(event.webhookType))
+    throw new InvalidWebhookEventError(
+      `Event type ${JSON.stringify(event.webhookType)} cannot be emitted: expected one of ${SUBSCRIBABLE_TYPES.join(', ')}`,
+    );
+  const problem = validateDeliveryInput(event);
+  if (problem) throw new InvalidWebhookEventError(problem);
+  const eventId = options.eventId ?? randomUUID();
+  if (!EVENT_ID.test(eventId))
+    throw new InvalidWebhookEventError(
+      'eventId must be 1-200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit',
+    );
+  const workflowId = eventWorkflowId(eventId);
+  const input: DeliverWebhookEventInput = {
+    projectId: event.projectId,
+    webhookType: event.webhookType,
+    userUUID: event.userUUID,
+    payload: event.payload,
+  };
+  try {
+    await client.workflow.start(DELIVER_WORKFLOW_TYPE, {
+      args: [input],
+      taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+      workflowId,
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+    });
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError)
+      throw new WebhookEventAlreadyEmittedError(eventId, workflowId, { cause: error });
+    throw error;
+  }
+  return workflowId;
+}

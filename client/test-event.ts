@@ -1,0 +1,79 @@
+import { randomUUID } from 'node:crypto';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Config } from '../common/config';
+import {
+  DELIVER_WORKFLOW_TYPE,
+  type DeliverWebhookEventInput,
+  type SendTestEvent,
+  type TestDeliveryOutcome,
+} from '../common/types';
+import type { DeliverWebhookEventResult, DeliveryFailedDetails } from '../workflows/contract';
+
+/** The TEST wrapper carries no user: the nil UUID. */
+const NO_USER = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * Sends one TEST event (one attempt, no retries) and waits at most TEST_DELIVERY_WAIT_MS for its outcome:
+ * delivered with the receiver's status and the duration, or not delivered with a reason naming the receiver's
+ * status or error code.
+ */
+export function createTestEventSender(
+  client: Client,
+  config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEST_DELIVERY_WAIT_MS'>,
+): SendTestEvent {
+  return async (projectId) => {
+    const workflowId = `webhook-test-${projectId}-${randomUUID()}`;
+    const input: DeliverWebhookEventInput = {
+      projectId,
+      webhookType: 'TEST',
+      userUUID: NO_USER,
+      payload: { test: `This is a test event for the webhook of project ${projectId}.` },
+    };
+    const handle = await client.workflow.start(DELIVER_WORKFLOW_TYPE, {
+      args: [input],
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      workflowId,
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), config.TEST_DELIVERY_WAIT_MS);
+    });
+    try {
+      const result = await Promise.race([handle.result() as Promise<DeliverWebhookEventResult>, timeout]);
+      if (result === 'timeout')
+        return {
+          delivered: false,
+          workflowId,
+          reason: `No delivery outcome within ${config.TEST_DELIVERY_WAIT_MS} ms`,
+        };
+      return toOutcome(result, projectId, workflowId);
+    } catch (error) {
+      if (error instanceof WorkflowFailedError) return failedOutcome(error, workflowId);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+function toOutcome(result: DeliverWebhookEventResult, projectId: string, workflowId: string): TestDeliveryOutcome {
+  if (result.status === 'delivered')
+    return { delivered: true, statusCode: result.statusCode, durationMs: result.durationMs, workflowId };
+  return { delivered: false, workflowId, reason: `No webhook is registered for project ${projectId}` };
+}
+
+function failedOutcome(error: WorkflowFailedError, workflowId: string): TestDeliveryOutcome {
+  const failure = error.cause;
+  const details =
+    failure instanceof ApplicationFailure ? (failure.details?.[0] as DeliveryFailedDetails | undefined) : undefined;
+  if (details?.statusCode !== undefined)
+    return {
+      delivered: false,
+      workflowId,
+      statusCode: details.statusCode,
+      reason: `The receiver answered HTTP ${details.statusCode}`,
+    };
+  if (details?.errorCode !== undefined) return { delivered: false, workflowId, reason: details.lastError };
+  return { delivered: false, workflowId, reason: failure?.message ?? error.message };
+}

@@ -1,0 +1,73 @@
+// A runnable example receiver: `WEBHOOK_SECRET=whsec_… PORT=4000 npx tsx receiver/example-receiver.ts`.
+// It verifies each delivery against the raw body, answers 401 when the signature or timestamp is wrong and
+// 200 otherwise, and handles each X-Webhook-Id once (the same event may arrive more than once).
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { checkWebhookSignature } from '../common/signature';
+
+export interface ExampleReceiverOptions {
+  secret: string;
+  /** Called once per distinct X-Webhook-Id with the parsed body. */
+  onEvent?: (event: { webhookId: string; body: unknown }) => void;
+  /** How many webhook ids to remember for de-duplication. */
+  rememberIds?: number;
+}
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+async function readRawBody(request: IncomingMessage): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function createExampleReceiver(options: ExampleReceiverOptions): Server {
+  const seen = new Set<string>();
+  const remember = options.rememberIds ?? 10_000;
+  return createServer((request, response) => {
+    const reply = (status: number, text: string) =>
+      response.writeHead(status, { 'content-type': 'text/plain' }).end(text);
+    if (request.method !== 'POST') return reply(405, 'POST only');
+    readRawBody(request).then(
+      (rawBody) => {
+        if (!rawBody) return reply(413, 'body too large');
+        const check = checkWebhookSignature({
+          secret: options.secret,
+          timestamp: request.headers['x-timestamp'],
+          signature: request.headers['x-signature'],
+          rawBody, // the bytes as received: never JSON.stringify(JSON.parse(...))
+        });
+        if (!check.valid) return reply(401, check.reason);
+        const webhookId = String(request.headers['x-webhook-id'] ?? '');
+        if (webhookId && seen.has(webhookId)) return reply(200, 'duplicate, already handled');
+        if (webhookId) {
+          seen.add(webhookId);
+          if (seen.size > remember) seen.delete(seen.values().next().value as string);
+        }
+        options.onEvent?.({ webhookId, body: JSON.parse(rawBody.toString('utf8')) as unknown });
+        reply(200, 'ok');
+      },
+      () => reply(400, 'could not read the body'),
+    );
+  });
+}
+
+if (require.main === module) {
+  const secret = process.env.WEBHOOK_SECRET;
+  if (!secret) {
+    process.stderr.write('Set WEBHOOK_SECRET to the secret returned by POST /webhooks/register\n');
+    process.exit(2);
+  }
+  const port = Number(process.env.PORT ?? 4000);
+  const server = createExampleReceiver({
+    secret,
+    onEvent: ({ webhookId, body }) => process.stdout.write(`${webhookId} ${JSON.stringify(body)}\n`),
+  });
+  server.listen(port, () => process.stdout.write(`example receiver listening on http://localhost:${port}\n`));
+  process.once('SIGINT', () => server.close());
+  process.once('SIGTERM', () => server.close());
+}

@@ -1,0 +1,22 @@
+import { DefaultLogger, Runtime, makeTelemetryFilterString, type LogEntry } from '@temporalio/worker';
+import type { Logger } from '../common/logger';
+
+let installed = false;
+
+/**
+ * Routes the SDK's logs (workflow and activity `log`, core) into pino. Process-wide and only possible before
+ * the first NativeConnection, so it runs once; signals are left to our own shutdown code.
+ */
+export function installRuntimeLogger(logger: Logger): void {
+  if (installed) return;
+  const sdk = logger.child({ component: 'temporal' });
+  Runtime.install({
+    logger: new DefaultLogger('INFO', (entry: LogEntry) => {
+      const level = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
+      sdk[level]({ ...entry.meta }, entry.message);
+    }),
+    telemetryOptions: { logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }) } },
+    shutdownSignals: [],
+  });
+  installed = true;
+}

@@ -1,0 +1,117 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Connection } from '@temporalio/client';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities, createWebhookHttpClient } from '../activities';
+import { temporalConnectionOptions } from '../client/temporal';
+import type { Config } from '../common/config';
+import type { Logger } from '../common/logger';
+import { createSecretBox, resolveSecretKey } from '../common/secrets';
+import { createDb } from '../db';
+import { installRuntimeLogger } from './runtime';
+
+/** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
+export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
+
+export const REQUIRED_SEARCH_ATTRIBUTES = ['ProjectId', 'WebhookType'];
+
+export interface RunningWorker {
+  worker: Worker;
+  /** Settles when the worker has stopped (rejects when it crashed). */
+  run: Promise<void>;
+  /** Stops polling, lets in-flight attempts finish (WORKER_SHUTDOWN_GRACE_MS), then closes connections. */
+  shutdown(): Promise<void>;
+}
+
+/** Where the workflow code comes from: the prebuilt bundle in production, the sources in development and tests. */
+export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
+  return existsSync(WORKFLOW_BUNDLE_PATH)
+    ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
+    : { workflowsPath: require.resolve('../workflows') };
+}
+
+/**
+ * Whether the namespace has the ProjectId/WebhookType search attributes. Upserting a missing one would fail every
+ * workflow task, so the workflow skips them rather than stall deliveries; the operator gets an error to act on.
+ */
+async function hasSearchAttributes(config: Config, logger: Logger): Promise<boolean> {
+  let connection: Connection | undefined;
+  try {
+    connection = await Connection.connect(temporalConnectionOptions(config));
+    const { customAttributes } = await connection.operatorService.listSearchAttributes({
+      namespace: config.TEMPORAL_NAMESPACE,
+    });
+    const missing = REQUIRED_SEARCH_ATTRIBUTES.filter((name) => !customAttributes?.[name]);
+    if (missing.length === 0) return true;
+    logger.error(
+      { missing, namespace: config.TEMPORAL_NAMESPACE },
+      'search attributes missing: deliveries run without them; register them as Keyword ' +
+        '(temporal operator search-attribute create --name ProjectId --type Keyword)',
+    );
+    return false;
+  } catch (error) {
+    // Hosted namespaces may refuse the operator API: assume they were registered out of band.
+    logger.warn({ err: error }, 'could not list search attributes; assuming ProjectId and WebhookType exist');
+    return true;
+  } finally {
+    await connection?.close();
+  }
+}
+
+export async function startWorker(config: Config, logger: Logger): Promise<RunningWorker> {
+  if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
+  installRuntimeLogger(logger);
+  const db = createDb(config.DATABASE_URL, { max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20) });
+  const http = createWebhookHttpClient({
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+  });
+  if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
+    logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
+  const { address, tls } = temporalConnectionOptions(config);
+  const connection = await NativeConnection.connect({ address, tls, apiKey: config.TEMPORAL_API_KEY });
+  try {
+    const activities = createActivities({
+      db,
+      http,
+      config,
+      secretBox: createSecretBox(resolveSecretKey(config, logger)),
+      logger: logger.child({ component: 'delivery' }),
+      searchAttributes: await hasSearchAttributes(config, logger),
+    });
+    const worker = await Worker.create({
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      ...workflowSource(),
+      activities,
+      maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
+      maxConcurrentLocalActivityExecutions: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
+      maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+      maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
+      shutdownGraceTime: config.WORKER_SHUTDOWN_GRACE_MS,
+    });
+    const run = worker.run().finally(async () => {
+      await connection.close();
+      await http.close();
+      await db.destroy();
+    });
+    logger.info(
+      { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, ...workflowSource() },
+      'worker started',
+    );
+    return {
+      worker,
+      run,
+      async shutdown() {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await run.catch(() => undefined);
+      },
+    };
+  } catch (error) {
+    await connection.close();
+    await http.close();
+    await db.destroy();
+    throw error;
+  }
+}

@@ -1,0 +1,78 @@
+// Sandbox-safe shapes shared by the workflow, the activities and the client: no imports of Node or the SDK.
+import type { SubscribableType, WebhookType } from '../common/types';
+
+/** `type` of every ApplicationFailure the pipeline raises; non-retryable ones say so. */
+export const FailureType = {
+  /** Non-retryable: the input is not a valid event of spec section 6. */
+  InvalidEvent: 'InvalidWebhookEvent',
+  /** Non-retryable: the registration does not subscribe to the event type. */
+  NotSubscribed: 'WebhookTypeNotSubscribed',
+  /** Non-retryable: the URL resolves to a loopback/private/link-local/… address (SSRF guard). */
+  TargetForbidden: 'WebhookTargetForbidden',
+  /** Non-retryable: the stored URL is not an http(s) URL. */
+  InvalidUrl: 'InvalidWebhookUrl',
+  /** Retryable: the receiver answered a status other than 2xx (3xx included: redirects are not followed). */
+  ReceiverStatus: 'WebhookReceiverStatus',
+  /** Retryable: timeout, refused connection, DNS failure, reset. */
+  ReceiverUnreachable: 'WebhookReceiverUnreachable',
+  /** Retryable: the registration's secret could not be opened (wrong WEBHOOK_SECRET_KEY on this worker). */
+  SecretUnavailable: 'WebhookSecretUnavailable',
+  /** The workflow's own failure once retries are exhausted or a non-retryable attempt failure occurred. */
+  DeliveryFailed: 'WebhookDeliveryFailed',
+} as const;
+
+/** Details (first element) of every attempt failure: what the receiver did, never the body or secret. */
+export interface AttemptFailureDetails {
+  attempt: number;
+  durationMs: number;
+  statusCode?: number;
+  /** Node/undici error code, or TIMEOUT. */
+  errorCode?: string;
+}
+
+/** Details (first element) of the workflow's WebhookDeliveryFailed failure. */
+export interface DeliveryFailedDetails {
+  projectId: string;
+  webhookType: string;
+  attempts: number;
+  statusCode?: number;
+  errorCode?: string;
+  lastError: string;
+}
+
+/** Retry schedule of a delivery, in ms (worker config: DELIVERY_*). */
+export interface DeliveryRetryPolicy {
+  initialIntervalMs: number;
+  backoffCoefficient: number;
+  maximumIntervalMs: number;
+  giveUpAfterMs: number;
+}
+
+/** Result of the local lookup activity; recorded in history, so building options from it is deterministic. */
+export interface DeliveryPlan {
+  /** Set when the input is not a valid event: the message names the problem. */
+  problem?: string;
+  registered: boolean;
+  /** The registration's subscribed types; never its URL or secret. */
+  types: SubscribableType[];
+  retry: DeliveryRetryPolicy;
+  attemptTimeoutMs: number;
+  /** False when the worker found the ProjectId/WebhookType search attributes missing on the namespace. */
+  searchAttributes: boolean;
+}
+
+export interface DeliveryAttemptInput {
+  projectId: string;
+  webhookType: WebhookType;
+  /** The payload serialised once by the workflow: these exact bytes are signed and sent at every attempt. */
+  body: string;
+}
+
+export type DeliveryAttemptOutcome =
+  | { status: 'delivered'; attempt: number; statusCode: number; durationMs: number }
+  | { status: 'skipped'; reason: 'registration-deleted'; attempt: number };
+
+/** Result of `deliverWebhookEvent`. A failed delivery is a Failed workflow (WebhookDeliveryFailed), not a result. */
+export type DeliverWebhookEventResult =
+  | { status: 'delivered'; webhookId: string; attempts: number; statusCode: number; durationMs: number }
+  | { status: 'skipped'; webhookId: string; reason: 'no-webhook' | 'registration-deleted'; attempts: number };

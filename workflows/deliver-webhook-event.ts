@@ -1,0 +1,129 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/common';
+import type { createActivities } from '../activities';
+import type { DeliverWebhookEventInput } from '../common/types';
+import {
+  FailureType,
+  type AttemptFailureDetails,
+  type DeliverWebhookEventResult,
+  type DeliveryFailedDetails,
+  type DeliveryPlan,
+} from './contract';
+
+type Activities = ReturnType<typeof createActivities>;
+
+export const ProjectIdKey = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
+export const WebhookTypeKey = defineSearchAttributeKey('WebhookType', SearchAttributeType.KEYWORD);
+
+// The lookup reads Postgres: a transient outage is retried for as long as a delivery would be.
+const { planDelivery } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '10s',
+  scheduleToCloseTimeout: '24h',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1m' },
+  summary: 'Validate the event and look up the webhook registration',
+});
+
+/**
+ * Delivers one event to the project's webhook: validate, look up the registration, then POST with retries.
+ * The workflow id is the delivery's idempotency key, sent as X-Webhook-Id.
+ */
+export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Promise<DeliverWebhookEventResult> {
+  const { projectId, webhookType } = input;
+  const webhookId = workflowInfo().workflowId;
+  const plan: DeliveryPlan = await planDelivery(input);
+
+  if (plan.searchAttributes && typeof projectId === 'string' && typeof webhookType === 'string') {
+    upsertSearchAttributes([
+      { key: ProjectIdKey, value: projectId },
+      { key: WebhookTypeKey, value: webhookType },
+    ]);
+  }
+  if (plan.problem !== undefined) {
+    throw ApplicationFailure.create({ type: FailureType.InvalidEvent, message: plan.problem, nonRetryable: true });
+  }
+  if (!plan.registered) {
+    log.info('No webhook registered for the project: event skipped', { projectId, webhookType });
+    return { status: 'skipped', webhookId, reason: 'no-webhook', attempts: 0 };
+  }
+  const isTest = webhookType === 'TEST';
+  if (!isTest && !plan.types.includes(webhookType)) throw notSubscribed(projectId, webhookType);
+
+  // Options come from the recorded lookup result, so creating this proxy per execution is deterministic.
+  const { deliverWebhookAttempt } = proxyActivities<Activities>({
+    startToCloseTimeout: plan.attemptTimeoutMs + 5_000,
+    ...(isTest
+      ? { retry: { maximumAttempts: 1 } }
+      : {
+          scheduleToCloseTimeout: plan.retry.giveUpAfterMs,
+          retry: {
+            initialInterval: plan.retry.initialIntervalMs,
+            backoffCoefficient: plan.retry.backoffCoefficient,
+            maximumInterval: plan.retry.maximumIntervalMs,
+          },
+        }),
+    summary: isTest
+      ? `POST TEST event to project ${projectId}'s webhook`
+      : `POST ${webhookType} to project ${projectId}'s webhook`,
+  });
+
+  try {
+    const outcome = await deliverWebhookAttempt({ projectId, webhookType, body: JSON.stringify(input.payload) });
+    if (outcome.status === 'skipped') {
+      log.warn('Webhook deleted while the delivery was pending: event not delivered', { projectId, webhookType });
+      return { status: 'skipped', webhookId, reason: outcome.reason, attempts: outcome.attempt - 1 };
+    }
+    return {
+      status: 'delivered',
+      webhookId,
+      attempts: outcome.attempt,
+      statusCode: outcome.statusCode,
+      durationMs: outcome.durationMs,
+    };
+  } catch (error) {
+    if (!(error instanceof ActivityFailure)) throw error;
+    const last = lastApplicationFailure(error);
+    if (last?.type === FailureType.NotSubscribed) throw notSubscribed(projectId, webhookType, error);
+    const attempt = (last?.details?.[0] as AttemptFailureDetails | undefined) ?? undefined;
+    const details: DeliveryFailedDetails = {
+      projectId,
+      webhookType,
+      attempts: attempt?.attempt ?? 1,
+      statusCode: attempt?.statusCode,
+      errorCode: attempt?.errorCode,
+      lastError: last?.message ?? error.cause?.message ?? error.message,
+    };
+    log.error('Webhook delivery failed: giving up', { ...details });
+    throw ApplicationFailure.create({
+      type: FailureType.DeliveryFailed,
+      message: `Delivery of ${webhookType} to project ${projectId} failed after ${details.attempts} attempt(s): ${details.lastError}`,
+      nonRetryable: true,
+      details: [details],
+      cause: error,
+    });
+  }
+}
+
+function notSubscribed(projectId: string, webhookType: string, cause?: Error): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.NotSubscribed,
+    message: `Project ${projectId} has not registered a webhook for event: ${webhookType}`,
+    nonRetryable: true,
+    cause,
+  });
+}
+
+/** The last attempt's ApplicationFailure, found below a timeout or directly under the ActivityFailure. */
+function lastApplicationFailure(error: Error | undefined): ApplicationFailure | undefined {
+  for (let current = error; current; current = current.cause instanceof Error ? current.cause : undefined) {
+    if (current instanceof ApplicationFailure) return current;
+  }
+  return undefined;
+}
