@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto';
+import Koa, { type Middleware } from 'koa';
+import { bodyParser } from '@koa/bodyparser';
+import type { Knex } from 'knex';
+import type { Logger } from '../common/logger';
+import type { SecretBox } from '../common/secrets';
+import type { SendTestEvent } from '../common/types';
+import { authenticate, type AuthOptions } from './auth';
+import { problemDetails } from './errors';
+import { webhooksRouter } from './routes/webhooks';
+
+export interface AppDeps {
+  db: Knex;
+  secretBox: SecretBox;
+  logger: Logger;
+  auth: AuthOptions;
+  sendTestEvent: SendTestEvent;
+  /** Routes served without a token (health, API docs), mounted before authentication. */
+  publicRoutes?: Middleware[];
+}
+
+export const MAX_BODY = '100kb';
+
+const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+
+/** One JSON line per request: request id, method, path, status, duration. Echoes or assigns X-Request-Id. */
+function requestLog(logger: Logger): Middleware {
+  return async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    const given = ctx.get('X-Request-Id');
+    const reqId = REQUEST_ID.test(given) ? given : randomUUID();
+    ctx.set('X-Request-Id', reqId);
+    ctx.state.log = logger.child({ reqId });
+    try {
+      await next();
+    } finally {
+      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      (ctx.state.log as Logger).info(
+        { method: ctx.method, path: ctx.path, status: ctx.status, durationMs: Math.round(durationMs * 100) / 100 },
+        'request',
+      );
+    }
+  };
+}
+
+/** A request that carries a body must carry JSON (a zero-length body counts as none). */
+const requireJsonBody: Middleware = async (ctx, next) => {
+  const hasBody = ctx.get('Transfer-Encoding') !== '' || (ctx.request.length ?? 0) > 0;
+  if (hasBody && !ctx.is('application/json')) ctx.throw(415);
+  await next();
+};
+
+/** Builds the API; never listens (the server entry point or a test does). */
+export function createApp(deps: AppDeps): Koa {
+  const app = new Koa();
+  const webhooks = webhooksRouter(deps);
+
+  app.use(requestLog(deps.logger));
+  app.use(problemDetails(deps.logger));
+  for (const route of deps.publicRoutes ?? []) app.use(route);
+  app.use(authenticate(deps.auth));
+  app.use(requireJsonBody);
+  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
+  app.use(webhooks.routes());
+  app.use(webhooks.allowedMethods());
+
+  // Only errors thrown outside the problem-details middleware land here.
+  app.on('error', (err: unknown) => deps.logger.error({ err }, 'unhandled error'));
+  return app;
+}

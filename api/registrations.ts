@@ -1,0 +1,117 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import * as store from '../db';
+import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../common/secrets';
+import type { SendTestEvent } from '../common/types';
+import {
+  NotMemberError,
+  ProjectNotFoundError,
+  RegistrationExistsError,
+  RegistrationNotFoundError,
+  TestDeliveryFailedError,
+} from './errors';
+import type { RegisterWebhookBody, UpdateWebhookBody } from './schemas';
+
+export interface RegistrationDeps {
+  db: Knex;
+  secretBox: SecretBox;
+  sendTestEvent: SendTestEvent;
+}
+
+/** A registration as the API shows it; the signing secret only appears in the register response. */
+export interface RegistrationView {
+  _id: string;
+  projectId: string;
+  url: string;
+  types: string[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface TestDeliveryView {
+  delivered: true;
+  statusCode: number;
+  durationMs: number;
+  workflowId: string;
+}
+
+const view = (row: store.RegistrationRow): RegistrationView => ({
+  _id: row.id,
+  projectId: row.projectId,
+  url: row.url,
+  types: row.types,
+  createdAt: row.createdAt.toISOString(),
+  updatedAt: row.updatedAt.toISOString(),
+});
+
+const noWebhook = (projectId: string) =>
+  new RegistrationNotFoundError(`No webhook is registered for project ${projectId}`);
+
+/** The project exists (else 404) and the user is one of its members (else 403), in that order. */
+export async function assertMember(db: Knex, projectId: string, userId: string): Promise<void> {
+  if (!(await store.projectExists(db, projectId))) throw new ProjectNotFoundError(projectId);
+  if (!(await store.isMember(db, projectId, userId))) throw new NotMemberError();
+}
+
+export async function registerWebhook(
+  deps: RegistrationDeps,
+  userId: string,
+  body: RegisterWebhookBody,
+): Promise<RegistrationView & { secret: string }> {
+  await assertMember(deps.db, body.projectId, userId);
+  const id = randomUUID();
+  const secret = generateWebhookSecret();
+  const row = await store.insertRegistration(deps.db, {
+    id,
+    projectId: body.projectId,
+    url: body.url,
+    types: body.types,
+    secretSealed: deps.secretBox.seal(secret, registrationSecretAad(id)),
+  });
+  // The unique constraint decides between concurrent registrations.
+  if (!row) throw new RegistrationExistsError();
+  return { ...view(row), secret };
+}
+
+export async function updateWebhook(
+  deps: RegistrationDeps,
+  userId: string,
+  body: UpdateWebhookBody,
+): Promise<RegistrationView> {
+  await assertMember(deps.db, body.projectId, userId);
+  const changes = { ...(body.url !== undefined && { url: body.url }), ...(body.types && { types: body.types }) };
+  const row = await store.updateRegistration(deps.db, body.projectId, changes);
+  if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
+  return view(row);
+}
+
+export async function getWebhook(deps: RegistrationDeps, userId: string, projectId: string): Promise<RegistrationView> {
+  await assertMember(deps.db, projectId, userId);
+  const row = await store.findRegistration(deps.db, projectId);
+  if (!row) throw noWebhook(projectId);
+  return view(row);
+}
+
+export async function deleteWebhook(deps: RegistrationDeps, userId: string, projectId: string): Promise<void> {
+  await assertMember(deps.db, projectId, userId);
+  if (!(await store.deleteRegistration(deps.db, projectId))) throw noWebhook(projectId);
+}
+
+/** Sends one TEST event through the delivery pipeline; a receiver that does not acknowledge it is a 502. */
+export async function testWebhook(
+  deps: RegistrationDeps,
+  userId: string,
+  projectId: string,
+): Promise<TestDeliveryView> {
+  await assertMember(deps.db, projectId, userId);
+  if (!(await store.findRegistration(deps.db, projectId))) throw noWebhook(projectId);
+  const outcome = await deps.sendTestEvent(projectId);
+  if (!outcome.delivered) {
+    throw new TestDeliveryFailedError(`The receiver did not acknowledge the TEST event: ${outcome.reason}`, {
+      workflowId: outcome.workflowId,
+      ...(outcome.statusCode !== undefined && { statusCode: outcome.statusCode }),
+    });
+  }
+  const { delivered, statusCode, durationMs, workflowId } = outcome;
+  return { delivered, statusCode, durationMs, workflowId };
+}

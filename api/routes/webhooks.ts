@@ -1,0 +1,37 @@
+import { Router, type RouterContext } from '@koa/router';
+import { callerId } from '../auth';
+import * as registrations from '../registrations';
+import { validateRegisterBody, validateUpdateBody } from '../schemas';
+
+type Context = RouterContext<{ user?: unknown }>;
+
+/** The management endpoints of spec section 4; handlers validate, call the domain, shape the response. */
+export function webhooksRouter(deps: registrations.RegistrationDeps): Router {
+  const handlers = {
+    register: async (ctx: Context) => {
+      ctx.body = await registrations.registerWebhook(deps, callerId(ctx.state), validateRegisterBody(ctx.request.body));
+      ctx.status = 201;
+    },
+    update: async (ctx: Context) => {
+      ctx.body = await registrations.updateWebhook(deps, callerId(ctx.state), validateUpdateBody(ctx.request.body));
+    },
+    get: async (ctx: Context) => {
+      ctx.body = await registrations.getWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+    },
+    delete: async (ctx: Context) => {
+      await registrations.deleteWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+      ctx.status = 204;
+    },
+    test: async (ctx: Context) => {
+      ctx.body = await registrations.testWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+    },
+  };
+
+  const router = new Router({ prefix: '/webhooks' });
+  router.post('/register', handlers.register);
+  router.patch('/', handlers.update);
+  router.get('/project/:projectId', handlers.get);
+  router.delete('/project/:projectId', handlers.delete);
+  router.post('/test/project/:projectId', handlers.test);
+  return router;
+}

@@ -1,0 +1,95 @@
+import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { SUBSCRIBABLE_TYPES, type SubscribableType } from '../common/types';
+import { InvalidRequestError, type FieldError } from './errors';
+
+// Plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI document can reuse them.
+
+export const MAX_URL_LENGTH = 2048;
+
+export const projectIdSchema = { type: 'string', minLength: 1, maxLength: 200 } as const;
+
+export const webhookUrlSchema = {
+  type: 'string',
+  format: 'uri',
+  pattern: '^[Hh][Tt][Tt][Pp][Ss]?://',
+  maxLength: MAX_URL_LENGTH,
+  description: 'Absolute http: or https: URL of the receiver; https is recommended.',
+} as const;
+
+export const webhookTypesSchema = {
+  type: 'array',
+  minItems: 1,
+  uniqueItems: true,
+  items: { type: 'string', enum: [...SUBSCRIBABLE_TYPES] },
+} as const;
+
+export const registerWebhookBodySchema = {
+  type: 'object',
+  properties: { projectId: projectIdSchema, url: webhookUrlSchema, types: webhookTypesSchema },
+  required: ['projectId', 'url', 'types'],
+  additionalProperties: false,
+} as const;
+
+export const updateWebhookBodySchema = {
+  type: 'object',
+  properties: { projectId: projectIdSchema, url: webhookUrlSchema, types: webhookTypesSchema },
+  required: ['projectId'],
+  anyOf: [{ required: ['url'] }, { required: ['types'] }],
+  additionalProperties: false,
+} as const;
+
+export interface RegisterWebhookBody {
+  projectId: string;
+  url: string;
+  types: SubscribableType[];
+}
+
+export interface UpdateWebhookBody {
+  projectId: string;
+  url?: string;
+  types?: SubscribableType[];
+}
+
+const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false });
+addFormats(ajv, ['uri']);
+
+/** A request body check: returns the typed body or throws InvalidRequestError listing every problem. */
+export type BodyValidator<T> = (body: unknown) => T;
+
+function fieldErrors(errors: ErrorObject[]): FieldError[] {
+  const result: FieldError[] = [];
+  for (const error of errors) {
+    // "url or types" is one rule; ajv reports it as each branch's miss plus the anyOf itself.
+    if (error.schemaPath.startsWith('#/anyOf/')) continue;
+    const pointer = error.instancePath || '/';
+    if (error.keyword === 'anyOf') result.push({ pointer, detail: 'must have at least one of url and types' });
+    else if (error.keyword === 'additionalProperties')
+      result.push({ pointer, detail: `must NOT have additional property ${String(error.params.additionalProperty)}` });
+    else result.push({ pointer, detail: error.message ?? 'is invalid' });
+  }
+  return result;
+}
+
+/** The WHATWG URL parser is what the delivery uses, so a url must pass it too, not only the RFC 3986 pattern. */
+export function isWebhookUrl(text: string): boolean {
+  if (!URL.canParse(text)) return false;
+  const url = new URL(text);
+  return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+}
+
+function compileBody<T extends { url?: string }>(schema: object): BodyValidator<T> {
+  const validate: ValidateFunction = ajv.compile(schema);
+  return (body) => {
+    const errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
+    const url = (body as { url?: unknown } | null)?.url;
+    const urlFailed = errors.some((e) => e.pointer === '/url');
+    if (!urlFailed && typeof url === 'string' && !isWebhookUrl(url))
+      errors.push({ pointer: '/url', detail: 'must be an absolute http or https URL' });
+    if (errors.length > 0) throw new InvalidRequestError(errors);
+    return body as T;
+  };
+}
+
+export const validateRegisterBody = compileBody<RegisterWebhookBody>(registerWebhookBodySchema);
+export const validateUpdateBody = compileBody<UpdateWebhookBody>(updateWebhookBodySchema);

@@ -1,0 +1,107 @@
+import type { Server } from 'node:http';
+import type { Knex } from 'knex';
+import type { Client } from '@temporalio/client';
+import { loadConfig, type Config } from '../common/config';
+import { createLogger, type Logger } from '../common/logger';
+import { createSecretBox, resolveSecretKey } from '../common/secrets';
+import type { SendTestEvent } from '../common/types';
+import { createDb, migrateToLatest } from '../db';
+import { connectTemporalClient } from '../client/temporal';
+import { createTestEventSender } from '../client/test-event';
+import { createApp } from './app';
+import { authOptionsFromConfig } from './auth';
+
+/** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
+export interface StartApiDeps {
+  db?: Knex;
+  temporal?: Client;
+  sendTestEvent?: SendTestEvent;
+}
+
+export interface RunningApi {
+  server: Server;
+  /** Stops accepting, lets in-flight requests finish, then closes what startApi opened. */
+  close(): Promise<void>;
+}
+
+export const SHUTDOWN_TIMEOUT_MS = 10_000;
+
+/** Connects, migrates, and serves the API on config.PORT. */
+export async function startApi(config: Config, logger: Logger, deps: StartApiDeps = {}): Promise<RunningApi> {
+  const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!);
+  const db = deps.db ?? ownDb!;
+  let ownTemporal: Client | undefined;
+  try {
+    const applied = await migrateToLatest(db);
+    logger.info({ applied }, 'database migrations applied');
+    const sendTestEvent: SendTestEvent =
+      deps.sendTestEvent ??
+      createTestEventSender(deps.temporal ?? (ownTemporal = await connectTemporalClient(config)), config);
+    const app = createApp({
+      db,
+      secretBox: createSecretBox(resolveSecretKey(config, logger)),
+      logger,
+      auth: authOptionsFromConfig(config),
+      sendTestEvent,
+    });
+    const server = app.listen(config.PORT);
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve).once('error', reject);
+    });
+    logger.info({ address: server.address() }, 'API listening');
+
+    const close = async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+      await ownTemporal?.connection.close();
+      await ownDb?.destroy();
+    };
+    return { server, close };
+  } catch (error) {
+    await ownTemporal?.connection.close();
+    await ownDb?.destroy();
+    throw error;
+  }
+}
+
+/** Entry point of `npm run start:api`: fails fast on bad configuration, shuts down in order on SIGINT/SIGTERM. */
+async function main(): Promise<void> {
+  const logger = createLogger();
+  let config: Config;
+  try {
+    config = loadConfig(process.env, { database: true, auth: true });
+  } catch (error) {
+    logger.fatal((error as Error).message);
+    process.exitCode = 1;
+    return;
+  }
+  logger.level = config.LOG_LEVEL;
+  const api = await startApi(config, logger);
+  let stopping = false;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    setTimeout(() => {
+      logger.error({ timeoutMs: SHUTDOWN_TIMEOUT_MS }, 'shutdown timed out');
+      process.exit(1);
+    }, SHUTDOWN_TIMEOUT_MS).unref();
+    api.close().then(
+      () => logger.info('stopped'),
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        process.exitCode = 1;
+      },
+    );
+  };
+  process.once('SIGINT', shutdown).once('SIGTERM', shutdown);
+}
+
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    createLogger().fatal({ err: error }, 'API failed to start');
+    process.exit(1);
+  });
+}

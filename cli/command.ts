@@ -1,0 +1,78 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { Knex } from 'knex';
+import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
+import { createDb } from '../db';
+
+/** Where a command writes: results to out, diagnostics to err. */
+export interface CliIo {
+  env: NodeJS.ProcessEnv;
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+/** One operator command; `args` are the words after the command's name. Resolves to the exit code (0 when void). */
+export interface CliCommand {
+  usage: string;
+  summary: string;
+  run(args: string[], io: CliIo): Promise<number | void>;
+}
+
+/** A failure the operator can act on: its message is printed as is, without a stack. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+    this.name = 'CliError';
+  }
+}
+
+/** Wrong arguments: exit code 2, and the dispatcher prints the command's usage. */
+export class UsageError extends CliError {
+  constructor(message: string) {
+    super(message, 2);
+    this.name = 'UsageError';
+  }
+}
+
+/** parseArgs that reports bad input as a UsageError and checks the number of positionals. */
+export function parseCommandArgs<O extends NonNullable<ParseArgsConfig['options']>>(
+  args: string[],
+  options: O,
+  positionalNames: string[],
+) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const { positionals } = parsed;
+  if (positionals.length < positionalNames.length)
+    throw new UsageError(
+      `missing ${positionalNames
+        .slice(positionals.length)
+        .map((n) => `<${n}>`)
+        .join(' ')}`,
+    );
+  if (positionals.length > positionalNames.length)
+    throw new UsageError(`unexpected argument ${positionals[positionalNames.length]}`);
+  for (const [i, value] of positionals.entries())
+    if (value.trim() === '') throw new UsageError(`<${positionalNames[i]}> must not be empty`);
+  return { values: parsed.values, positionals };
+}
+
+/** Loads the configuration a command needs; a ConfigError names the variable. */
+export const commandConfig = (io: CliIo, needs: ConfigNeeds = {}): Config => loadConfig(io.env, needs);
+
+/** Runs work against DATABASE_URL and always closes the pool. */
+export async function withDb<T>(io: CliIo, work: (db: Knex, config: Config) => Promise<T>): Promise<T> {
+  const config = commandConfig(io, { database: true });
+  const db = createDb(config.DATABASE_URL!, { max: 1 });
+  try {
+    return await work(db, config);
+  } finally {
+    await db.destroy();
+  }
+}
