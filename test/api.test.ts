@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createApp } from '../api';
+import type { AddressInfo } from 'node:net';
+import { createApp, startApi } from '../api';
+import { loadConfig } from '../common/config';
 import { createSecretBox, registrationSecretAad } from '../common/secrets';
 import type { TestDeliveryOutcome } from '../common/types';
 import * as store from '../db';
@@ -693,5 +695,40 @@ describe('api: webhook management', () => {
       assert.ok(!all.includes(token));
       assert.ok(!all.includes(token.split('.')[2]!));
     });
+  });
+});
+
+describe('api: startApi', () => {
+  let t: TestDatabase;
+  before(async () => {
+    t = await createTestDatabase();
+  });
+  after(() => t?.destroy());
+
+  it('migrates, serves on PORT, and closes its server and pool', async () => {
+    const config = loadConfig(
+      {
+        PORT: '0',
+        DATABASE_URL: t.url,
+        JWT_SECRET: TEST_JWT_SECRET,
+        WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
+      },
+      { database: true, auth: true },
+    );
+    const api = await startApi(config, pino({ level: 'silent' }), {
+      sendTestEvent: () => Promise.reject(new Error('not used')),
+    });
+    const { port } = api.server.address() as AddressInfo;
+    await store.addProject(t.db, 'started');
+    await store.addMember(t.db, 'started', 'alice');
+    const reply = await fetch(`http://127.0.0.1:${port}/webhooks/register`, {
+      method: 'POST',
+      headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+      body: JSON.stringify({ projectId: 'started', url: 'https://r.example/', types: ['VITAL_THRESHOLD'] }),
+    });
+    assert.equal(reply.status, 201);
+    await api.close();
+    assert.equal(api.server.listening, false);
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/webhooks/project/started`));
   });
 });

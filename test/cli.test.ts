@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import jwt from 'jsonwebtoken';
+import { migrationSource } from '../db/migrations';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+import { TEST_JWT_SECRET } from './support/tokens';
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+const run = promisify(execFile);
+
+/** Runs the CLI as an operator would, with only the variables given (plus PATH and HOME). */
+async function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  try {
+    const { stdout, stderr } = await run('npx', ['tsx', 'cli/index.ts', ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+      timeout: 30_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: number; stdout?: string; stderr?: string };
+    return {
+      code: typeof failed.code === 'number' ? failed.code : -1,
+      stdout: failed.stdout ?? '',
+      stderr: failed.stderr ?? '',
+    };
+  }
+}
+
+const lastLine = (text: string) => text.trimEnd().split('\n').at(-1) ?? '';
+
+describe('cli: operator commands', function () {
+  this.timeout(60_000);
+  let t: TestDatabase;
+  let withDb: Record<string, string>;
+
+  before(async () => {
+    t = await createTestDatabase();
+    withDb = { DATABASE_URL: t.url };
+  });
+  after(() => t?.destroy());
+
+  const projectRow = (id: string) => t.db('projects').where({ id }).first<{ id: string; name: string | null }>();
+  const members = async (projectId: string) =>
+    (await t.db('project_members').where({ project_id: projectId }).select<{ user_id: string }[]>('user_id')).map(
+      (r) => r.user_id,
+    );
+
+  it('migrate applies pending migrations, then reports the database up to date', async () => {
+    await t.db.migrate.rollback({ migrationSource }, true);
+    assert.equal(await t.db.schema.hasTable('projects'), false);
+    const first = await cli(['migrate'], withDb);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /Applied migrations: 001_initial/);
+    assert.equal(await t.db.schema.hasTable('webhook_registrations'), true);
+    const again = await cli(['migrate'], withDb);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /already up to date/);
+  });
+
+  it('refuses to run a database command without DATABASE_URL, naming it', async () => {
+    const result = await cli(['migrate']);
+    assert.notEqual(result.code, 0);
+    assert.match(result.stderr, /DATABASE_URL is required/);
+  });
+
+  it('project add creates a project with its name, and is idempotent', async () => {
+    const first = await cli(['project', 'add', 'cli-p1', '--name', 'Care home north'], withDb);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /Project cli-p1 added/);
+    assert.equal((await projectRow('cli-p1'))?.name, 'Care home north');
+    const again = await cli(['project', 'add', 'cli-p1'], withDb);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /already exists/);
+    assert.equal((await t.db('projects').where({ id: 'cli-p1' })).length, 1);
+    assert.equal((await projectRow('cli-p1'))?.name, 'Care home north');
+  });
+
+  it('member add and member remove change the membership', async () => {
+    await cli(['project', 'add', 'cli-p2'], withDb);
+    const added = await cli(['member', 'add', 'cli-p2', 'user-7'], withDb);
+    assert.equal(added.code, 0, added.stderr);
+    assert.deepEqual(await members('cli-p2'), ['user-7']);
+    const twice = await cli(['member', 'add', 'cli-p2', 'user-7'], withDb);
+    assert.equal(twice.code, 0, twice.stderr);
+    assert.match(twice.stdout, /already is a member/);
+    const removed = await cli(['member', 'remove', 'cli-p2', 'user-7'], withDb);
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.match(removed.stdout, /removed/);
+    assert.deepEqual(await members('cli-p2'), []);
+  });
+
+  it('member add refuses an unknown project with the spec text and a non-zero exit', async () => {
+    const result = await cli(['member', 'add', 'ghost', 'user-1'], withDb);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /No project with id ghost was found/);
+    assert.deepEqual(await members('ghost'), []);
+  });
+
+  it('refuses missing, extra, empty and unknown arguments with exit 2 and the usage', async () => {
+    for (const args of [
+      ['member', 'add', 'cli-p2'],
+      ['member', 'remove', 'cli-p2', 'u', 'extra'],
+      ['project', 'add'],
+      ['project', 'add', ' '],
+      ['project', 'add', 'p', '--colour', 'red'],
+    ]) {
+      const result = await cli(args, withDb);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, /Usage: webhooks /);
+    }
+    assert.equal(await projectRow('p'), undefined);
+  });
+
+  it('refuses an unknown or missing command with exit 2 and lists the commands', async () => {
+    for (const args of [['frobnicate'], ['member'], []]) {
+      const result = await cli(args);
+      assert.equal(result.code, 2, args.join(' '));
+      assert.match(result.stderr, /member add <projectId> <userId>/);
+    }
+  });
+
+  it('token prints an HS256 token for the user as its last line, valid for --ttl', async () => {
+    const result = await cli(['token', 'user-42', '--ttl', '15m'], { JWT_SECRET: TEST_JWT_SECRET });
+    assert.equal(result.code, 0, result.stderr);
+    const token = lastLine(result.stdout);
+    const claims = jwt.verify(token, TEST_JWT_SECRET, { algorithms: ['HS256'] }) as jwt.JwtPayload;
+    assert.equal(claims.sub, 'user-42');
+    assert.equal(claims.exp! - claims.iat!, 900);
+    assert.ok(!result.stderr.includes(token));
+
+    const byDefault = await cli(['token', 'user-42'], {
+      JWT_SECRET: TEST_JWT_SECRET,
+      JWT_ISSUER: 'iss',
+      JWT_AUDIENCE: 'aud',
+    });
+    const defaults = jwt.verify(lastLine(byDefault.stdout), TEST_JWT_SECRET, {
+      issuer: 'iss',
+      audience: 'aud',
+    }) as jwt.JwtPayload;
+    assert.equal(defaults.exp! - defaults.iat!, 3600);
+  });
+
+  it('token refuses clearly without JWT_SECRET, and refuses a bad --ttl', async () => {
+    const noSecret = await cli(['token', 'user-42']);
+    assert.equal(noSecret.code, 1);
+    assert.match(noSecret.stderr, /JWT_SECRET is not set/);
+    assert.equal(noSecret.stdout, '');
+    for (const ttl of ['soon', '0h', '31d', '-1h']) {
+      const bad = await cli(['token', 'user-42', '--ttl', ttl], { JWT_SECRET: TEST_JWT_SECRET });
+      assert.equal(bad.code, 2, ttl);
+      assert.match(bad.stderr, /--ttl/);
+      assert.equal(bad.stdout, '');
+    }
+  });
+});

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { ConfigError, loadConfig } from '../common/config';
+
+const SECRET = 'x'.repeat(32);
+const DB = 'postgres://u:p@localhost:5432/webhooks';
+
+function configError(env: NodeJS.ProcessEnv, needs: Parameters<typeof loadConfig>[1] = {}): string {
+  try {
+    loadConfig(env, needs);
+  } catch (error) {
+    assert.ok(error instanceof ConfigError, String(error));
+    return error.message;
+  }
+  assert.fail('expected a ConfigError');
+}
+
+describe('config', () => {
+  it('applies defaults and coerces numbers', () => {
+    const config = loadConfig({ PORT: '8080' });
+    assert.equal(config.PORT, 8080);
+    assert.equal(loadConfig({}).PORT, 3000);
+    assert.equal(loadConfig({}).LOG_LEVEL, 'info');
+  });
+
+  it('treats empty strings as unset', () => {
+    assert.equal(loadConfig({ PORT: '', JWT_SECRET: '' }).PORT, 3000);
+  });
+
+  it('names DATABASE_URL when the API needs it and it is missing or not a postgres URL', () => {
+    assert.match(configError({ JWT_SECRET: SECRET }, { database: true, auth: true }), /DATABASE_URL is required/);
+    assert.match(configError({ DATABASE_URL: 'mysql://x', JWT_SECRET: SECRET }), /DATABASE_URL must match pattern/);
+  });
+
+  it('names JWT_SECRET and JWT_JWKS_URI when no authentication is configured', () => {
+    assert.match(
+      configError({ DATABASE_URL: DB }, { database: true, auth: true }),
+      /JWT_SECRET or JWT_JWKS_URI is required/,
+    );
+  });
+
+  it('refuses a short JWT_SECRET, a non-http JWT_JWKS_URI, and both at once', () => {
+    assert.match(configError({ JWT_SECRET: 'short' }), /JWT_SECRET must NOT have fewer than 32 characters/);
+    assert.match(configError({ JWT_JWKS_URI: 'file:///etc/keys' }), /JWT_JWKS_URI must match pattern/);
+    assert.match(
+      configError({ JWT_SECRET: SECRET, JWT_JWKS_URI: 'https://idp.example/jwks' }),
+      /only one of JWT_SECRET and JWT_JWKS_URI/,
+    );
+  });
+
+  it('names PORT, LOG_LEVEL and WEBHOOK_SECRET_KEY when they are wrong, all at once', () => {
+    const message = configError({ PORT: '70000', LOG_LEVEL: 'loud', WEBHOOK_SECRET_KEY: 'abc' });
+    assert.match(message, /PORT must be <= 65535/);
+    assert.match(message, /LOG_LEVEL must be equal to one of the allowed values/);
+    assert.match(message, /WEBHOOK_SECRET_KEY must match pattern/);
+  });
+
+  it('requires WEBHOOK_SECRET_KEY in production', () => {
+    assert.match(configError({ NODE_ENV: 'production' }), /WEBHOOK_SECRET_KEY is required in production/);
+    assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'a'.repeat(64) }));
+  });
+
+  it('stops the API server at start-up with a message naming the missing variable', function () {
+    this.timeout(30_000);
+    const result = spawnSync('npx', ['tsx', 'api/server.ts'], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info' },
+      encoding: 'utf8',
+      timeout: 25_000,
+    });
+    assert.notEqual(result.status, 0);
+    assert.match(result.stdout + result.stderr, /DATABASE_URL is required/);
+    assert.match(result.stdout + result.stderr, /JWT_SECRET or JWT_JWKS_URI is required/);
+  });
+});
