@@ -7,7 +7,6 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/common';
 import type { createActivities } from '../activities';
 import type { DeliverWebhookEventInput } from '../common/types';
 import {
@@ -17,11 +16,10 @@ import {
   type DeliveryFailedDetails,
   type DeliveryPlan,
 } from './contract';
+import { ProjectIdKey, WebhookTypeKey } from './search-attributes';
 
 type Activities = ReturnType<typeof createActivities>;
 
-export const ProjectIdKey = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
-export const WebhookTypeKey = defineSearchAttributeKey('WebhookType', SearchAttributeType.KEYWORD);
 
 // The lookup reads Postgres: a transient outage is retried for as long as a delivery would be.
 const { planDelivery } = proxyLocalActivities<Activities>({

@@ -1,3 +1,4 @@
 // Everything the worker registers and the client needs to name: workflow functions and their contract.
-export { deliverWebhookEvent, ProjectIdKey, WebhookTypeKey } from './deliver-webhook-event';
+export { deliverWebhookEvent } from './deliver-webhook-event';
+export { ProjectIdKey, WebhookTypeKey } from './search-attributes';
 export * from './contract';

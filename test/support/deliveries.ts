@@ -1,0 +1,85 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import pino from 'pino';
+import type { ActivityConfig } from '../../activities';
+import { createSecretBox, generateWebhookSecret, registrationSecretAad, type SecretBox } from '../../common/secrets';
+import type { SubscribableType, VitalThresholdPayload } from '../../common/types';
+import { addProject, deleteRegistration, insertRegistration } from '../../db';
+
+/** Short timeouts and back-offs so retries on a real server take milliseconds. */
+export const fastConfig: ActivityConfig = {
+  WEBHOOK_TIMEOUT_MS: 1_000,
+  ALLOW_PRIVATE_WEBHOOK_URLS: true,
+  DELIVERY_INITIAL_INTERVAL_MS: 100,
+  DELIVERY_BACKOFF_COEFFICIENT: 1,
+  DELIVERY_MAX_INTERVAL_MS: 200,
+  DELIVERY_GIVE_UP_AFTER_MS: 60_000,
+};
+
+export const USER = '3f2b8c1e-9a4d-4c6b-8e2f-1a2b3c4d5e6f';
+
+export const fallPayload = {
+  userUUID: USER,
+  reasons: ['fall'],
+  happenedAt: '2025-03-01T08:15:00.000Z',
+  email: 'ada@example.com',
+  firstName: 'Ada',
+  lastName: 'Lovelace',
+};
+
+export const vitalPayload: VitalThresholdPayload = {
+  triggeredVitals: [
+    { vitalType: 'heartrate', badValue: 182, thresholdValue: 150, vital_id: 'v-1', reason: 'high' },
+    { vitalType: 'pulseox', badValue: 86, thresholdValue: 90, vital_id: 'v-2', reason: null },
+  ],
+  userUUID: USER,
+  email: 'ada@example.com',
+  firstName: 'Ada',
+  lastName: 'Lovelace',
+};
+
+export const fallEvent = (projectId: string) => ({
+  projectId,
+  webhookType: 'FALL_DETECTION' as const,
+  userUUID: USER,
+  payload: fallPayload,
+});
+
+/** Registrations written the way the API writes them: the secret sealed with the row's AAD. */
+export class Registrations {
+  readonly secretBox: SecretBox = createSecretBox(randomBytes(32));
+  constructor(private readonly db: Knex) {}
+
+  async register(projectId: string, url: string, types: SubscribableType[]): Promise<string> {
+    await addProject(this.db, projectId);
+    const id = randomUUID();
+    const secret = generateWebhookSecret();
+    await insertRegistration(this.db, {
+      id,
+      projectId,
+      url,
+      types,
+      secretSealed: this.secretBox.seal(secret, registrationSecretAad(id)),
+    });
+    return secret;
+  }
+
+  delete(projectId: string): Promise<boolean> {
+    return deleteRegistration(this.db, projectId);
+  }
+}
+
+export const newProjectId = () => `proj-${randomUUID().slice(0, 8)}`;
+
+/** A pino logger whose lines the test can read. */
+export function captureLogger() {
+  const lines: Record<string, unknown>[] = [];
+  const raw: string[] = [];
+  const logger = pino({ level: 'debug' }, {
+    write(line: string) {
+      raw.push(line);
+      lines.push(JSON.parse(line) as Record<string, unknown>);
+    },
+  });
+  return { logger, lines, raw };
+}

@@ -1,0 +1,139 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../activities';
+import { loadConfig } from '../common/config';
+import type { deliverWebhookEvent } from '../workflows';
+import { FailureType, type DeliveryFailedDetails } from '../workflows';
+import { Registrations, captureLogger, fallEvent, newProjectId } from './support/deliveries';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+import { startTestReceiver, type TestReceiver } from './support/receiver';
+import { createTimeSkippingEnvironment, sdkLogs, uniqueTaskQueue, workflowBundle } from './support/temporal';
+
+/** The attempts a policy makes before giving up: an attempt starts only while its start is within the window. */
+function expectedAttempts(policy: { initial: number; coefficient: number; max: number; giveUp: number }): number {
+  let attempts = 1;
+  let at = 0;
+  let interval = policy.initial;
+  for (;;) {
+    at += Math.min(interval, policy.max);
+    if (at >= policy.giveUp) return attempts;
+    attempts += 1;
+    interval *= policy.coefficient;
+  }
+}
+
+describe('retry schedule (time-skipping test server)', function () {
+  this.timeout(120_000);
+  let env: TestWorkflowEnvironment;
+  let database: TestDatabase;
+  let registrations: Registrations;
+  let receiver: TestReceiver;
+
+  before(async () => {
+    [env, database] = await Promise.all([createTimeSkippingEnvironment(), createTestDatabase()]);
+    registrations = new Registrations(database.db);
+    await workflowBundle();
+  });
+  after(async () => {
+    await env?.teardown();
+    await database?.destroy();
+  });
+  beforeEach(async () => (receiver = await startTestReceiver()));
+  afterEach(() => receiver.close());
+
+  async function withWorker<T>(config: ActivityConfig, fn: (taskQueue: string) => Promise<T>): Promise<T> {
+    const taskQueue = uniqueTaskQueue('schedule');
+    const http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities: createActivities({
+        db: database.db,
+        secretBox: registrations.secretBox,
+        logger: captureLogger().logger,
+        config,
+        http,
+        // The Java test server has no custom search attributes: what the worker's start-up check would report.
+        searchAttributes: false,
+      }),
+    });
+    try {
+      return await worker.runUntil(fn(taskQueue));
+    } finally {
+      await http.close();
+    }
+  }
+
+  it('the default policy, from the environment: 1 s initial, coefficient 2, 10 min max interval, 24 h', async () => {
+    const config = { ...loadConfig({}), ALLOW_PRIVATE_WEBHOOK_URLS: true };
+    const plan = await createActivities({
+      db: database.db,
+      secretBox: registrations.secretBox,
+      logger: captureLogger().logger,
+      config,
+    }).planDelivery(fallEvent(newProjectId()));
+    assert.deepEqual(plan.retry, {
+      initialIntervalMs: 1_000,
+      backoffCoefficient: 2,
+      maximumIntervalMs: 600_000,
+      giveUpAfterMs: 86_400_000,
+    });
+    assert.equal(plan.attemptTimeoutMs, 10_000);
+    const tuned = loadConfig({ DELIVERY_INITIAL_INTERVAL_MS: '500', DELIVERY_GIVE_UP_AFTER_MS: '3600000' });
+    assert.equal(tuned.DELIVERY_INITIAL_INTERVAL_MS, 500);
+    assert.equal(tuned.DELIVERY_GIVE_UP_AFTER_MS, 3_600_000);
+  });
+
+  it('backs off 1 s, 2 s, 4 s … up to 10 min, gives up at the window, logs an error and ends Failed', async () => {
+    const projectId = newProjectId();
+    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    receiver.fallback = { status: 500 };
+    const config: ActivityConfig = {
+      ...loadConfig({}),
+      ALLOW_PRIVATE_WEBHOOK_URLS: true,
+      WEBHOOK_TIMEOUT_MS: 1_000,
+      DELIVERY_GIVE_UP_AFTER_MS: 2 * 3_600_000,
+    };
+    const workflowId = `webhook-event-${randomUUID()}`;
+    const error = await withWorker(config, async (taskQueue) => {
+      const handle = await env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+        args: [fallEvent(projectId)],
+        taskQueue,
+        workflowId,
+      });
+      return handle.result().then(
+        () => assert.fail('should fail'),
+        (e: unknown) => e,
+      );
+    });
+    const expected = expectedAttempts({ initial: 1_000, coefficient: 2, max: 600_000, giveUp: 2 * 3_600_000 });
+    assert.ok(error instanceof WorkflowFailedError);
+    const failure = error.cause;
+    assert.ok(failure instanceof ApplicationFailure);
+    assert.equal(failure.type, FailureType.DeliveryFailed);
+    const details = failure.details?.[0] as DeliveryFailedDetails;
+    assert.equal(details.statusCode, 500);
+    assert.equal(receiver.requests.length, details.attempts);
+    assert.ok(Math.abs(details.attempts - expected) <= 1, `attempts ${details.attempts}, expected about ${expected}`);
+    assert.match(failure.message, /^Delivery of FALL_DETECTION to project proj-\w+ failed after \d+ attempt\(s\): Receiver answered HTTP 500$/);
+    assert.ok(failure.cause instanceof ActivityFailure);
+
+    // The schedule Temporal ran: the policy as configured, visible in the history.
+    const history = await env.client.workflow.getHandle(workflowId).fetchHistory();
+    const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes)
+      ?.activityTaskScheduledEventAttributes;
+    assert.equal(Number(scheduled?.retryPolicy?.initialInterval?.seconds), 1);
+    assert.equal(scheduled?.retryPolicy?.backoffCoefficient, 2);
+    assert.equal(Number(scheduled?.retryPolicy?.maximumInterval?.seconds), 600);
+    assert.equal(Number(scheduled?.scheduleToCloseTimeout?.seconds), 7_200);
+
+    const logged = sdkLogs.find((entry) => entry.level === 'ERROR' && entry.meta?.workflowId === workflowId);
+    assert.ok(logged, 'exhaustion is logged as an error');
+    assert.equal(logged.meta?.attempts, details.attempts);
+  });
+});

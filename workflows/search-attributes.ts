@@ -1,0 +1,5 @@
+// Keys operators filter deliveries by in the Temporal UI; both must be registered as Keyword on the namespace.
+import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/common';
+
+export const ProjectIdKey = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
+export const WebhookTypeKey = defineSearchAttributeKey('WebhookType', SearchAttributeType.KEYWORD);
