@@ -35,24 +35,20 @@ export function createTestEventSender(
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       workflowId,
     });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), config.TEST_DELIVERY_WAIT_MS);
-    });
+    // Stop long-polling for the result once we stop waiting: a dangling poll outlives the caller's connection.
+    const waiting = AbortSignal.timeout(config.TEST_DELIVERY_WAIT_MS);
     try {
-      const result = await Promise.race([handle.result() as Promise<DeliverWebhookEventResult>, timeout]);
-      if (result === 'timeout')
+      const result = await client.withAbortSignal(waiting, () => handle.result() as Promise<DeliverWebhookEventResult>);
+      return toOutcome(result, projectId, workflowId);
+    } catch (error) {
+      if (error instanceof WorkflowFailedError) return failedOutcome(error, workflowId);
+      if (waiting.aborted)
         return {
           delivered: false,
           workflowId,
           reason: `No delivery outcome within ${config.TEST_DELIVERY_WAIT_MS} ms`,
         };
-      return toOutcome(result, projectId, workflowId);
-    } catch (error) {
-      if (error instanceof WorkflowFailedError) return failedOutcome(error, workflowId);
       throw error;
-    } finally {
-      clearTimeout(timer);
     }
   };
 }

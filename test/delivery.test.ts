@@ -23,6 +23,8 @@ import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
 import { createLocalEnvironment, uniqueTaskQueue, workflowBundle } from './support/temporal';
 import { freePort } from '../common/ports';
+import { loadConfig } from '../common/config';
+import { startWorker } from '../worker/start';
 
 describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)', function () {
   this.timeout(60_000);
@@ -74,7 +76,11 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
   }
 
   const start = (taskQueue: string, input: DeliverWebhookEventInput, workflowId = `webhook-event-${randomUUID()}`) =>
-    env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', { args: [input], taskQueue, workflowId });
+    env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+      args: [input],
+      taskQueue,
+      workflowId,
+    });
 
   /** The workflow's failure, asserting the run ended Failed. */
   async function failureOf(result: Promise<unknown>): Promise<ApplicationFailure> {
@@ -108,13 +114,16 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     assert.match(String(request!.headers['x-signature']), /^[0-9a-f]{64}$/);
     assert.ok(independentSignatureValid(secret, request!), 'signature must verify with an independent HMAC');
     assert.ok(!independentSignatureValid(secret + 'x', request!), 'and not with another secret');
-    assert.deepEqual({ ...result, durationMs: 0 }, {
-      status: 'delivered',
-      webhookId: workflowId,
-      attempts: 1,
-      statusCode: 200,
-      durationMs: 0,
-    });
+    assert.deepEqual(
+      { ...result, durationMs: 0 },
+      {
+        status: 'delivered',
+        webhookId: workflowId,
+        attempts: 1,
+        statusCode: 200,
+        durationMs: 0,
+      },
+    );
     // Operators find the delivery by project and type in the UI.
     const description = await env.client.workflow.getHandle(workflowId).describe();
     assert.equal(description.typedSearchAttributes.get(ProjectIdKey), projectId);
@@ -207,7 +216,10 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     assert.equal(result.attempts, 2);
     const warning = log.lines.find((l) => l.level === 40);
     assert.equal(warning?.errorCode, 'TIMEOUT');
-    assert.ok(Number(warning?.durationMs) >= 900 && Number(warning?.durationMs) < 1_400, `took ${warning?.durationMs}`);
+    assert.ok(
+      Number(warning?.durationMs) >= 900 && Number(warning?.durationMs) < 1_400,
+      `took ${String(warning?.durationMs)}`,
+    );
   });
 
   it('honours Retry-After on 503 and 429', async () => {
@@ -220,7 +232,10 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     );
     // Without Retry-After the next attempt would come after 100 ms.
     const config = { ...fastConfig, DELIVERY_MAX_INTERVAL_MS: 5_000 };
-    const result = await withWorker(async (taskQueue) => (await start(taskQueue, fallEvent(projectId))).result(), config);
+    const result = await withWorker(
+      async (taskQueue) => (await start(taskQueue, fallEvent(projectId))).result(),
+      config,
+    );
     assert.equal(result.attempts, 3);
     const [first, second, third] = receiver.requests.map((r) => r.receivedAt);
     assert.ok(second! - first! >= 950, `second attempt after ${second! - first!} ms`);
@@ -298,9 +313,23 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
       triggeredVitals: [{ ...vitalPayload.triggeredVitals[0], vitalType: 'mood' }],
     };
     const cases: [unknown, RegExp][] = [
-      [{ projectId, webhookType: 'VITAL_THRESHOLD', userUUID: USER, payload: badVital }, /triggeredVitals\[0\]\.vitalType must be one of/],
-      [{ projectId, webhookType: 'FALL_DETECTION', userUUID: USER, payload: { ...fallPayload, happenedAt: 'yesterday' } }, /payload\.happenedAt must be an ISO 8601/],
-      [{ projectId, webhookType: 'SMOKE_ALARM', userUUID: USER, payload: fallPayload }, /Unknown event type "SMOKE_ALARM"/],
+      [
+        { projectId, webhookType: 'VITAL_THRESHOLD', userUUID: USER, payload: badVital },
+        /triggeredVitals\[0\]\.vitalType must be one of/,
+      ],
+      [
+        {
+          projectId,
+          webhookType: 'FALL_DETECTION',
+          userUUID: USER,
+          payload: { ...fallPayload, happenedAt: 'yesterday' },
+        },
+        /payload\.happenedAt must be an ISO 8601/,
+      ],
+      [
+        { projectId, webhookType: 'SMOKE_ALARM', userUUID: USER, payload: fallPayload },
+        /Unknown event type "SMOKE_ALARM"/,
+      ],
     ];
     await withWorker(async (taskQueue) => {
       for (const [input, message] of cases) {
@@ -366,13 +395,44 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     });
   });
 
+  it('startWorker: runs from configuration alone, with search attributes detected, and shuts down cleanly', async () => {
+    const projectId = newProjectId();
+    const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    const taskQueue = uniqueTaskQueue('start-worker');
+    const config = loadConfig(
+      {
+        DATABASE_URL: database.url,
+        TEMPORAL_ADDRESS: env.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        WEBHOOK_SECRET_KEY: registrations.key,
+        ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      },
+      { database: true },
+    );
+    const running = await startWorker(config, log.logger);
+    try {
+      const handle = await start(taskQueue, fallEvent(projectId));
+      const result = await handle.result();
+      assert.equal(result.status, 'delivered');
+      assert.ok(independentSignatureValid(secret, receiver.requests[0]!));
+      const description = await handle.describe();
+      assert.equal(description.typedSearchAttributes.get(ProjectIdKey), projectId);
+      assert.ok(!log.lines.some((l) => String(l.msg).startsWith('search attributes missing')));
+    } finally {
+      await running.shutdown();
+    }
+    assert.equal(running.worker.getState(), 'STOPPED');
+  });
+
   it('exposes the last attempt in the failure details (what the test endpoint and operators read)', async () => {
     const projectId = newProjectId();
     await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
     receiver.fallback = { status: 502 };
     const failure = await withWorker(async (taskQueue) =>
       failureOf(
-        start(taskQueue, { projectId, webhookType: 'TEST', userUUID: '', payload: { test: 't' } }).then((h) => h.result()),
+        start(taskQueue, { projectId, webhookType: 'TEST', userUUID: '', payload: { test: 't' } }).then((h) =>
+          h.result(),
+        ),
       ),
     );
     const details = failure.details?.[0] as DeliveryFailedDetails;

@@ -120,13 +120,17 @@ describe('retry schedule (time-skipping test server)', function () {
     assert.equal(details.statusCode, 500);
     assert.equal(receiver.requests.length, details.attempts);
     assert.ok(Math.abs(details.attempts - expected) <= 1, `attempts ${details.attempts}, expected about ${expected}`);
-    assert.match(failure.message, /^Delivery of FALL_DETECTION to project proj-\w+ failed after \d+ attempt\(s\): Receiver answered HTTP 500$/);
+    assert.match(
+      failure.message,
+      /^Delivery of FALL_DETECTION to project proj-\w+ failed after \d+ attempt\(s\): Receiver answered HTTP 500$/,
+    );
     assert.ok(failure.cause instanceof ActivityFailure);
 
     // The schedule Temporal ran: the policy as configured, visible in the history.
     const history = await env.client.workflow.getHandle(workflowId).fetchHistory();
-    const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes)
-      ?.activityTaskScheduledEventAttributes;
+    const scheduled = history.events?.find(
+      (e) => e.activityTaskScheduledEventAttributes,
+    )?.activityTaskScheduledEventAttributes;
     assert.equal(Number(scheduled?.retryPolicy?.initialInterval?.seconds), 1);
     assert.equal(scheduled?.retryPolicy?.backoffCoefficient, 2);
     assert.equal(Number(scheduled?.retryPolicy?.maximumInterval?.seconds), 600);

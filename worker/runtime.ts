@@ -10,13 +10,20 @@ let installed = false;
 export function installRuntimeLogger(logger: Logger): void {
   if (installed) return;
   const sdk = logger.child({ component: 'temporal' });
-  Runtime.install({
-    logger: new DefaultLogger('INFO', (entry: LogEntry) => {
-      const level = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
-      sdk[level]({ ...entry.meta }, entry.message);
-    }),
-    telemetryOptions: { logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }) } },
-    shutdownSignals: [],
-  });
+  try {
+    Runtime.install({
+      logger: new DefaultLogger('INFO', (entry: LogEntry) => {
+        const level = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
+        sdk[level]({ ...entry.meta }, entry.message);
+      }),
+      telemetryOptions: {
+        logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }) },
+      },
+      shutdownSignals: [],
+    });
+  } catch (error) {
+    // Something in this process (a test environment, an embedding launcher) created the runtime first.
+    logger.warn({ err: error }, 'Temporal runtime already installed: SDK logs keep their existing destination');
+  }
   installed = true;
 }

@@ -20,7 +20,6 @@ import { ProjectIdKey, WebhookTypeKey } from './search-attributes';
 
 type Activities = ReturnType<typeof createActivities>;
 
-
 // The lookup reads Postgres: a transient outage is retried for as long as a delivery would be.
 const { planDelivery } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '10s',

@@ -47,7 +47,9 @@ export const fallEvent = (projectId: string) => ({
 
 /** Registrations written the way the API writes them: the secret sealed with the row's AAD. */
 export class Registrations {
-  readonly secretBox: SecretBox = createSecretBox(randomBytes(32));
+  /** The at-rest key, as WEBHOOK_SECRET_KEY would carry it. */
+  readonly key = randomBytes(32).toString('hex');
+  readonly secretBox: SecretBox = createSecretBox(Buffer.from(this.key, 'hex'));
   constructor(private readonly db: Knex) {}
 
   async register(projectId: string, url: string, types: SubscribableType[]): Promise<string> {
@@ -75,11 +77,14 @@ export const newProjectId = () => `proj-${randomUUID().slice(0, 8)}`;
 export function captureLogger() {
   const lines: Record<string, unknown>[] = [];
   const raw: string[] = [];
-  const logger = pino({ level: 'debug' }, {
-    write(line: string) {
-      raw.push(line);
-      lines.push(JSON.parse(line) as Record<string, unknown>);
+  const logger = pino(
+    { level: 'debug' },
+    {
+      write(line: string) {
+        raw.push(line);
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      },
     },
-  });
+  );
   return { logger, lines, raw };
 }

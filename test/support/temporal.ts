@@ -46,6 +46,9 @@ export const uniqueTaskQueue = (name = 'test') => `${name}-${randomUUID()}`;
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 /** The workflows bundled once per test run (bundling takes seconds; workers reuse it). */
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('ERROR') });
+  bundle ??= bundleWorkflowCode({
+    workflowsPath: require.resolve('../../workflows'),
+    logger: new DefaultLogger('ERROR'),
+  });
   return bundle;
 }

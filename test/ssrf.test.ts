@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { ForbiddenTargetError, createWebhookHttpClient, forbiddenRange } from '../activities';
+import { startTestReceiver, type TestReceiver } from './support/receiver';
+
+describe('SSRF guard', () => {
+  it('refuses every non-public range, IPv4 and IPv6, including IPv4-mapped forms', () => {
+    const refused = [
+      '127.0.0.1',
+      '127.255.0.9',
+      '10.1.2.3',
+      '172.16.0.1',
+      '172.31.255.255',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '100.100.100.200',
+      '0.0.0.0',
+      '224.0.0.1',
+      '255.255.255.255',
+      '::1',
+      '::',
+      'fe80::1',
+      'fc00::1',
+      'fd00:ec2::254',
+      '::ffff:127.0.0.1',
+      '::ffff:169.254.169.254',
+      '::ffff:10.0.0.1',
+      '::127.0.0.1',
+      'ff02::1',
+    ];
+    for (const address of refused) assert.ok(forbiddenRange(address), `${address} must be refused`);
+    for (const address of ['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8', '172.32.0.1'])
+      assert.equal(forbiddenRange(address), undefined, `${address} is public`);
+  });
+
+  describe('on the wire', () => {
+    let receiver: TestReceiver;
+    beforeEach(async () => (receiver = await startTestReceiver()));
+    afterEach(() => receiver.close());
+
+    const post = async (url: string, allowPrivate: boolean) => {
+      const http = createWebhookHttpClient({ timeoutMs: 1_000, allowPrivate });
+      try {
+        return await http.post(new URL(url), { 'content-type': 'application/json' }, '{}');
+      } finally {
+        await http.close();
+      }
+    };
+
+    it('refuses IP literals and names resolving to loopback before sending a byte', async () => {
+      const port = receiver.port;
+      for (const url of [
+        `http://127.0.0.1:${port}/`,
+        `http://localhost:${port}/`,
+        `http://[::ffff:127.0.0.1]:${port}/`,
+      ]) {
+        await assert.rejects(post(url, false), (error: unknown) => {
+          assert.ok(error instanceof ForbiddenTargetError, `${url}: ${String(error)}`);
+          assert.match(error.message, /^Refused to deliver to .+: loopback addresses are not allowed/);
+          return true;
+        });
+      }
+      assert.equal(receiver.requests.length, 0);
+    });
+
+    it('lets local receivers through when ALLOW_PRIVATE_WEBHOOK_URLS=true', async () => {
+      const response = await post(receiver.url, true);
+      assert.equal(response.statusCode, 200);
+      assert.equal(receiver.requests.length, 1);
+    });
+
+    it('reads at most 64 kB of a large answer and does not follow redirects', async () => {
+      receiver.script(
+        { status: 200, body: Buffer.alloc(5 * 1024 * 1024, 'x') },
+        { status: 301, headers: { location: '/x' } },
+      );
+      assert.equal((await post(receiver.url, true)).statusCode, 200);
+      assert.equal((await post(receiver.url, true)).statusCode, 301);
+      assert.equal(receiver.requests.length, 2);
+    });
+  });
+});
