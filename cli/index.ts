@@ -6,6 +6,7 @@ import { memberAdd, memberRemove } from './commands/member';
 import { migrate } from './commands/migrate';
 import { projectAdd } from './commands/project';
 import { token } from './commands/token';
+import { eventEmit } from './commands/event';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -14,6 +15,7 @@ export const commands: Record<string, CliCommand> = {
   'member add': memberAdd,
   'member remove': memberRemove,
   token,
+  'event emit': eventEmit,
 };
 
 export function usage(): string {
