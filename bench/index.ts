@@ -1,0 +1,307 @@
+// `npm run bench [-- --quick] [-- --profile]`: delivery throughput and latency against the engine's own limit,
+// raw send limit, growth and API throughput, in one run on this machine. Exits 1 when an event is unaccounted for.
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, platform, tmpdir, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import jwt from 'jsonwebtoken';
+import { loadConfig } from '../common/config';
+import { freePort } from '../common/ports';
+import { createSecretBox, generateWebhookSecret, registrationSecretAad } from '../common/secrets';
+import { temporalCliPath } from '../common/temporal-binaries';
+import { addMember, addProject, createDb, insertRegistration, migrateToLatest } from '../db';
+import {
+  RssSampler,
+  startEmptyWorker,
+  startNodeService,
+  startReceiver,
+  type Accounting,
+  type BenchProcess,
+} from './processes';
+import { evaluateTargets, formatReport, writeReport, type BenchReport, type GrowthRow } from './report';
+import { DEV_SERVER_SQLITE_PRAGMAS, startBenchStack, type BenchStack } from './stack';
+import {
+  apiGet,
+  apiRegisterDeleteCycle,
+  engineLimit,
+  pipelineSaturation,
+  pipelineSteady,
+  rawSendLimit,
+  type StageContext,
+} from './stages';
+
+interface Plan {
+  mode: 'full' | 'quick';
+  n: number;
+  sizes: number[];
+  warmup: number;
+  steadyRate: number;
+  steadySeconds: number;
+  apiSeconds: number;
+}
+
+const FULL: Plan = {
+  mode: 'full',
+  n: 2_000,
+  sizes: [500, 2_000, 5_000],
+  warmup: 50,
+  steadyRate: 20,
+  steadySeconds: 30,
+  apiSeconds: 10,
+};
+const QUICK: Plan = {
+  mode: 'quick',
+  n: 20,
+  sizes: [10, 20],
+  warmup: 5,
+  steadyRate: 10,
+  steadySeconds: 2,
+  apiSeconds: 1,
+};
+
+const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+
+function parsePlan(argv: string[]): { plan: Plan; out: string; profile: boolean; keep: boolean } {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean', default: false },
+      n: { type: 'string' },
+      sizes: { type: 'string' },
+      'steady-seconds': { type: 'string' },
+      'api-seconds': { type: 'string' },
+      out: { type: 'string', default: join(__dirname, 'results', 'latest.json') },
+      profile: { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+    },
+  });
+  const plan = { ...(values.quick ? QUICK : FULL) };
+  const positive = (text: string, name: string) => {
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
+    return value;
+  };
+  if (values.n) plan.n = positive(values.n, 'n');
+  if (values.sizes) plan.sizes = values.sizes.split(',').map((size) => positive(size, 'sizes'));
+  if (values['steady-seconds']) plan.steadySeconds = positive(values['steady-seconds'], 'steady-seconds');
+  if (values['api-seconds']) plan.apiSeconds = positive(values['api-seconds'], 'api-seconds');
+  if (!plan.sizes.includes(plan.n)) plan.sizes = [...plan.sizes, plan.n].sort((a, b) => a - b);
+  return { plan, out: resolve(values.out), profile: values.profile, keep: values.keep };
+}
+
+function versions() {
+  const cli = temporalCliPath();
+  let temporalCli = 'configured server';
+  if (cli) {
+    try {
+      temporalCli = execFileSync(cli, ['--version'], { encoding: 'utf8' })
+        .trim()
+        .replace(/^temporal version /, '');
+    } catch {
+      temporalCli = 'unknown';
+    }
+  }
+  const sdk = JSON.parse(readFileSync(require.resolve('@temporalio/worker/package.json'), 'utf8')) as {
+    version: string;
+  };
+  return { node: process.version, temporalCli, temporalSdk: sdk.version };
+}
+
+const BENCH_USER = 'bench-user';
+
+async function main(): Promise<number> {
+  const began = Date.now();
+  const { plan, out, profile, keep } = parsePlan(process.argv.slice(2));
+  const config = loadConfig(process.env);
+  const dataDir = mkdtempSync(join(tmpdir(), 'webhooks-bench-'));
+  const logDir = join(dataDir, 'logs');
+  mkdirSync(logDir);
+  const cpuProfDir = profile ? join(dataDir, 'profiles') : undefined;
+  log(`data and logs in ${dataDir}`);
+
+  const jwtSecret = randomBytes(32).toString('hex');
+  const processes: BenchProcess[] = [];
+  let stack: BenchStack | undefined;
+  let connection: Connection | undefined;
+  try {
+    stack = await startBenchStack({ dataDir, config: { ...config, JWT_SECRET: jwtSecret } });
+    log(`Postgres ${stack.postgres}, Temporal ${stack.temporal} at ${stack.temporalAddress}`);
+
+    const runId = randomBytes(4).toString('hex');
+    const secretKey = randomBytes(32).toString('hex');
+    const secret = generateWebhookSecret();
+    const projectId = `bench-project-${runId}`;
+    const cycleProjects = Array.from({ length: 32 }, (_, i) => `bench-cycle-${runId}-${i}`);
+
+    const receiver = await startReceiver(secret, logDir);
+    processes.push(receiver);
+
+    const db = createDb(stack.databaseUrl, { max: 2 });
+    try {
+      await migrateToLatest(db);
+      for (const id of [projectId, ...cycleProjects]) {
+        await addProject(db, id);
+        await addMember(db, id, BENCH_USER);
+      }
+      const registrationId = randomUUID();
+      await insertRegistration(db, {
+        id: registrationId,
+        projectId,
+        url: receiver.url,
+        types: ['FALL_DETECTION'],
+        secretSealed: createSecretBox(Buffer.from(secretKey, 'hex')).seal(
+          secret,
+          registrationSecretAad(registrationId),
+        ),
+      });
+    } finally {
+      await db.destroy();
+    }
+
+    const apiPort = await freePort();
+    const deliveryTaskQueue = `bench-deliveries-${runId}`;
+    const emptyTaskQueue = `bench-empty-${runId}`;
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      NODE_ENV: 'production',
+      DATA_DIR: dataDir,
+      DATABASE_URL: stack.databaseUrl,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TEMPORAL_TASK_QUEUE: deliveryTaskQueue,
+      WEBHOOK_SECRET_KEY: secretKey,
+      JWT_SECRET: jwtSecret,
+      PORT: String(apiPort),
+      ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      LOG_PRETTY: 'false',
+    };
+    const [worker, api, emptyWorker] = await Promise.all([
+      startNodeService({ name: 'worker', env, logDir, cpuProfDir }),
+      startNodeService({ name: 'api', env, logDir, cpuProfDir }),
+      startEmptyWorker({ ...env, BENCH_EMPTY_TASK_QUEUE: emptyTaskQueue }, logDir),
+    ]);
+    processes.push(worker, api, emptyWorker);
+    log('worker, API and engine-limit worker running');
+
+    connection = await Connection.connect({ address: stack.temporalAddress });
+    const ctx: StageContext = {
+      client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
+      ledger: receiver.ledger,
+      receiverUrl: receiver.url,
+      secret,
+      projectId,
+      deliveryTaskQueue,
+      emptyTaskQueue,
+      runId,
+    };
+    const problems: string[] = [];
+    const check = (stage: string, accounting: Accounting) => {
+      const { sent, lost, badSignatures, wrongBodies, duplicates, duplicateIds, lostIds } = accounting;
+      if (lost) problems.push(`${stage}: ${lost} of ${sent} lost (${lostIds.slice(0, 5).join(', ')}…)`);
+      if (badSignatures) problems.push(`${stage}: ${badSignatures} bad signature(s)`);
+      if (wrongBodies) problems.push(`${stage}: ${wrongBodies} body mismatch(es)`);
+      if (duplicates) problems.push(`${stage}: ${duplicates} duplicate(s): ${duplicateIds.join(', ')}`);
+      if (receiver.ledger.unexpected) problems.push(`${stage}: ${receiver.ledger.unexpected} unexpected request(s)`);
+      receiver.ledger.unexpected = 0;
+    };
+
+    log(`warm-up: ${plan.warmup} empty workflows and ${plan.warmup} deliveries`);
+    await engineLimit(ctx, plan.warmup, 'warmup');
+    check('warm-up', (await pipelineSaturation(ctx, plan.warmup, 'warmup')).accounting);
+
+    log(`engine limit: ${plan.n} empty workflows`);
+    const engine = await engineLimit(ctx, plan.n, 'engine');
+    log(`raw send limit: ${plan.n} signed POSTs`);
+    const rawSend = await rawSendLimit(ctx, plan.n);
+    check('raw send', rawSend.accounting);
+    log(`steady load: ${plan.steadyRate}/s for ${plan.steadySeconds} s`);
+    const steady = await pipelineSteady(ctx, plan.steadyRate, plan.steadySeconds, 'steady');
+    check('steady', steady.accounting);
+
+    const sampler = new RssSampler([worker.pid, api.pid, ...(stack.temporalPid ? [stack.temporalPid] : [])]);
+    const growth: GrowthRow[] = [];
+    for (const size of plan.sizes) {
+      log(`pipeline at saturation: N = ${size}`);
+      sampler.start();
+      const result = await pipelineSaturation(ctx, size, `saturation-${size}`);
+      const peaks = await sampler.stop();
+      check(`saturation N=${size}`, result.accounting);
+      growth.push({
+        ...result,
+        peakRssMb: {
+          worker: peaks.get(worker.pid) ?? NaN,
+          api: peaks.get(api.pid) ?? NaN,
+          ...(stack.temporalPid && { temporal: peaks.get(stack.temporalPid) }),
+        },
+      });
+    }
+    const saturation = growth.find((row) => row.n === plan.n)!;
+
+    const token = jwt.sign({ sub: BENCH_USER }, jwtSecret, { algorithm: 'HS256', expiresIn: 3600 });
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
+    log(`API: GET for ${plan.apiSeconds} s`);
+    const get = await apiGet(apiUrl, token, projectId, plan.apiSeconds);
+    log(`API: register/DELETE cycle for ${plan.apiSeconds} s`);
+    const registerDelete = await apiRegisterDeleteCycle(apiUrl, token, cycleProjects, plan.apiSeconds);
+    for (const [name, result] of [
+      ['API GET', get],
+      ['API register/DELETE', registerDelete],
+    ] as const) {
+      if (result.non2xx || result.errors)
+        problems.push(`${name}: ${result.non2xx} non-2xx response(s), ${result.errors} error(s)`);
+    }
+
+    const cores = cpus();
+    const partial: Omit<BenchReport, 'targets'> = {
+      startedAt: new Date(began).toISOString(),
+      mode: plan.mode,
+      command: `npm run bench${plan.mode === 'quick' ? ' -- --quick' : ''}`,
+      machine: {
+        cores: cores.length,
+        cpuModel: cores[0]?.model.trim() ?? 'unknown',
+        memoryGiB: Math.round(totalmem() / 2 ** 30),
+        platform: `${platform()} ${process.arch}`,
+      },
+      versions: versions(),
+      stack: { postgres: stack.postgres, temporal: stack.temporal, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS },
+      workerOptions: {
+        WORKER_MAX_CONCURRENT_ACTIVITIES: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
+        WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
+        WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+        WORKER_MAX_CACHED_WORKFLOWS: config.WORKER_MAX_CACHED_WORKFLOWS,
+      },
+      engine,
+      rawSend,
+      saturation,
+      steady,
+      growth,
+      api: { get, registerDelete },
+      accountedFor: problems.length === 0,
+      problems,
+      durationSeconds: Math.round((Date.now() - began) / 1000),
+    };
+    const report: BenchReport = { ...partial, targets: evaluateTargets(partial) };
+    writeReport(out, report);
+    process.stdout.write(formatReport(report) + '\n');
+    log(`figures written to ${out}`);
+    return report.accountedFor ? 0 : 1;
+  } finally {
+    await connection?.close();
+    for (const child of processes.reverse()) await child.stop();
+    await stack?.stop();
+    if (cpuProfDir) log(`CPU profiles kept in ${cpuProfDir}`);
+    if (!keep && !cpuProfDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,214 @@
+// The run's figures: a table on stdout and a JSON file, with the machine and the versions they were taken on.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { ApiResult, DeliveryStageResult, EngineResult, SteadyResult } from './stages';
+
+export interface GrowthRow extends DeliveryStageResult {
+  peakRssMb: { worker: number; api: number; temporal?: number };
+}
+
+export interface BenchReport {
+  startedAt: string;
+  mode: 'full' | 'quick';
+  command: string;
+  machine: { cores: number; cpuModel: string; memoryGiB: number; platform: string };
+  versions: { node: string; temporalCli: string; temporalSdk: string };
+  stack: { postgres: string; temporal: string; sqlitePragmas: string[] };
+  workerOptions: Record<string, number>;
+  engine: EngineResult;
+  rawSend: DeliveryStageResult;
+  saturation: DeliveryStageResult;
+  steady: SteadyResult;
+  growth: GrowthRow[];
+  api: { get: ApiResult; registerDelete: ApiResult };
+  targets: Target[];
+  /** Every event of every stage arrived once, with a valid signature and its own body. */
+  accountedFor: boolean;
+  problems: string[];
+  durationSeconds: number;
+}
+
+export interface Target {
+  name: string;
+  target: string;
+  value: string;
+  met: boolean;
+}
+
+export function evaluateTargets(report: Omit<BenchReport, 'targets'>): Target[] {
+  const share = report.saturation.deliveredPerSecond / report.engine.completedPerSecond;
+  const largest = report.growth.at(-1);
+  return [
+    {
+      name: 'pipeline throughput vs engine limit',
+      target: '>= 50%',
+      value: `${Math.round(share * 100)}% (${report.saturation.deliveredPerSecond} of ${report.engine.completedPerSecond}/s)`,
+      met: share >= 0.5,
+    },
+    {
+      name: 'steady-load latency p50',
+      target: '<= 60 ms',
+      value: `${report.steady.latencyMs.p50} ms`,
+      met: report.steady.latencyMs.p50 <= 60,
+    },
+    {
+      name: 'steady-load latency p99',
+      target: '<= 250 ms',
+      value: `${report.steady.latencyMs.p99} ms`,
+      met: report.steady.latencyMs.p99 <= 250,
+    },
+    {
+      name: 'API GET throughput',
+      target: '>= 2000 req/s',
+      value: `${report.api.get.requestsPerSecond} req/s`,
+      met: report.api.get.requestsPerSecond >= 2000,
+    },
+    {
+      name: 'API GET p99',
+      target: '<= 50 ms',
+      value: `${report.api.get.p99Ms} ms`,
+      met: report.api.get.p99Ms <= 50,
+    },
+    {
+      name: `peak worker RSS at N = ${largest?.n ?? '?'}`,
+      target: '< 400 MB',
+      value: `${largest?.peakRssMb.worker ?? NaN} MB`,
+      met: (largest?.peakRssMb.worker ?? Infinity) < 400,
+    },
+  ];
+}
+
+function table(headers: string[], rows: (string | number)[][]): string {
+  const cells = [headers, ...rows.map((row) => row.map(String))];
+  const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? '').length)));
+  const line = (row: string[]) => `| ${row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ')} |`;
+  return [line(cells[0]!), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...cells.slice(1).map(line)].join(
+    '\n',
+  );
+}
+
+const lat = (stage: DeliveryStageResult) => [
+  stage.latencyMs.p50,
+  stage.latencyMs.p95,
+  stage.latencyMs.p99,
+  stage.latencyMs.max,
+];
+
+const accounted = (stage: DeliveryStageResult) =>
+  `${stage.accounting.delivered}/${stage.accounting.sent}` +
+  (stage.accounting.duplicates ? `, ${stage.accounting.duplicates} dup` : '') +
+  (stage.accounting.badSignatures ? `, ${stage.accounting.badSignatures} bad sig` : '');
+
+export function formatReport(report: BenchReport): string {
+  const { machine, versions } = report;
+  const out: string[] = [];
+  out.push(
+    `Webhook delivery bench (${report.mode}) — ${machine.cores} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ` +
+      `Node ${versions.node}, Temporal CLI ${versions.temporalCli}, SDK ${versions.temporalSdk}`,
+    `Stack: Postgres ${report.stack.postgres}, Temporal ${report.stack.temporal} (SQLite ${report.stack.sqlitePragmas.join(', ')}); ` +
+      `worker ${Object.entries(report.workerOptions)
+        .map(([key, value]) => `${key}=${value}`)
+        .join(' ')}`,
+    '',
+  );
+  out.push(
+    table(
+      ['stage', 'N', 'rate /s', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'delivered'],
+      [
+        [
+          'engine limit (empty workflows, completed/s)',
+          report.engine.n,
+          report.engine.completedPerSecond,
+          report.engine.latencyMs.p50,
+          report.engine.latencyMs.p95,
+          report.engine.latencyMs.p99,
+          report.engine.latencyMs.max,
+          `${report.engine.completed}/${report.engine.n}`,
+        ],
+        [
+          'raw send limit (signed POSTs, verified/s)',
+          report.rawSend.n,
+          report.rawSend.deliveredPerSecond,
+          ...lat(report.rawSend),
+          accounted(report.rawSend),
+        ],
+        [
+          'pipeline at saturation (verified/s)',
+          report.saturation.n,
+          report.saturation.deliveredPerSecond,
+          ...lat(report.saturation),
+          accounted(report.saturation),
+        ],
+        [
+          `pipeline steady ${report.steady.ratePerSecond}/s for ${report.steady.seconds} s`,
+          report.steady.n,
+          report.steady.deliveredPerSecond,
+          ...lat(report.steady),
+          accounted(report.steady),
+        ],
+      ],
+    ),
+    '',
+    'Growth (pipeline at saturation):',
+    table(
+      [
+        'N',
+        'verified /s',
+        'p50 ms',
+        'p99 ms',
+        'peak worker RSS MB',
+        'peak API RSS MB',
+        'peak Temporal RSS MB',
+        'delivered',
+      ],
+      report.growth.map((row) => [
+        row.n,
+        row.deliveredPerSecond,
+        row.latencyMs.p50,
+        row.latencyMs.p99,
+        row.peakRssMb.worker,
+        row.peakRssMb.api,
+        row.peakRssMb.temporal ?? '-',
+        accounted(row),
+      ]),
+    ),
+    '',
+    `API (autocannon, ${report.api.get.connections} connections):`,
+    table(
+      ['endpoint', 'seconds', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'non-2xx', 'errors'],
+      [
+        ['GET /webhooks/project/:id', report.api.get],
+        ['POST /webhooks/register + DELETE cycle', report.api.registerDelete],
+      ].map(([name, r]) => {
+        const result = r as ApiResult;
+        return [
+          name as string,
+          result.seconds,
+          result.requestsPerSecond,
+          result.p50Ms,
+          result.p99Ms,
+          result.maxMs,
+          result.non2xx,
+          result.errors,
+        ];
+      }),
+    ),
+    '',
+    'Targets:',
+    table(
+      ['target', 'wanted', 'measured', ''],
+      report.targets.map((t) => [t.name, t.target, t.value, t.met ? 'met' : 'MISSED']),
+    ),
+    '',
+    report.accountedFor
+      ? 'Every event accounted for: each arrived once, with a valid signature and its own body.'
+      : `NOT ACCOUNTED FOR:\n  - ${report.problems.join('\n  - ')}`,
+    `Run took ${report.durationSeconds} s.`,
+  );
+  return out.join('\n');
+}
+
+export function writeReport(path: string, report: BenchReport): void {
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, JSON.stringify(report, null, 2) + '\n');
+}

@@ -1,0 +1,70 @@
+// The servers the bench measures against: the configured Postgres and Temporal, or the dev stack's embedded
+// PostgreSQL and Temporal dev server (SQLite in WAL mode) in the bench's fresh temporary folder, never ./.data.
+import { chmodSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import pino from 'pino';
+import type { Config } from '../common/config';
+import { startDevStack } from '../common/dev-stack';
+import { freePort } from '../common/ports';
+import { createDb } from '../db';
+
+export interface BenchStack {
+  databaseUrl: string;
+  temporalAddress: string;
+  /** Pid of the Temporal dev server when the bench started it (for its RSS). */
+  temporalPid?: number;
+  postgres: 'embedded' | 'configured';
+  temporal: 'dev-server' | 'configured';
+  stop(): Promise<void>;
+}
+
+/** The dev stack's SQLite pragmas (common/dev-stack.ts), reported with the figures. */
+export const DEV_SERVER_SQLITE_PRAGMAS = ['journal_mode=wal', 'synchronous=normal'];
+
+export async function startBenchStack(options: { dataDir: string; config: Config }): Promise<BenchStack> {
+  // The embedded PostgreSQL runs as the postgres user, which must reach its folder inside ours.
+  chmodSync(options.dataDir, 0o755);
+  const { config } = options;
+  const devStack = await startDevStack({
+    config: { ...config, NODE_ENV: 'development', DATA_DIR: options.dataDir },
+    logger: pino({ level: 'silent' }),
+    // Free ports, so the bench runs beside `npm start` and other benches.
+    env: {
+      ...process.env,
+      DEV_POSTGRES_PORT: String(await freePort()),
+      DEV_TEMPORAL_PORT: String(await freePort()),
+      DEV_TEMPORAL_UI_PORT: String(await freePort()),
+    },
+  });
+  const stops: (() => Promise<void>)[] = [() => devStack.stop()];
+  const stop = async () => {
+    for (const step of stops.reverse()) await step().catch(() => undefined);
+  };
+  try {
+    let databaseUrl = devStack.env.DATABASE_URL;
+    if (!databaseUrl) {
+      // A configured server: a database of the bench's own on it, dropped at the end.
+      const admin = createDb(config.DATABASE_URL!, { max: 1 });
+      const name = `webhooks_bench_${randomBytes(6).toString('hex')}`;
+      await admin.raw('CREATE DATABASE ??', [name]);
+      stops.push(async () => {
+        await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+        await admin.destroy();
+      });
+      const url = new URL(config.DATABASE_URL!);
+      url.pathname = `/${name}`;
+      databaseUrl = url.toString();
+    }
+    return {
+      databaseUrl,
+      temporalAddress: devStack.env.TEMPORAL_ADDRESS ?? config.TEMPORAL_ADDRESS!,
+      temporalPid: devStack.pids.temporal,
+      postgres: devStack.env.DATABASE_URL ? 'embedded' : 'configured',
+      temporal: devStack.env.TEMPORAL_ADDRESS ? 'dev-server' : 'configured',
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
