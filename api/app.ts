@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import Koa, { type Middleware } from 'koa';
+import type { Router } from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
 import type { Knex } from 'knex';
 import type { Logger } from '../common/logger';
@@ -16,7 +17,7 @@ export interface AppDeps {
   auth: AuthOptions;
   sendTestEvent: SendTestEvent;
   /** Routes served without a token (health, API docs), mounted before authentication. */
-  publicRoutes?: Middleware[];
+  publicRoutes?: Router[];
 }
 
 export const MAX_BODY = '100kb';
@@ -57,7 +58,7 @@ export function createApp(deps: AppDeps): Koa {
 
   app.use(requestLog(deps.logger));
   app.use(problemDetails(deps.logger));
-  for (const route of deps.publicRoutes ?? []) app.use(route);
+  for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));

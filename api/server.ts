@@ -1,15 +1,17 @@
 import type { Server } from 'node:http';
 import type { Knex } from 'knex';
-import type { Client } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
 import { createLogger, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKey } from '../common/secrets';
 import type { SendTestEvent } from '../common/types';
 import { createDb, migrateToLatest } from '../db';
-import { connectTemporalClient } from '../client/temporal';
+import { connectTemporalClient, temporalConnectionOptions } from '../client/temporal';
 import { createTestEventSender } from '../client/test-event';
 import { createApp } from './app';
 import { authOptionsFromConfig } from './auth';
+import { docsRouter } from './routes/docs';
+import { healthRouter } from './routes/health';
 
 /** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
 export interface StartApiDeps {
@@ -34,15 +36,23 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
   try {
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
-    const sendTestEvent: SendTestEvent =
-      deps.sendTestEvent ??
-      createTestEventSender(deps.temporal ?? (ownTemporal = await connectTemporalClient(config)), config);
+    // With its own test sender, the API needs Temporal only for readiness: connect lazily, /readyz reports it.
+    const temporal =
+      deps.temporal ??
+      (ownTemporal = deps.sendTestEvent
+        ? new Client({
+            connection: Connection.lazy(temporalConnectionOptions(config)),
+            namespace: config.TEMPORAL_NAMESPACE,
+          })
+        : await connectTemporalClient(config));
+    const sendTestEvent: SendTestEvent = deps.sendTestEvent ?? createTestEventSender(temporal, config);
     const app = createApp({
       db,
       secretBox: createSecretBox(resolveSecretKey(config, logger)),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,
+      publicRoutes: [healthRouter({ db, temporal: temporal.connection }), docsRouter()],
     });
     const server = app.listen(config.PORT);
     await new Promise<void>((resolve, reject) => {

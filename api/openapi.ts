@@ -1,0 +1,360 @@
+import {
+  projectIdSchema,
+  registerWebhookBodySchema,
+  updateWebhookBodySchema,
+  webhookTypesSchema,
+  webhookUrlSchema,
+} from './schemas';
+import { MAX_BODY } from './app';
+
+// The request bodies below are the very objects ajv compiles in ./schemas: the document cannot drift from validation.
+
+type Json = { readonly [key: string]: unknown };
+
+export interface OpenApiOperation {
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  security?: Json[];
+  parameters?: Json[];
+  requestBody?: Json;
+  responses: Record<string, Json>;
+}
+
+export type HttpMethod = 'get' | 'put' | 'post' | 'delete' | 'options' | 'head' | 'patch' | 'trace';
+
+export interface OpenApiDocument {
+  openapi: '3.1.0';
+  info: Json;
+  tags: Json[];
+  security: Json[];
+  paths: Record<string, Partial<Record<HttpMethod, OpenApiOperation>>>;
+  components: { schemas: Record<string, Json>; responses: Record<string, Json>; securitySchemes: Record<string, Json> };
+}
+
+const ref = (kind: 'schemas' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+const json = (schema: Json) => ({ 'application/json': { schema } });
+const problemJson = (schema: Json) => ({ 'application/problem+json': { schema } });
+
+const timestampSchema = { type: 'string', format: 'date-time' } as const;
+
+const registrationProperties = {
+  _id: { type: 'string', format: 'uuid', description: 'Identifier of the registration, assigned by the service.' },
+  projectId: projectIdSchema,
+  url: webhookUrlSchema,
+  types: webhookTypesSchema,
+  createdAt: timestampSchema,
+  updatedAt: timestampSchema,
+} as const;
+
+const registrationSchema = {
+  type: 'object',
+  description: 'A webhook registration as the API shows it; the signing secret is never shown again.',
+  properties: registrationProperties,
+  required: Object.keys(registrationProperties),
+  additionalProperties: false,
+} as const;
+
+const registrationWithSecretSchema = {
+  type: 'object',
+  description: 'The registration just created, with its signing secret: shown in this response only.',
+  properties: {
+    ...registrationProperties,
+    secret: {
+      type: 'string',
+      pattern: '^whsec_',
+      description: 'Key of the HMAC-SHA256 X-Signature of every delivery. Store it now: it is not shown again.',
+    },
+  },
+  required: [...Object.keys(registrationProperties), 'secret'],
+  additionalProperties: false,
+} as const;
+
+const testDeliverySchema = {
+  type: 'object',
+  description: 'The receiver acknowledged the signed TEST event with a 2xx status.',
+  properties: {
+    delivered: { const: true },
+    statusCode: { type: 'integer', minimum: 200, maximum: 299, description: 'Status the receiver answered.' },
+    durationMs: { type: 'number', minimum: 0, description: 'Duration of the acknowledged attempt.' },
+    workflowId: { type: 'string', description: 'Temporal workflow id of the delivery, to find it in the Temporal UI.' },
+  },
+  required: ['delivered', 'statusCode', 'durationMs', 'workflowId'],
+  additionalProperties: false,
+} as const;
+
+const problemSchema = {
+  type: 'object',
+  description: 'RFC 9457 problem details.',
+  properties: {
+    type: { type: 'string', format: 'uri-reference', description: 'Always about:blank: the status says it all.' },
+    title: { type: 'string', description: 'The reason phrase of the status.' },
+    status: { type: 'integer', minimum: 400, maximum: 599 },
+    detail: { type: 'string', description: 'What went wrong, for a human.' },
+  },
+  required: ['type', 'title', 'status', 'detail'],
+} as const;
+
+const validationProblemSchema = {
+  allOf: [
+    ref('schemas', 'Problem'),
+    {
+      type: 'object',
+      properties: {
+        errors: {
+          type: 'array',
+          description: 'Every problem of the body; absent when the body is not JSON at all.',
+          items: {
+            type: 'object',
+            properties: {
+              pointer: { type: 'string', description: 'JSON Pointer into the request body.' },
+              detail: { type: 'string' },
+            },
+            required: ['pointer', 'detail'],
+            additionalProperties: false,
+          },
+        },
+      },
+    },
+  ],
+} as const;
+
+const testDeliveryProblemSchema = {
+  allOf: [
+    ref('schemas', 'Problem'),
+    {
+      type: 'object',
+      properties: {
+        workflowId: { type: 'string', description: 'Temporal workflow id of the failed delivery.' },
+        statusCode: { type: 'integer', description: 'Status the receiver answered, when it answered.' },
+      },
+      required: ['workflowId'],
+    },
+  ],
+} as const;
+
+const dependencyStateSchema = { type: 'string', enum: ['up', 'down'] } as const;
+const readinessChecksSchema = {
+  type: 'object',
+  properties: { postgres: dependencyStateSchema, temporal: dependencyStateSchema },
+  required: ['postgres', 'temporal'],
+  additionalProperties: false,
+} as const;
+
+const notReadyProblemSchema = {
+  allOf: [
+    ref('schemas', 'Problem'),
+    { type: 'object', properties: { checks: ref('schemas', 'ReadinessChecks') }, required: ['checks'] },
+  ],
+} as const;
+
+const problemResponse = (description: string, schema: Json = ref('schemas', 'Problem')) => ({
+  description,
+  content: problemJson(schema),
+});
+
+const responses = {
+  InvalidBody: problemResponse(
+    'The body is not JSON, or breaks the schema (each problem listed in errors).',
+    ref('schemas', 'ValidationProblem'),
+  ),
+  Unauthorized: {
+    ...problemResponse('No bearer token, or one that is invalid or expired, or lacks sub or exp.'),
+    headers: { 'WWW-Authenticate': { description: 'Always Bearer.', schema: { type: 'string', const: 'Bearer' } } },
+  },
+  Forbidden: problemResponse('The caller is not a member of the project.'),
+  TooLarge: problemResponse(`The body is larger than ${MAX_BODY}.`),
+  UnsupportedMediaType: problemResponse('The body is not application/json.'),
+} as const;
+
+const projectIdParameter = {
+  name: 'projectId',
+  in: 'path',
+  required: true,
+  description: 'Identifier of the project.',
+  schema: projectIdSchema,
+} as const;
+
+const bodyOf = (name: string) => ({ required: true, content: json(ref('schemas', name)) });
+
+/** The OpenAPI 3.1 document of the whole API, served at GET /openapi.json. */
+export function buildOpenApiDocument(): OpenApiDocument {
+  const publicOperation = { tags: ['operations'], security: [] };
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Webhook delivery service',
+      version: '0.1.0',
+      description:
+        'Registers one callback URL per project and delivers health-monitoring events to it, signed with ' +
+        'HMAC-SHA256 (X-Timestamp, X-Signature). Errors are RFC 9457 application/problem+json.',
+    },
+    tags: [
+      { name: 'webhooks', description: 'Project webhook registration, management and test.' },
+      { name: 'operations', description: 'Public probes and documentation; no token.' },
+    ],
+    security: [{ bearerAuth: [] }],
+    paths: {
+      '/webhooks/register': {
+        post: {
+          operationId: 'registerWebhook',
+          summary: 'Register the webhook of a project',
+          description: 'A project has at most one webhook. The response carries the signing secret, once.',
+          tags: ['webhooks'],
+          requestBody: bodyOf('RegisterWebhookBody'),
+          responses: {
+            '201': { description: 'Registered.', content: json(ref('schemas', 'RegistrationWithSecret')) },
+            '400': ref('responses', 'InvalidBody'),
+            '401': ref('responses', 'Unauthorized'),
+            '403': ref('responses', 'Forbidden'),
+            '404': problemResponse('No project with id {id} was found.'),
+            '409': problemResponse('Webhook has already been registered previously.'),
+            '413': ref('responses', 'TooLarge'),
+            '415': ref('responses', 'UnsupportedMediaType'),
+          },
+        },
+      },
+      '/webhooks': {
+        patch: {
+          operationId: 'updateWebhook',
+          summary: 'Change the URL and/or the event types of a project’s webhook',
+          description: 'The project is named in the body; the secret stays the same.',
+          tags: ['webhooks'],
+          requestBody: bodyOf('UpdateWebhookBody'),
+          responses: {
+            '200': { description: 'Updated.', content: json(ref('schemas', 'Registration')) },
+            '400': ref('responses', 'InvalidBody'),
+            '401': ref('responses', 'Unauthorized'),
+            '403': ref('responses', 'Forbidden'),
+            '404': problemResponse('No such project, or: Must register webhook before updating it.'),
+            '413': ref('responses', 'TooLarge'),
+            '415': ref('responses', 'UnsupportedMediaType'),
+          },
+        },
+      },
+      '/webhooks/project/{projectId}': {
+        get: {
+          operationId: 'getWebhook',
+          summary: 'Get the webhook of a project',
+          tags: ['webhooks'],
+          parameters: [projectIdParameter],
+          responses: {
+            '200': {
+              description: 'The registration, without its secret.',
+              content: json(ref('schemas', 'Registration')),
+            },
+            '401': ref('responses', 'Unauthorized'),
+            '403': ref('responses', 'Forbidden'),
+            '404': problemResponse('No such project, or it has no webhook.'),
+          },
+        },
+        delete: {
+          operationId: 'deleteWebhook',
+          summary: 'Delete the webhook of a project',
+          description: 'Events are not delivered until a webhook is registered again, with a new secret.',
+          tags: ['webhooks'],
+          parameters: [projectIdParameter],
+          responses: {
+            '204': { description: 'Deleted.' },
+            '401': ref('responses', 'Unauthorized'),
+            '403': ref('responses', 'Forbidden'),
+            '404': problemResponse('No such project, or it has no webhook.'),
+          },
+        },
+      },
+      '/webhooks/test/project/{projectId}': {
+        post: {
+          operationId: 'testWebhook',
+          summary: 'Send a signed TEST event to the project’s webhook and wait for the receiver’s answer',
+          description: 'The body delivered is {"test": string}; it is sent whatever types the webhook subscribes to.',
+          tags: ['webhooks'],
+          parameters: [projectIdParameter],
+          responses: {
+            '200': { description: 'The receiver acknowledged.', content: json(ref('schemas', 'TestDelivery')) },
+            '401': ref('responses', 'Unauthorized'),
+            '403': ref('responses', 'Forbidden'),
+            '404': problemResponse('No such project, or it has no webhook.'),
+            '502': problemResponse(
+              'The receiver did not acknowledge: a non-2xx status, or unreachable.',
+              ref('schemas', 'TestDeliveryProblem'),
+            ),
+          },
+        },
+      },
+      '/healthz': {
+        get: {
+          operationId: 'healthz',
+          summary: 'Liveness: the process answers',
+          ...publicOperation,
+          responses: {
+            '200': {
+              description: 'Alive.',
+              content: json({
+                type: 'object',
+                properties: { status: { const: 'ok' } },
+                required: ['status'],
+                additionalProperties: false,
+              }),
+            },
+          },
+        },
+      },
+      '/readyz': {
+        get: {
+          operationId: 'readyz',
+          summary: 'Readiness: Postgres and Temporal answer',
+          ...publicOperation,
+          responses: {
+            '200': {
+              description: 'Ready to serve.',
+              content: json({
+                type: 'object',
+                properties: { status: { const: 'ready' }, checks: ref('schemas', 'ReadinessChecks') },
+                required: ['status', 'checks'],
+                additionalProperties: false,
+              }),
+            },
+            '503': problemResponse(
+              'Postgres or Temporal (named in detail and checks) is down.',
+              ref('schemas', 'NotReadyProblem'),
+            ),
+          },
+        },
+      },
+      '/openapi.json': {
+        get: {
+          operationId: 'openapi',
+          summary: 'This OpenAPI document (rendered at /docs)',
+          ...publicOperation,
+          responses: {
+            '200': { description: 'OpenAPI 3.1 document.', content: json({ type: 'object' }) },
+          },
+        },
+      },
+    },
+    components: {
+      schemas: {
+        RegisterWebhookBody: registerWebhookBodySchema,
+        UpdateWebhookBody: updateWebhookBodySchema,
+        Registration: registrationSchema,
+        RegistrationWithSecret: registrationWithSecretSchema,
+        TestDelivery: testDeliverySchema,
+        Problem: problemSchema,
+        ValidationProblem: validationProblemSchema,
+        TestDeliveryProblem: testDeliveryProblemSchema,
+        ReadinessChecks: readinessChecksSchema,
+        NotReadyProblem: notReadyProblemSchema,
+      },
+      responses,
+      securitySchemes: {
+        bearerAuth: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: 'A token of the identity provider (HS256 or JWKS); its sub is the caller, exp is required.',
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,104 @@
+import { Router } from '@koa/router';
+import type { Knex } from 'knex';
+import type { ConnectionLike } from '@temporalio/client';
+import type { Logger } from '../../common/logger';
+import { ApiError } from '../errors';
+
+/** What readiness depends on: the database pool and the Temporal connection the API's client uses. */
+export interface ReadinessDeps {
+  db: Knex;
+  temporal: Pick<ConnectionLike, 'workflowService' | 'withDeadline'>;
+  /** How long one dependency may take to answer before it counts as down. */
+  timeoutMs?: number;
+}
+
+export const READINESS_TIMEOUT_MS = 2_000;
+
+export type DependencyName = 'postgres' | 'temporal';
+export type DependencyState = 'up' | 'down';
+export type ReadinessChecks = Record<DependencyName, DependencyState>;
+
+/** Human names, as the 503 detail shows them. */
+const LABELS: Record<DependencyName, string> = { postgres: 'Postgres', temporal: 'Temporal' };
+
+class NotReadyError extends ApiError {
+  constructor(checks: ReadinessChecks) {
+    const down = (Object.keys(checks) as DependencyName[]).filter((name) => checks[name] === 'down');
+    super(503, `Not ready: ${down.map((name) => LABELS[name]).join(' and ')} unreachable`, { checks });
+  }
+}
+
+interface ProbeResult {
+  state: DependencyState;
+  reason?: string;
+}
+
+/** Resolves to 'down' with the reason instead of rejecting, and never later than the deadline. */
+async function probe(check: () => Promise<unknown>, timeoutMs: number): Promise<ProbeResult> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<ProbeResult>((resolve) => {
+    timer = setTimeout(() => resolve({ state: 'down', reason: `no answer within ${timeoutMs} ms` }), timeoutMs);
+  });
+  try {
+    return await Promise.race([
+      check().then(
+        (): ProbeResult => ({ state: 'up' }),
+        (error: unknown): ProbeResult => ({
+          state: 'down',
+          reason: error instanceof Error ? error.message : String(error),
+        }),
+      ),
+      deadline,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Shares one in-flight check among concurrent callers, so probes polling a down dependency do not pile up
+ * (a pool acquire against a dead Postgres waits for Knex's acquire timeout, far beyond the probe's).
+ */
+function singleFlight(check: () => Promise<unknown>): () => Promise<unknown> {
+  let inFlight: Promise<unknown> | undefined;
+  return () =>
+    (inFlight ??= check().finally(() => {
+      inFlight = undefined;
+    }));
+}
+
+/** Public process probes: /healthz (the process answers) and /readyz (Postgres and Temporal answer). */
+export function healthRouter(deps: ReadinessDeps): Router {
+  const timeoutMs = deps.timeoutMs ?? READINESS_TIMEOUT_MS;
+  const checks: Record<DependencyName, () => Promise<unknown>> = {
+    postgres: singleFlight(() => deps.db.raw('select 1').timeout(timeoutMs, { cancel: true })),
+    // The cheapest call that proves the frontend answers for real, not only that a TCP connection exists.
+    temporal: singleFlight(() =>
+      deps.temporal.withDeadline(Date.now() + timeoutMs, () => deps.temporal.workflowService.getSystemInfo({})),
+    ),
+  };
+
+  const router = new Router();
+  router.get('/healthz', (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { status: 'ok' };
+  });
+  router.get('/readyz', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const [postgres, temporal] = await Promise.all([
+      probe(checks.postgres, timeoutMs),
+      probe(checks.temporal, timeoutMs),
+    ]);
+    const result: ReadinessChecks = { postgres: postgres.state, temporal: temporal.state };
+    if (postgres.state === 'down' || temporal.state === 'down') {
+      // The reasons help operators; the caller only learns which dependency is down.
+      (ctx.state.log as Logger | undefined)?.warn(
+        { checks: result, postgres: postgres.reason, temporal: temporal.reason },
+        'not ready',
+      );
+      throw new NotReadyError(result);
+    }
+    ctx.body = { status: 'ready', checks: result };
+  });
+  return router;
+}
