@@ -1,0 +1,296 @@
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import type Koa from 'koa';
+import type { Router } from '@koa/router';
+import pino from 'pino';
+import { createApp } from '../api';
+import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../api/openapi';
+import { docsRouter } from '../api/routes/docs';
+import { healthRouter, type ReadinessDeps } from '../api/routes/health';
+import { registerWebhookBodySchema, updateWebhookBodySchema } from '../api/schemas';
+import { createSecretBox } from '../common/secrets';
+import type { TestDeliveryOutcome } from '../common/types';
+import * as store from '../db';
+import { listenLocal, type LocalServer } from './support/jwks-server';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+import { bearer, hsToken, TEST_JWT_SECRET } from './support/tokens';
+
+/** The Swagger UI page and its assets: served by the app, but they are the docs' renderer, not the API. */
+const UNDOCUMENTED = new Set(['GET /docs', 'GET /docs/swagger-initializer.js', 'GET /docs/{asset}']);
+
+/** What the brief and the handlers promise, per operation. */
+const EXPECTED_STATUSES: Record<string, string[]> = {
+  'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415'],
+  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415'],
+  'GET /webhooks/project/{projectId}': ['200', '401', '403', '404'],
+  'DELETE /webhooks/project/{projectId}': ['204', '401', '403', '404'],
+  'POST /webhooks/test/project/{projectId}': ['200', '401', '403', '404', '502'],
+  'GET /healthz': ['200'],
+  'GET /readyz': ['200', '503'],
+  'GET /openapi.json': ['200'],
+};
+
+const METHODS: HttpMethod[] = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/** "METHOD /path" of every operation in the document. */
+function documentedOperations(doc: OpenApiDocument): string[] {
+  return Object.entries(doc.paths).flatMap(([path, item]) =>
+    METHODS.filter((method) => item[method]).map((method) => `${method.toUpperCase()} ${path}`),
+  );
+}
+
+/** "METHOD /path" of every route of every router the app mounts, in OpenAPI path syntax. */
+function servedRoutes(app: Koa): string[] {
+  const routers = app.middleware
+    .map((middleware) => (middleware as { router?: Router }).router)
+    .filter((router): router is Router => router !== undefined);
+  return routers.flatMap((router) =>
+    router.stack.flatMap((layer) => {
+      const path = String(layer.path)
+        .replace(/:(\w+)/g, '{$1}')
+        .replace(/(.)\/$/, '$1');
+      return layer.methods.filter((method) => method !== 'HEAD').map((method) => `${method} ${path}`);
+    }),
+  );
+}
+
+describe('openapi: the document at /openapi.json', () => {
+  let t: TestDatabase;
+  let server: LocalServer;
+  let app: Koa;
+  let served: OpenApiDocument;
+  let temporalUp = true;
+  let testOutcome: TestDeliveryOutcome;
+  const temporal = {
+    workflowService: {
+      getSystemInfo: () => (temporalUp ? Promise.resolve({}) : Promise.reject(new Error('UNAVAILABLE'))),
+    },
+    withDeadline: <R>(_deadline: number | Date, fn: () => Promise<R>) => fn(),
+  } as unknown as ReadinessDeps['temporal'];
+
+  before(async () => {
+    t = await createTestDatabase();
+    app = createApp({
+      db: t.db,
+      secretBox: createSecretBox(randomBytes(32)),
+      logger: pino({ level: 'silent' }),
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => Promise.resolve(testOutcome),
+      publicRoutes: [healthRouter({ db: t.db, temporal }), docsRouter()],
+    });
+    server = await listenLocal(app.callback());
+    const response = await fetch(`${server.url}/openapi.json`);
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /^application\/json/);
+    served = (await response.json()) as OpenApiDocument;
+  });
+  after(async () => {
+    await server?.close();
+    await t?.destroy();
+  });
+
+  it('validates as OpenAPI 3.1', async () => {
+    // An ES module: loaded with import() from this CommonJS test.
+    const { Validator } = await import('@seriousme/openapi-schema-validator');
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(served) as unknown as Record<string, unknown>);
+    assert.equal(validator.version, '3.1');
+    assert.deepEqual(result.errors, undefined);
+    assert.equal(result.valid, true);
+  });
+
+  it('documents every route the app serves, and nothing it does not serve', () => {
+    const routes = servedRoutes(app);
+    // The walk must see all three routers, or the comparison below proves nothing.
+    assert.ok(routes.includes('POST /webhooks/register') && routes.includes('GET /readyz'), routes.join(', '));
+    assert.ok(routes.includes('GET /docs'), routes.join(', '));
+    const api = routes.filter((route) => !UNDOCUMENTED.has(route)).sort();
+    assert.deepEqual(documentedOperations(served).sort(), api);
+  });
+
+  it('takes its request bodies from the very schema objects the API validates with', () => {
+    const built = buildOpenApiDocument();
+    assert.equal(built.components.schemas.RegisterWebhookBody, registerWebhookBodySchema);
+    assert.equal(built.components.schemas.UpdateWebhookBody, updateWebhookBodySchema);
+    assert.deepEqual(
+      served.components.schemas.RegisterWebhookBody,
+      JSON.parse(JSON.stringify(registerWebhookBodySchema)),
+    );
+    const bodyRef = (method: HttpMethod, path: string) =>
+      (served.paths[path]?.[method]?.requestBody as { content: Record<string, { schema: { $ref: string } }> }).content[
+        'application/json'
+      ]!.schema.$ref;
+    assert.equal(bodyRef('post', '/webhooks/register'), '#/components/schemas/RegisterWebhookBody');
+    assert.equal(bodyRef('patch', '/webhooks'), '#/components/schemas/UpdateWebhookBody');
+  });
+
+  it('lists the status codes of every operation', () => {
+    const statuses = Object.fromEntries(
+      documentedOperations(served).map((operation) => {
+        const [method, path] = operation.split(' ') as [HttpMethod, string];
+        return [operation, Object.keys(served.paths[path]![method.toLowerCase() as HttpMethod]!.responses).sort()];
+      }),
+    );
+    assert.deepEqual(statuses, EXPECTED_STATUSES);
+  });
+
+  it('requires the bearer JWT on the webhook endpoints and nothing on the public ones', () => {
+    assert.deepEqual(served.security, [{ bearerAuth: [] }]);
+    assert.deepEqual(served.components.securitySchemes.bearerAuth, {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+      description: served.components.securitySchemes.bearerAuth!.description,
+    });
+    for (const operation of documentedOperations(served)) {
+      const [method, path] = operation.split(' ') as [string, string];
+      const security = served.paths[path]![method.toLowerCase() as HttpMethod]!.security;
+      if (path.startsWith('/webhooks')) assert.equal(security, undefined, operation);
+      else assert.deepEqual(security, [], operation);
+    }
+  });
+
+  describe('every response the API gives matches the document, and every documented one is given', () => {
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats(ajv);
+    const seen = new Set<string>();
+    const pointer = (...parts: string[]) => parts.map((p) => `/${p.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+
+    before(() => {
+      ajv.addSchema(served, 'openapi.json');
+    });
+
+    /** Calls the API and checks status, media type and body against the operation's documented response. */
+    async function expect(
+      operation: string,
+      status: number,
+      request: { path?: string; user?: string; body?: unknown; raw?: string; contentType?: string } = {},
+    ): Promise<Record<string, unknown>> {
+      const [method, path] = operation.split(' ') as [string, string];
+      const headers: Record<string, string> = { ...(request.user && bearer(hsToken(request.user))) };
+      let body = request.raw;
+      if (request.body !== undefined) body = JSON.stringify(request.body);
+      if (body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
+      const response = await fetch(server.url + (request.path ?? path), { method, headers, body });
+      const text = await response.text();
+      assert.equal(response.status, status, `${operation}: ${text}`);
+      seen.add(`${operation} ${status}`);
+
+      let responsePointer = pointer('paths', path, method.toLowerCase(), 'responses', String(status));
+      let documented = served.paths[path]![method.toLowerCase() as HttpMethod]!.responses[String(status)] as {
+        $ref?: string;
+        content?: Record<string, unknown>;
+      };
+      assert.ok(documented, `${operation} does not document ${status}`);
+      if (documented.$ref) {
+        const name = documented.$ref.replace('#/components/responses/', '');
+        responsePointer = pointer('components', 'responses', name);
+        documented = served.components.responses[name] as typeof documented;
+      }
+      const mediaType = response.headers.get('content-type')?.split(';')[0];
+      if (!documented.content) {
+        assert.equal(text, '', `${operation} ${status} documents no body`);
+        return {};
+      }
+      assert.ok(mediaType && documented.content[mediaType], `${operation} ${status}: ${mediaType} is not documented`);
+      const validate = ajv.getSchema(`openapi.json#${responsePointer}${pointer('content', mediaType, 'schema')}`);
+      assert.ok(validate, `${operation} ${status}: no schema`);
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      assert.ok(validate(parsed), `${operation} ${status}: ${ajv.errorsText(validate.errors)} in ${text}`);
+      return parsed;
+    }
+
+    async function project(...members: string[]): Promise<string> {
+      const id = `p-${randomUUID().slice(0, 8)}`;
+      await store.addProject(t.db, id, 'Docs project');
+      for (const user of members) await store.addMember(t.db, id, user);
+      return id;
+    }
+
+    const REGISTER = 'POST /webhooks/register';
+    const UPDATE = 'PATCH /webhooks';
+    const GET = 'GET /webhooks/project/{projectId}';
+    const DELETE = 'DELETE /webhooks/project/{projectId}';
+    const TEST = 'POST /webhooks/test/project/{projectId}';
+    const body = (projectId: string) => ({
+      projectId,
+      url: 'https://receiver.example/hook',
+      types: ['FALL_DETECTION'],
+    });
+    const at = (path: string, projectId: string) => path.replace('{projectId}', projectId);
+
+    it('register: 201, 400, 401, 403, 404, 409, 413, 415', async () => {
+      const p = await project('alice');
+      const created = await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      assert.match(String(created.secret), /^whsec_/);
+      await expect(REGISTER, 409, { user: 'alice', body: body(p) });
+      const invalid = await expect(REGISTER, 400, { user: 'alice', body: { projectId: p, url: 'nope', types: [] } });
+      assert.ok(Array.isArray(invalid.errors));
+      await expect(REGISTER, 400, { user: 'alice', raw: '{not json' });
+      await expect(REGISTER, 401, { body: body(p) });
+      await expect(REGISTER, 403, { user: 'mallory', body: body(p) });
+      await expect(REGISTER, 404, { user: 'alice', body: body('no-such-project') });
+      await expect(REGISTER, 413, { user: 'alice', body: { ...body(p), pad: 'x'.repeat(200_000) } });
+      await expect(REGISTER, 415, { user: 'alice', raw: 'projectId=x', contentType: 'text/plain' });
+    });
+
+    it('update: 200, 400, 401, 403, 404, 413, 415', async () => {
+      const p = await project('alice');
+      await expect(UPDATE, 404, { user: 'alice', body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const updated = await expect(UPDATE, 200, { user: 'alice', body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
+      assert.deepEqual(updated.types, ['VITAL_THRESHOLD']);
+      await expect(UPDATE, 400, { user: 'alice', body: { projectId: p } });
+      await expect(UPDATE, 401, { body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
+      await expect(UPDATE, 403, { user: 'mallory', body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
+      await expect(UPDATE, 413, { user: 'alice', raw: JSON.stringify({ projectId: 'x'.repeat(200_000) }) });
+      await expect(UPDATE, 415, { user: 'alice', raw: 'projectId=x', contentType: 'text/plain' });
+    });
+
+    it('get, test and delete: 200, 204, 401, 403, 404, 502', async () => {
+      const p = await project('alice');
+      await expect(GET, 404, { path: at(GET.slice(4), p), user: 'alice' });
+      await expect(TEST, 404, { path: at(TEST.slice(5), p), user: 'alice' });
+      await expect(DELETE, 404, { path: at(DELETE.slice(7), p), user: 'alice' });
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const got = await expect(GET, 200, { path: at(GET.slice(4), p), user: 'alice' });
+      assert.equal(got.secret, undefined);
+      await expect(GET, 401, { path: at(GET.slice(4), p) });
+      await expect(GET, 403, { path: at(GET.slice(4), p), user: 'mallory' });
+
+      testOutcome = { delivered: true, statusCode: 200, durationMs: 3, workflowId: 'wf-ok' };
+      await expect(TEST, 200, { path: at(TEST.slice(5), p), user: 'alice' });
+      testOutcome = { delivered: false, reason: 'receiver answered 500', statusCode: 500, workflowId: 'wf-bad' };
+      const failed = await expect(TEST, 502, { path: at(TEST.slice(5), p), user: 'alice' });
+      assert.equal(failed.workflowId, 'wf-bad');
+      await expect(TEST, 401, { path: at(TEST.slice(5), p) });
+      await expect(TEST, 403, { path: at(TEST.slice(5), p), user: 'mallory' });
+
+      await expect(DELETE, 401, { path: at(DELETE.slice(7), p) });
+      await expect(DELETE, 403, { path: at(DELETE.slice(7), p), user: 'mallory' });
+      await expect(DELETE, 204, { path: at(DELETE.slice(7), p), user: 'alice' });
+    });
+
+    it('health and the document itself: 200, 503', async () => {
+      await expect('GET /healthz', 200);
+      await expect('GET /readyz', 200);
+      temporalUp = false;
+      try {
+        const down = await expect('GET /readyz', 503);
+        assert.equal(down.detail, 'Not ready: Temporal unreachable');
+      } finally {
+        temporalUp = true;
+      }
+      await expect('GET /openapi.json', 200);
+    });
+
+    it('gave every response the document lists', () => {
+      const documented = Object.entries(EXPECTED_STATUSES).flatMap(([operation, statuses]) =>
+        statuses.map((status) => `${operation} ${status}`),
+      );
+      assert.deepEqual([...seen].sort(), documented.sort());
+    });
+  });
+});
