@@ -104,8 +104,9 @@ export async function startDevStack({ config, logger, env = process.env }: DevSt
     stack.uiUrl = temporal.value.uiUrl;
     stack.pids.temporal = temporal.value.pid;
   }
-  if (!config.JWT_SECRET && !config.JWT_JWKS_URI) {
-    stack.env.JWT_SECRET = devJwtSecret(config);
+  const jwtSecret = config.JWT_SECRET ? undefined : devJwtSecret(config);
+  if (jwtSecret) {
+    stack.env.JWT_SECRET = jwtSecret;
     logger.warn(
       { file: join(dataDir, JWT_SECRET_FILE) },
       'JWT_SECRET is not set: using a development secret from the data folder',
@@ -180,7 +181,7 @@ async function startPostgres(dataDir: string, pgPort: number, logger: Logger): P
   }
   const url = new URL(server.url);
   url.pathname = `/${DEV_DATABASE_NAME}`;
-  logger.info({ port: pgPort, dataDir: databaseDir, pid }, 'embedded PostgreSQL started');
+  logger.info({ port: pgPort, dataDir: databaseDir, childPid: pid }, 'embedded PostgreSQL started');
   return { ...part, url: url.toString() };
 }
 
@@ -289,7 +290,7 @@ async function startTemporal(
       { cause: error },
     );
   }
-  logger.info({ address, uiUrl, db: join(dataDir, 'temporal.db'), pid: child.pid }, 'Temporal dev server started');
+  logger.info({ address, uiUrl, db: join(dataDir, 'temporal.db'), childPid: child.pid }, 'Temporal dev server started');
   return { ...part, address, uiUrl };
 }
 
