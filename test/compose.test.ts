@@ -1,0 +1,266 @@
+// No Docker engine runs here: these tests read docker-compose.yml and the Dockerfile so neither can rot unnoticed.
+import { strict as assert } from 'node:assert';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { loadConfig } from '../common/config';
+
+const root = join(__dirname, '..');
+
+interface Healthcheck {
+  test: string[] | string;
+  interval?: string;
+  retries?: number;
+}
+interface Service {
+  image?: string;
+  build?: string | { context: string; dockerfile?: string };
+  command?: string[] | string;
+  entrypoint?: string[] | string;
+  environment?: Record<string, string | number | boolean>;
+  ports?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: Healthcheck;
+  container_name?: string;
+  volumes?: string[];
+  init?: boolean;
+}
+interface ComposeFile {
+  services: Record<string, Service>;
+  volumes?: Record<string, unknown>;
+}
+
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as ComposeFile;
+const service = (name: string): Service => {
+  const found = compose.services[name];
+  assert.ok(found, `service ${name} is missing`);
+  return found;
+};
+
+/** What a user puts in .env for production (see docs/operators.md). */
+const userEnv = {
+  POSTGRES_PASSWORD: 'c0ffee',
+  WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+  JWT_SECRET: 'j'.repeat(40),
+};
+
+/**
+ * Docker Compose variable interpolation: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error},
+ * ${VAR?error}. Throws like `docker compose` on a missing required variable; reports references to unset ones.
+ */
+function interpolate(text: string, env: Record<string, string>, unset: string[] = []): string {
+  return text.replace(
+    /\$\$|\$([A-Za-z_][A-Za-z0-9_]*)|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}/g,
+    (match, bare: string | undefined, name: string | undefined, op: string | undefined, arg: string | undefined) => {
+      if (match === '$$') return '$';
+      const key = (bare ?? name)!;
+      const value = env[key];
+      const missing = op?.startsWith(':') ? !value : value === undefined;
+      if (op?.endsWith('?') && missing) throw new Error(`required variable ${key} is missing a value: ${arg ?? ''}`);
+      if (op?.endsWith('-') && missing) return arg ?? '';
+      if (value === undefined) unset.push(key);
+      return value ?? '';
+    },
+  );
+}
+
+function resolvedEnvironment(name: string, env: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(service(name).environment ?? {}).map(([key, value]) => [key, interpolate(String(value), env)]),
+  );
+}
+
+const healthTest = (check: Healthcheck | undefined): string =>
+  Array.isArray(check?.test) ? check.test.join(' ') : (check?.test ?? '');
+
+describe('docker-compose.yml', () => {
+  it('has postgres, temporal, its init step, temporal-ui, api and worker, with pinned image tags', () => {
+    assert.deepEqual(Object.keys(compose.services).sort(), [
+      'api',
+      'postgres',
+      'temporal',
+      'temporal-init',
+      'temporal-ui',
+      'worker',
+    ]);
+    const expected: Record<string, RegExp> = {
+      postgres: /^postgres:\d+(\.\d+)+/,
+      temporal: /^temporalio\/auto-setup:\d+\.\d+\.\d+$/,
+      'temporal-init': /^temporalio\/admin-tools:\d+\.\d+\.\d+/,
+      'temporal-ui': /^temporalio\/ui:\d+\.\d+\.\d+$/,
+    };
+    for (const [name, pattern] of Object.entries(expected)) assert.match(service(name).image ?? '', pattern, name);
+    for (const [name, { image }] of Object.entries(compose.services))
+      assert.doesNotMatch(image ?? '', /:latest$|^[^:]+$/, `${name} pins its image tag`);
+  });
+
+  it('postgres keeps its data in a volume and reports health with pg_isready', () => {
+    const postgres = service('postgres');
+    assert.ok(postgres.volumes?.some((v) => v.endsWith(':/var/lib/postgresql/data')));
+    assert.ok(Object.keys(compose.volumes ?? {}).includes('postgres-data'));
+    assert.match(healthTest(postgres.healthcheck), /pg_isready/);
+    assert.equal(postgres.ports, undefined, 'the database is not published on the host');
+    assert.equal(resolvedEnvironment('postgres', userEnv).POSTGRES_DB, 'webhooks');
+  });
+
+  it('temporal persists to that PostgreSQL and reports health once it serves', () => {
+    const temporal = service('temporal');
+    const env = resolvedEnvironment('temporal', userEnv);
+    const postgresEnv = resolvedEnvironment('postgres', userEnv);
+    assert.equal(env.DB, 'postgres12');
+    assert.equal(env.POSTGRES_SEEDS, 'postgres');
+    assert.equal(env.DB_PORT, '5432');
+    assert.equal(env.POSTGRES_USER, postgresEnv.POSTGRES_USER);
+    assert.equal(env.POSTGRES_PWD, userEnv.POSTGRES_PASSWORD);
+    assert.deepEqual(temporal.depends_on, { postgres: { condition: 'service_healthy' } });
+    assert.match(healthTest(temporal.healthcheck), /temporal operator cluster health --address temporal:7233/);
+  });
+
+  it('an init step registers ProjectId and WebhookType (Keyword) after Temporal is healthy', () => {
+    const init = service('temporal-init');
+    assert.deepEqual(init.depends_on, { temporal: { condition: 'service_healthy' } });
+    const script = [init.entrypoint, init.command].flat().join('\n');
+    assert.match(script, /temporal operator search-attribute create/);
+    assert.match(script, /for name in ProjectId WebhookType/);
+    assert.match(script, /--type Keyword/);
+    assert.equal(resolvedEnvironment('temporal-init', userEnv).TEMPORAL_ADDRESS, 'temporal:7233');
+    const unset: string[] = [];
+    const resolved = interpolate(script, userEnv, unset);
+    assert.deepEqual(unset, [], 'shell variables are escaped as $$ so Compose leaves them alone');
+    assert.match(resolved, /--name "\$name" --type Keyword/);
+    assert.match(resolved, /namespace='default'/);
+  });
+
+  it('temporal-ui serves on port 8080 against the temporal service', () => {
+    const ui = service('temporal-ui');
+    assert.deepEqual(
+      ui.ports?.map((p) => interpolate(p, {})),
+      ['8080:8080'],
+    );
+    assert.equal(resolvedEnvironment('temporal-ui', userEnv).TEMPORAL_ADDRESS, 'temporal:7233');
+    assert.deepEqual(ui.depends_on, { temporal: { condition: 'service_healthy' } });
+  });
+
+  const appDependsOn = {
+    postgres: { condition: 'service_healthy' },
+    temporal: { condition: 'service_healthy' },
+    'temporal-init': { condition: 'service_completed_successfully' },
+  };
+
+  it('api: built from the Dockerfile, port 3000, healthy when /readyz answers, started after its dependencies', () => {
+    const api = service('api');
+    assert.equal(api.build, '.');
+    assert.deepEqual(api.command, ['node', 'dist/api/server.js']);
+    assert.deepEqual(
+      api.ports?.map((p) => interpolate(p, {})),
+      ['3000:3000'],
+    );
+    assert.equal(resolvedEnvironment('api', userEnv).PORT, '3000');
+    assert.match(healthTest(api.healthcheck), /http:\/\/127\.0\.0\.1:3000\/readyz/);
+    assert.deepEqual(api.depends_on, appDependsOn);
+    assert.equal(api.init, true, 'an init process forwards signals and reaps');
+  });
+
+  it('worker: the same image with the worker command, no ports or container_name, so --scale worker=N works', () => {
+    const worker = service('worker');
+    const api = service('api');
+    assert.equal(worker.build, api.build);
+    assert.equal(worker.image, api.image);
+    assert.deepEqual(worker.command, ['node', 'dist/worker/main.js']);
+    assert.equal(worker.ports, undefined);
+    assert.equal(worker.container_name, undefined);
+    assert.deepEqual(worker.depends_on, appDependsOn);
+  });
+
+  it('api and worker environments pass the production configuration check with the user secrets', () => {
+    for (const [name, needs] of [
+      ['api', { database: true, temporal: true, auth: true }],
+      ['worker', { database: true, temporal: true }],
+    ] as const) {
+      const env = resolvedEnvironment(name, userEnv);
+      const config = loadConfig(env, needs);
+      assert.equal(config.NODE_ENV, 'production', name);
+      assert.equal(config.DATABASE_URL, `postgres://webhooks:${userEnv.POSTGRES_PASSWORD}@postgres:5432/webhooks`);
+      assert.equal(config.TEMPORAL_ADDRESS, 'temporal:7233');
+      assert.equal(config.WEBHOOK_SECRET_KEY, userEnv.WEBHOOK_SECRET_KEY);
+      // Every variable set is one the service reads: a misspelt name would be silently ignored.
+      for (const [key, value] of Object.entries(env))
+        if (value !== '') assert.ok(key in config, `${name}: ${key} is not a configuration variable`);
+    }
+    const api = loadConfig(resolvedEnvironment('api', userEnv));
+    assert.equal(api.JWT_SECRET, userEnv.JWT_SECRET);
+    const jwks = { POSTGRES_PASSWORD: 'pw', WEBHOOK_SECRET_KEY: userEnv.WEBHOOK_SECRET_KEY };
+    const withJwks = loadConfig(
+      resolvedEnvironment('api', { ...jwks, JWT_JWKS_URI: 'https://idp.example/jwks', JWT_ISSUER: 'https://idp' }),
+      { auth: true },
+    );
+    assert.equal(withJwks.JWT_JWKS_URI, 'https://idp.example/jwks');
+    assert.equal(withJwks.JWT_ISSUER, 'https://idp');
+    assert.throws(() => loadConfig(resolvedEnvironment('api', jwks), { auth: true }), /JWT_SECRET or JWT_JWKS_URI/);
+  });
+
+  it('refuses to start without the required secrets (${VAR:?message})', () => {
+    for (const missing of ['POSTGRES_PASSWORD', 'WEBHOOK_SECRET_KEY'] as const) {
+      const env: Record<string, string> = { ...userEnv };
+      delete env[missing];
+      for (const name of missing === 'WEBHOOK_SECRET_KEY'
+        ? ['api', 'worker']
+        : ['postgres', 'temporal', 'api', 'worker'])
+        assert.throws(() => resolvedEnvironment(name, env), new RegExp(missing), `${name} requires ${missing}`);
+    }
+  });
+});
+
+describe('Dockerfile', () => {
+  const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+  const lines = dockerfile
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line && !line.startsWith('#'));
+  const stages: string[][] = [];
+  for (const line of lines) {
+    if (/^FROM\s/i.test(line)) stages.push([]);
+    stages.at(-1)?.push(line);
+  }
+  const runtime = stages.at(-1) ?? [];
+  const baseImage = /^ARG NODE_IMAGE=(\S+)/m.exec(dockerfile)?.[1] ?? '';
+
+  it('is multi-stage: a build stage compiles, the runtime stage gets production dependencies only', () => {
+    assert.ok(stages.length >= 2, 'at least a build and a runtime stage');
+    assert.ok(
+      stages.some((stage) => stage.some((l) => /^RUN npm ci\b/.test(l)) && stage.some((l) => /npm run build/.test(l))),
+      'a stage runs npm ci and npm run build',
+    );
+    assert.ok(
+      stages.some((stage) => stage.some((l) => /^RUN npm ci\b.*--omit=dev/.test(l))),
+      'production dependencies installed with --omit=dev',
+    );
+    assert.ok(
+      runtime.some((l) => /^COPY --from=\S+ \/app\/dist/.test(l)),
+      'runtime copies the compiled dist',
+    );
+    assert.ok(
+      !runtime.some((l) => /^RUN npm (ci|install)\b(?!.*--omit=dev)/.test(l)),
+      'no dev dependencies at runtime',
+    );
+  });
+
+  it('runs on a pinned glibc Node base as a non-root user', () => {
+    assert.match(baseImage, /^node:20\.\d+\.\d+-(bookworm|bullseye)(-slim)?$/, 'pinned Debian (glibc) Node 20');
+    const user = runtime.filter((l) => /^USER\s/i.test(l)).at(-1);
+    assert.ok(user, 'the runtime stage sets USER');
+    assert.doesNotMatch(user, /^USER\s+(root|0)(:|$)/i);
+  });
+
+  it('starts node directly with an exec-form CMD so signals reach it', () => {
+    const cmd = runtime.filter((l) => /^CMD\s/i.test(l)).at(-1) ?? '';
+    const args = JSON.parse(cmd.replace(/^CMD\s+/i, '')) as string[];
+    assert.deepEqual(args, ['node', 'dist/api/server.js']);
+    assert.ok(!runtime.some((l) => /^ENTRYPOINT\s/i.test(l)), 'no entrypoint wrapper');
+  });
+
+  it('.dockerignore keeps local state, secrets and build output out of the context', () => {
+    const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
+    for (const entry of ['node_modules', 'dist', '.data', '.git', '.env']) assert.ok(ignored.includes(entry), entry);
+  });
+});
