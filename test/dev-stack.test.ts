@@ -1,6 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client as TemporalClient, Connection } from '@temporalio/client';
@@ -232,6 +234,18 @@ describe('dev stack with configuration', () => {
     assert.deepEqual(stack.env, {});
     assert.equal(devJwtSecret(config), undefined);
     assert.equal(existsSync(join(dataDir, 'jwt-secret')), false);
+  });
+
+  it('refuses a taken port instead of talking to whatever listens there, naming the variable to change', async () => {
+    const config = loadConfig({ DATA_DIR: dataDir, DATABASE_URL: 'postgres://app:pw@127.0.0.1:1/app' });
+    const busy = createServer().listen(0, '127.0.0.1');
+    await once(busy, 'listening');
+    try {
+      const env = { ...process.env, DEV_TEMPORAL_PORT: String((busy.address() as AddressInfo).port) };
+      await assert.rejects(startDevStack({ config, logger, env }), /not available.*DEV_TEMPORAL_PORT/s);
+    } finally {
+      busy.close();
+    }
   });
 
   it('names TEMPORAL_CLI_PATH when the temporal CLI cannot run', async () => {
