@@ -1,6 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Knex } from 'knex';
 import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
+import { devDatabaseUrl } from '../common/dev-stack';
 import { createDb } from '../db';
 
 /** Where a command writes: results to out, diagnostics to err. */
@@ -63,8 +64,19 @@ export function parseCommandArgs<O extends NonNullable<ParseArgsConfig['options'
   return { values: parsed.values, positionals };
 }
 
-/** Loads the configuration a command needs; a ConfigError names the variable. */
-export const commandConfig = (io: CliIo, needs: ConfigNeeds = {}): Config => loadConfig(io.env, needs);
+/**
+ * Loads the configuration a command needs; a ConfigError names the variable. Outside production, a command that
+ * needs the database and has no DATABASE_URL uses the embedded one `npm start` serves.
+ */
+export function commandConfig(io: CliIo, needs: ConfigNeeds = {}): Config {
+  const env = io.env;
+  if (needs.database && !env.DATABASE_URL && env.NODE_ENV !== 'production') {
+    const url = devDatabaseUrl(env);
+    io.err(`DATABASE_URL is not set: using the database of \`npm start\` (${new URL(url).host})`);
+    return loadConfig({ ...env, DATABASE_URL: url }, needs);
+  }
+  return loadConfig(env, needs);
+}
 
 /** Runs work against DATABASE_URL and always closes the pool. */
 export async function withDb<T>(io: CliIo, work: (db: Knex, config: Config) => Promise<T>): Promise<T> {

@@ -7,6 +7,7 @@ import { migrate } from './commands/migrate';
 import { projectAdd } from './commands/project';
 import { token } from './commands/token';
 import { eventEmit } from './commands/event';
+import { start } from './commands/start';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -16,6 +17,7 @@ export const commands: Record<string, CliCommand> = {
   'member remove': memberRemove,
   token,
   'event emit': eventEmit,
+  start,
 };
 
 export function usage(): string {

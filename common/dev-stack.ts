@@ -58,6 +58,11 @@ export function devJwtSecret(
   return readOrCreateDevSecret(config.DATA_DIR, JWT_SECRET_FILE, () => randomBytes(32).toString('hex')).value;
 }
 
+/** The database URL `npm start` serves when DATABASE_URL is unset, so the CLI can reach it from another terminal. */
+export function devDatabaseUrl(env: NodeJS.ProcessEnv = process.env): string {
+  return `postgres://postgres:postgres@127.0.0.1:${port(env, 'DEV_POSTGRES_PORT', DEFAULT_POSTGRES_PORT)}/${DEV_DATABASE_NAME}`;
+}
+
 /**
  * What `npm start` runs before the API and the worker when nothing is configured: an embedded PostgreSQL under
  * DATA_DIR/postgres and a Temporal dev server persisting to DATA_DIR/temporal.db. Whatever is configured is used instead.

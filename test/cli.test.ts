@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import jwt from 'jsonwebtoken';
+import { freePort } from '../common/ports';
 import { migrationSource } from '../db/migrations';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET } from './support/tokens';
@@ -63,10 +67,18 @@ describe('cli: operator commands', function () {
     assert.match(again.stdout, /already up to date/);
   });
 
-  it('refuses to run a database command without DATABASE_URL, naming it', async () => {
-    const result = await cli(['migrate']);
+  it('in production refuses a database command without DATABASE_URL, naming it', async () => {
+    const result = await cli(['migrate'], { NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'ab'.repeat(32) });
     assert.notEqual(result.code, 0);
     assert.match(result.stderr, /DATABASE_URL is required/);
+  });
+
+  it('in development without DATABASE_URL uses the database `npm start` serves, and says so', async () => {
+    const port = await freePort();
+    const result = await cli(['migrate'], { DEV_POSTGRES_PORT: String(port) });
+    assert.notEqual(result.code, 0); // nothing serves that port here
+    assert.match(result.stderr, new RegExp(`using the database of \`npm start\` \\(127\\.0\\.0\\.1:${port}\\)`));
+    assert.match(result.stderr, /ECONNREFUSED/);
   });
 
   it('project add creates a project with its name, and is idempotent', async () => {
@@ -146,11 +158,24 @@ describe('cli: operator commands', function () {
     assert.equal(defaults.exp! - defaults.iat!, 3600);
   });
 
-  it('token refuses clearly without JWT_SECRET, and refuses a bad --ttl', async () => {
-    const noSecret = await cli(['token', 'user-42']);
+  it('token without JWT_SECRET uses the development secret of `npm start` in DATA_DIR, and refuses in production', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'webhooks-cli-'));
+    const dev = await cli(['token', 'user-42'], { DATA_DIR: dataDir });
+    assert.equal(dev.code, 0, dev.stderr);
+    const devSecret = readFileSync(join(dataDir, 'jwt-secret'), 'utf8').trim();
+    assert.equal(
+      (jwt.verify(lastLine(dev.stdout), devSecret, { algorithms: ['HS256'] }) as jwt.JwtPayload).sub,
+      'user-42',
+    );
+
+    const production = { NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'ab'.repeat(32), DATA_DIR: dataDir };
+    const noSecret = await cli(['token', 'user-42'], production);
     assert.equal(noSecret.code, 1);
     assert.match(noSecret.stderr, /JWT_SECRET is not set/);
     assert.equal(noSecret.stdout, '');
+  });
+
+  it('token refuses a bad --ttl', async () => {
     for (const ttl of ['soon', '0h', '31d', '-1h']) {
       const bad = await cli(['token', 'user-42', '--ttl', ttl], { JWT_SECRET: TEST_JWT_SECRET });
       assert.equal(bad.code, 2, ttl);

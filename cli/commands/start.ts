@@ -1,0 +1,102 @@
+import type { Client } from '@temporalio/client';
+import { startApi, type RunningApi } from '../../api/server';
+import { connectTemporalClient } from '../../client/temporal';
+import { loadConfig } from '../../common/config';
+import { startDevStack, type DevStack } from '../../common/dev-stack';
+import { createLogger, type Logger } from '../../common/logger';
+import { startWorker, type RunningWorker } from '../../worker/start';
+import { type CliCommand, parseCommandArgs } from '../command';
+
+/** How long a stop may take before the process exits anyway (the worker drains in-flight attempts first). */
+const STOP_TIMEOUT_MS = 45_000;
+
+interface Stack {
+  dev?: DevStack;
+  temporal?: Client;
+  worker?: RunningWorker;
+  api?: RunningApi;
+}
+
+/** Stops in the reverse order of start: API, worker (drains), Temporal client, then the embedded servers. */
+async function stopAll(stack: Stack, logger: Logger): Promise<void> {
+  const steps: Array<[string, (() => Promise<void>) | undefined]> = [
+    ['api', stack.api?.close],
+    ['worker', stack.worker?.shutdown],
+    ['temporal client', stack.temporal && (() => stack.temporal!.connection.close())],
+    ['embedded services', stack.dev?.stop],
+  ];
+  for (const [name, stop] of steps) {
+    try {
+      await stop?.();
+    } catch (error) {
+      logger.error({ err: error, part: name }, 'stop failed');
+    }
+  }
+}
+
+function banner(port: number, uiUrl: string | undefined, dataDir: string): string {
+  const api = `http://localhost:${port}`;
+  return [
+    '',
+    'Webhook delivery service is running',
+    `  API          ${api}`,
+    `  API docs     ${api}/docs`,
+    `  Temporal UI  ${uiUrl ?? '(your Temporal: TEMPORAL_ADDRESS)'}`,
+    `  Data         ${dataDir}`,
+    '',
+    'In another terminal:',
+    '  npm run cli -- project add p1 && npm run cli -- member add p1 alice',
+    '  TOKEN=$(npm run --silent cli -- token alice)',
+    `  curl -H "Authorization: Bearer $TOKEN" ${api}/webhooks/project/p1`,
+    '',
+    'Ctrl-C stops everything.',
+    '',
+  ].join('\n');
+}
+
+export const start: CliCommand = {
+  usage: 'start',
+  summary: 'run the API and the worker; embedded PostgreSQL and Temporal when not configured (npm start)',
+  async run(args, io) {
+    parseCommandArgs(args, {}, []);
+    const logger = createLogger(io.env.LOG_LEVEL);
+    const base = loadConfig(io.env);
+    const stack: Stack = {};
+    let stopping: Promise<void> | undefined;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        logger.warn({ signal }, 'second signal: exiting now');
+        process.exit(130);
+      }
+      logger.info({ signal }, 'stopping: draining the worker, then the embedded services');
+      setTimeout(() => {
+        logger.error({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out');
+        process.exit(1);
+      }, STOP_TIMEOUT_MS).unref();
+      stopping = stopAll(stack, logger);
+    };
+    process.on('SIGINT', stop).on('SIGTERM', stop);
+
+    try {
+      stack.dev = await startDevStack({ config: base, logger, env: io.env });
+      // Local development delivers to receivers on this machine unless told otherwise.
+      const devDefaults =
+        stack.dev.env.TEMPORAL_ADDRESS || stack.dev.env.DATABASE_URL ? { ALLOW_PRIVATE_WEBHOOK_URLS: 'true' } : {};
+      const config = loadConfig({ ...devDefaults, ...io.env, ...stack.dev.env }, { database: true, auth: true });
+      stack.temporal = await connectTemporalClient(config);
+      stack.worker = await startWorker(config, logger);
+      stack.api = await startApi(config, logger, { temporal: stack.temporal });
+      io.out(banner(config.PORT, stack.dev.uiUrl, config.DATA_DIR));
+      await stack.worker.run;
+    } catch (error) {
+      if (!stopping) {
+        stopping = stopAll(stack, logger);
+        await stopping;
+        throw error;
+      }
+    }
+    await stopping;
+    logger.info('stopped');
+    return 0;
+  },
+};
