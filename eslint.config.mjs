@@ -17,7 +17,12 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { paths: [...builtinModules, ...builtinModules.map((m) => `node:${m}`)].map((name) => ({ name, message: 'Workflow code must be deterministic: no Node built-ins.' })) },
+        {
+          paths: [...builtinModules, ...builtinModules.map((m) => `node:${m}`)].map((name) => ({
+            name,
+            message: 'Workflow code must be deterministic: no Node built-ins.',
+          })),
+        },
       ],
     },
   },

@@ -37,12 +37,17 @@ export class UsageError extends CliError {
   }
 }
 
+/** The typed option values parseArgs gives for these options. */
+type ParsedValues<O extends NonNullable<ParseArgsConfig['options']>> = ReturnType<
+  typeof parseArgs<{ options: O; allowPositionals: true; strict: true }>
+>['values'];
+
 /** parseArgs that reports bad input as a UsageError and checks the number of positionals. */
 export function parseCommandArgs<O extends NonNullable<ParseArgsConfig['options']>>(
   args: string[],
   options: O,
   positionalNames: string[],
-) {
+): { values: ParsedValues<O>; positionals: string[] } {
   let parsed;
   try {
     parsed = parseArgs({ args, options, allowPositionals: true, strict: true });

@@ -28,7 +28,9 @@ export function temporalConnectionOptions(config: TemporalSettings): ConnectionO
   return { address: config.TEMPORAL_ADDRESS ?? 'localhost:7233', tls, apiKey: config.TEMPORAL_API_KEY };
 }
 
-export async function connectTemporalClient(config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE'>): Promise<Client> {
+export async function connectTemporalClient(
+  config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE'>,
+): Promise<Client> {
   const connection = await Connection.connect(temporalConnectionOptions(config));
   return new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
 }

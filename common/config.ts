@@ -100,7 +100,7 @@ export interface ConfigNeeds {
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNeeds = {}): Config {
   const candidate: Record<string, unknown> = {};
-  for (const key of Object.keys(schema.properties)) {
+  for (const key of Object.keys(schema.properties as object)) {
     const value = env[key];
     if (value !== undefined && value !== '') candidate[key] = value;
   }
@@ -112,7 +112,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     }
   }
   const config = candidate as unknown as Config;
-  if (needs.database && !config.DATABASE_URL) problems.push('DATABASE_URL is required (postgres://user:pass@host:5432/db)');
+  if (needs.database && !config.DATABASE_URL)
+    problems.push('DATABASE_URL is required (postgres://user:pass@host:5432/db)');
   if (needs.temporal && !config.TEMPORAL_ADDRESS) problems.push('TEMPORAL_ADDRESS is required (host:7233)');
   if (needs.auth && !config.JWT_SECRET && !config.JWT_JWKS_URI)
     problems.push('JWT_SECRET or JWT_JWKS_URI is required to authenticate API callers');

@@ -26,11 +26,17 @@ export function createSecretBox(key: Buffer): SecretBox {
       const cipher = createCipheriv('aes-256-gcm', key, iv);
       cipher.setAAD(Buffer.from(aad, 'utf8'));
       const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-      return [SEALED_VERSION, iv.toString('base64'), cipher.getAuthTag().toString('base64'), ciphertext.toString('base64')].join(':');
+      return [
+        SEALED_VERSION,
+        iv.toString('base64'),
+        cipher.getAuthTag().toString('base64'),
+        ciphertext.toString('base64'),
+      ].join(':');
     },
     open(sealed, aad) {
       const [version, iv, tag, ciphertext] = sealed.split(':');
-      if (version !== SEALED_VERSION || !iv || !tag || ciphertext === undefined) throw new Error('unknown sealed secret format');
+      if (version !== SEALED_VERSION || !iv || !tag || ciphertext === undefined)
+        throw new Error('unknown sealed secret format');
       const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'));
       decipher.setAAD(Buffer.from(aad, 'utf8'));
       decipher.setAuthTag(Buffer.from(tag, 'base64'));
@@ -50,7 +56,11 @@ export function parseSecretKey(text: string): Buffer {
  * A development secret kept in the git-ignored data folder, created on first use (mode 0600),
  * so restarts keep working with the same value.
  */
-export function readOrCreateDevSecret(dataDir: string, fileName: string, create: () => string): { value: string; created: boolean } {
+export function readOrCreateDevSecret(
+  dataDir: string,
+  fileName: string,
+  create: () => string,
+): { value: string; created: boolean } {
   const path = join(dataDir, fileName);
   try {
     return { value: readFileSync(path, 'utf8').trim(), created: false };
@@ -66,7 +76,9 @@ export function readOrCreateDevSecret(dataDir: string, fileName: string, create:
 /** The at-rest encryption key: WEBHOOK_SECRET_KEY, or outside production a generated one kept under DATA_DIR. */
 export function resolveSecretKey(config: Config, logger: Logger): Buffer {
   if (config.WEBHOOK_SECRET_KEY) return parseSecretKey(config.WEBHOOK_SECRET_KEY);
-  const { value, created } = readOrCreateDevSecret(config.DATA_DIR, 'webhook-secret.key', () => randomBytes(32).toString('hex'));
+  const { value, created } = readOrCreateDevSecret(config.DATA_DIR, 'webhook-secret.key', () =>
+    randomBytes(32).toString('hex'),
+  );
   logger.warn(
     { file: join(config.DATA_DIR, 'webhook-secret.key'), created },
     'WEBHOOK_SECRET_KEY is not set: using a development key from the data folder; set it in production',

@@ -55,7 +55,7 @@ export async function insertRegistration(
     .onConflict('project_id')
     .ignore()
     .returning('*');
-  return columns && toRow(columns as Columns);
+  return columns && toRow(columns);
 }
 
 /** Updates url and/or types; returns undefined when the project has no registration. */
@@ -68,7 +68,7 @@ export async function updateRegistration(
     .where({ project_id: projectId })
     .update({ ...changes, updated_at: db.fn.now() })
     .returning('*');
-  return columns && toRow(columns as Columns);
+  return columns && toRow(columns);
 }
 
 /** Deletes the project's registration; returns false when there was none. */

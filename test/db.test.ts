@@ -14,7 +14,13 @@ describe('db: registrations', () => {
   it('allows one registration per project, whatever the race', async () => {
     const attempts = await Promise.all(
       Array.from({ length: 10 }, () =>
-        store.insertRegistration(t.db, { id: randomUUID(), projectId: 'p1', url: 'https://a.example/h', types: ['FALL_DETECTION'], secretSealed: 'x' }),
+        store.insertRegistration(t.db, {
+          id: randomUUID(),
+          projectId: 'p1',
+          url: 'https://a.example/h',
+          types: ['FALL_DETECTION'],
+          secretSealed: 'x',
+        }),
       ),
     );
     assert.equal(attempts.filter(Boolean).length, 1);

@@ -19,11 +19,12 @@ interface Stack {
 
 /** Stops in the reverse order of start: API, worker (drains), Temporal client, then the embedded servers. */
 async function stopAll(stack: Stack, logger: Logger): Promise<void> {
+  const { api, worker, temporal, dev } = stack;
   const steps: Array<[string, (() => Promise<void>) | undefined]> = [
-    ['api', stack.api?.close],
-    ['worker', stack.worker?.shutdown],
-    ['temporal client', stack.temporal && (() => stack.temporal!.connection.close())],
-    ['embedded services', stack.dev?.stop],
+    ['api', api && (() => api.close())],
+    ['worker', worker && (() => worker.shutdown())],
+    ['temporal client', temporal && (() => temporal.connection.close())],
+    ['embedded services', dev && (() => dev.stop())],
   ];
   for (const [name, stop] of steps) {
     try {
