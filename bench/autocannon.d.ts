@@ -34,6 +34,7 @@ declare module 'autocannon' {
       errors: number;
       timeouts: number;
       non2xx: number;
+      statusCodeStats?: Record<string, { count: number }>;
       '2xx': number;
     }
   }

@@ -3,7 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, platform, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, platform, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
@@ -14,6 +14,7 @@ import { createSecretBox, generateWebhookSecret, registrationSecretAad } from '.
 import { temporalCliPath } from '../common/temporal-binaries';
 import { addMember, addProject, createDb, insertRegistration, migrateToLatest } from '../db';
 import {
+  CpuMeter,
   RssSampler,
   startEmptyWorker,
   startNodeService,
@@ -114,6 +115,7 @@ const BENCH_USER = 'bench-user';
 
 async function main(): Promise<number> {
   const began = Date.now();
+  const loadBefore = Math.round(loadavg()[0]! * 100) / 100;
   const { plan, out, profile, keep } = parsePlan(process.argv.slice(2));
   const config = loadConfig(process.env);
   const dataDir = mkdtempSync(join(tmpdir(), 'webhooks-bench-'));
@@ -134,7 +136,7 @@ async function main(): Promise<number> {
     const secretKey = randomBytes(32).toString('hex');
     const secret = generateWebhookSecret();
     const projectId = `bench-project-${runId}`;
-    const cycleProjects = Array.from({ length: 32 }, (_, i) => `bench-cycle-${runId}-${i}`);
+    const cycleProjects = Array.from({ length: 256 }, (_, i) => `bench-cycle-${runId}-${i}`);
 
     const receiver = await startReceiver(secret, logDir);
     processes.push(receiver);
@@ -211,8 +213,18 @@ async function main(): Promise<number> {
     await engineLimit(ctx, plan.warmup, 'warmup');
     check('warm-up', (await pipelineSaturation(ctx, plan.warmup, 'warmup')).accounting);
 
+    const cpu = new CpuMeter([
+      ...(stack.temporalPid ? [{ name: 'temporal', pid: stack.temporalPid }] : []),
+      { name: 'worker', pid: worker.pid },
+      { name: 'empty-worker', pid: emptyWorker.pid },
+      ...(stack.postgresPid ? [{ name: 'postgres', pid: stack.postgresPid, withChildren: true }] : []),
+      { name: 'bench', pid: process.pid },
+      { name: 'receiver', pid: receiver.pid },
+      { name: 'api', pid: api.pid },
+    ]);
     log(`engine limit: ${plan.n} empty workflows`);
-    const engine = await engineLimit(ctx, plan.n, 'engine');
+    await cpu.start();
+    const engine = { ...(await engineLimit(ctx, plan.n, 'engine')), cpuSeconds: await cpu.stop() };
     log(`raw send limit: ${plan.n} signed POSTs`);
     const rawSend = await rawSendLimit(ctx, plan.n);
     check('raw send', rawSend.accounting);
@@ -225,7 +237,9 @@ async function main(): Promise<number> {
     for (const size of plan.sizes) {
       log(`pipeline at saturation: N = ${size}`);
       sampler.start();
+      await cpu.start();
       const result = await pipelineSaturation(ctx, size, `saturation-${size}`);
+      const cpuSeconds = await cpu.stop();
       const peaks = await sampler.stop();
       check(`saturation N=${size}`, result.accounting);
       growth.push({
@@ -235,6 +249,7 @@ async function main(): Promise<number> {
           api: peaks.get(api.pid) ?? NaN,
           ...(stack.temporalPid && { temporal: peaks.get(stack.temporalPid) }),
         },
+        cpuSeconds,
       });
     }
     const saturation = growth.find((row) => row.n === plan.n)!;
@@ -250,7 +265,9 @@ async function main(): Promise<number> {
       ['API register/DELETE', registerDelete],
     ] as const) {
       if (result.non2xx || result.errors)
-        problems.push(`${name}: ${result.non2xx} non-2xx response(s), ${result.errors} error(s)`);
+        problems.push(
+          `${name}: ${result.non2xx} non-2xx response(s), ${result.errors} error(s); statuses ${JSON.stringify(result.statusCodes)}`,
+        );
     }
 
     const cores = cpus();
@@ -263,6 +280,7 @@ async function main(): Promise<number> {
         cpuModel: cores[0]?.model.trim() ?? 'unknown',
         memoryGiB: Math.round(totalmem() / 2 ** 30),
         platform: `${platform()} ${process.arch}`,
+        loadAverage: { before: loadBefore, after: Math.round(loadavg()[0]! * 100) / 100 },
       },
       versions: versions(),
       stack: { postgres: stack.postgres, temporal: stack.temporal, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS },
@@ -288,9 +306,11 @@ async function main(): Promise<number> {
     log(`figures written to ${out}`);
     return report.accountedFor ? 0 : 1;
   } finally {
+    const stopping = Date.now();
     await connection?.close();
-    for (const child of processes.reverse()) await child.stop();
+    await Promise.all(processes.map((child) => child.stop()));
     await stack?.stop();
+    log(`stopped in ${((Date.now() - stopping) / 1000).toFixed(1)} s`);
     if (cpuProfDir) log(`CPU profiles kept in ${cpuProfDir}`);
     if (!keep && !cpuProfDir) rmSync(dataDir, { recursive: true, force: true });
   }

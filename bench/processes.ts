@@ -2,7 +2,7 @@
 // receiver and the engine-limit worker (bench code, through tsx). Each is bounded: stop() ends it for sure.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Receipt, ReceiverMessage } from './receiver';
 
@@ -67,9 +67,7 @@ export interface NodeServiceOptions {
 export async function startNodeService(options: NodeServiceOptions): Promise<BenchProcess> {
   const entry = options.name === 'worker' ? 'dist/worker/main.js' : 'dist/api/server.js';
   const marker = options.name === 'worker' ? 'worker started' : 'API listening';
-  const profile = options.cpuProfDir
-    ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`, `--cpu-prof-name=${options.name}.cpuprofile`]
-    : [];
+  const profile = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${join(options.cpuProfDir, options.name)}`] : [];
   const log = logFileFd(options.logDir, options.name);
   const child = spawn(process.execPath, [...profile, join(ROOT, entry)], {
     cwd: ROOT,
@@ -280,5 +278,49 @@ export class RssSampler {
     } catch {
       // the process is gone or /proc is unavailable: no sample
     }
+  }
+}
+
+/** CPU seconds (user + system) a process and, optionally, its direct children have used so far. */
+export async function cpuSeconds(pid: number, withChildren = false): Promise<number> {
+  const ticks = async (id: number) => {
+    try {
+      const stat = await readFile(`/proc/${id}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // Fields 14 and 15 of proc(5) (utime, stime) are at 11 and 12 after the command name.
+      return { ppid: Number(fields[1]), used: Number(fields[11]) + Number(fields[12]) };
+    } catch {
+      return { ppid: -1, used: 0 };
+    }
+  };
+  let total = (await ticks(pid)).used;
+  if (withChildren) {
+    const ids = (await readdir('/proc').catch(() => [])).filter((name) => /^\d+$/.test(name)).map(Number);
+    for (const id of ids) {
+      const child = await ticks(id);
+      if (child.ppid === pid) total += child.used;
+    }
+  }
+  return total / CLOCK_TICKS_PER_SECOND;
+}
+
+/** USER_HZ: 100 on Linux for every mainstream architecture. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU seconds per named process over a stage: start() before, stop() after. */
+export class CpuMeter {
+  private before = new Map<string, number>();
+  constructor(private readonly processes: { name: string; pid: number; withChildren?: boolean }[]) {}
+
+  async start(): Promise<void> {
+    for (const p of this.processes) this.before.set(p.name, await cpuSeconds(p.pid, p.withChildren));
+  }
+
+  async stop(): Promise<Record<string, number>> {
+    const used: Record<string, number> = {};
+    for (const p of this.processes) {
+      used[p.name] = Math.round(((await cpuSeconds(p.pid, p.withChildren)) - (this.before.get(p.name) ?? 0)) * 10) / 10;
+    }
+    return used;
   }
 }

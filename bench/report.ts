@@ -5,17 +5,30 @@ import type { ApiResult, DeliveryStageResult, EngineResult, SteadyResult } from 
 
 export interface GrowthRow extends DeliveryStageResult {
   peakRssMb: { worker: number; api: number; temporal?: number };
+  /** CPU seconds each process used during the stage: where the time of a delivery goes. */
+  cpuSeconds: Record<string, number>;
+}
+
+export interface EngineRow extends EngineResult {
+  cpuSeconds: Record<string, number>;
 }
 
 export interface BenchReport {
   startedAt: string;
   mode: 'full' | 'quick';
   command: string;
-  machine: { cores: number; cpuModel: string; memoryGiB: number; platform: string };
+  machine: {
+    cores: number;
+    cpuModel: string;
+    memoryGiB: number;
+    platform: string;
+    /** 1-minute load average before and after the run: other work on the machine skews the figures. */
+    loadAverage: { before: number; after: number };
+  };
   versions: { node: string; temporalCli: string; temporalSdk: string };
   stack: { postgres: string; temporal: string; sqlitePragmas: string[] };
   workerOptions: Record<string, number>;
-  engine: EngineResult;
+  engine: EngineRow;
   rawSend: DeliveryStageResult;
   saturation: DeliveryStageResult;
   steady: SteadyResult;
@@ -99,11 +112,17 @@ const accounted = (stage: DeliveryStageResult) =>
   (stage.accounting.duplicates ? `, ${stage.accounting.duplicates} dup` : '') +
   (stage.accounting.badSignatures ? `, ${stage.accounting.badSignatures} bad sig` : '');
 
+const perThousand = (cpu: Record<string, number>, n: number) =>
+  Object.entries(cpu)
+    .filter(([, seconds]) => seconds > 0)
+    .map(([name, seconds]) => `${name} ${((seconds * 1000) / n).toFixed(1)}`)
+    .join(', ');
+
 export function formatReport(report: BenchReport): string {
   const { machine, versions } = report;
   const out: string[] = [];
   out.push(
-    `Webhook delivery bench (${report.mode}) — ${machine.cores} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ` +
+    `Webhook delivery bench (${report.mode}): ${machine.cores} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ` +
       `Node ${versions.node}, Temporal CLI ${versions.temporalCli}, SDK ${versions.temporalSdk}`,
     `Stack: Postgres ${report.stack.postgres}, Temporal ${report.stack.temporal} (SQLite ${report.stack.sqlitePragmas.join(', ')}); ` +
       `worker ${Object.entries(report.workerOptions)
@@ -149,6 +168,9 @@ export function formatReport(report: BenchReport): string {
       ],
     ),
     '',
+    `CPU seconds per 1000: engine limit ${perThousand(report.engine.cpuSeconds, report.engine.n)}; ` +
+      `pipeline at saturation ${perThousand(report.growth.find((row) => row.n === report.saturation.n)?.cpuSeconds ?? {}, report.saturation.n)}`,
+    '',
     'Growth (pipeline at saturation):',
     table(
       [
@@ -159,6 +181,7 @@ export function formatReport(report: BenchReport): string {
         'peak worker RSS MB',
         'peak API RSS MB',
         'peak Temporal RSS MB',
+        'CPU s per 1000 (temporal / worker / postgres / bench)',
         'delivered',
       ],
       report.growth.map((row) => [
@@ -169,6 +192,11 @@ export function formatReport(report: BenchReport): string {
         row.peakRssMb.worker,
         row.peakRssMb.api,
         row.peakRssMb.temporal ?? '-',
+        ['temporal', 'worker', 'postgres', 'bench']
+          .map((name) =>
+            row.cpuSeconds[name] === undefined ? '-' : ((row.cpuSeconds[name] * 1000) / row.n).toFixed(1),
+          )
+          .join(' / '),
         accounted(row),
       ]),
     ),
@@ -203,7 +231,7 @@ export function formatReport(report: BenchReport): string {
     report.accountedFor
       ? 'Every event accounted for: each arrived once, with a valid signature and its own body.'
       : `NOT ACCOUNTED FOR:\n  - ${report.problems.join('\n  - ')}`,
-    `Run took ${report.durationSeconds} s.`,
+    `Run took ${report.durationSeconds} s; load average ${report.machine.loadAverage.before} before, ${report.machine.loadAverage.after} after.`,
   );
   return out.join('\n');
 }

@@ -13,6 +13,8 @@ export interface BenchStack {
   temporalAddress: string;
   /** Pid of the Temporal dev server when the bench started it (for its RSS). */
   temporalPid?: number;
+  /** Pid of the embedded PostgreSQL's postmaster (its backends are its children). */
+  postgresPid?: number;
   postgres: 'embedded' | 'configured';
   temporal: 'dev-server' | 'configured';
   stop(): Promise<void>;
@@ -59,6 +61,7 @@ export async function startBenchStack(options: { dataDir: string; config: Config
       databaseUrl,
       temporalAddress: devStack.env.TEMPORAL_ADDRESS ?? config.TEMPORAL_ADDRESS!,
       temporalPid: devStack.pids.temporal,
+      postgresPid: devStack.pids.postgres,
       postgres: devStack.env.DATABASE_URL ? 'embedded' : 'configured',
       temporal: devStack.env.TEMPORAL_ADDRESS ? 'dev-server' : 'configured',
       stop,

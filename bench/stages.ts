@@ -233,6 +233,8 @@ export interface ApiResult {
   errors: number;
   connections: number;
   seconds: number;
+  /** Responses per status code. */
+  statusCodes: Record<string, number>;
 }
 
 const apiResult = (result: autocannon.AutocannonResult, connections: number, seconds: number): ApiResult => ({
@@ -245,6 +247,9 @@ const apiResult = (result: autocannon.AutocannonResult, connections: number, sec
   errors: result.errors + result.timeouts,
   connections,
   seconds,
+  statusCodes: Object.fromEntries(
+    Object.entries(result.statusCodeStats ?? {}).map(([code, stats]) => [code, stats.count]),
+  ),
 });
 
 export const API_CONNECTIONS = 10;
