@@ -1,3 +1,4 @@
+import { createSecretKey } from 'node:crypto';
 import type { Middleware, Next } from 'koa';
 import koaJwt from 'koa-jwt';
 import { koaJwtSecret } from 'jwks-rsa';
@@ -37,7 +38,8 @@ export function authenticate(options: AuthOptions): Middleware {
   const verify = koaJwt({
     secret:
       options.mode === 'secret'
-        ? options.secret
+        ? // A KeyObject made once: given a string, jsonwebtoken rebuilds the key (and first tries it as a PEM) per request.
+          (createSecretKey(Buffer.from(options.secret, 'utf8')) as unknown as Buffer)
         : koaJwtSecret({ jwksUri: options.jwksUri, cache: true, rateLimit: true, jwksRequestsPerMinute: 10 }),
     algorithms: options.mode === 'secret' ? HS_ALGORITHMS : JWKS_ALGORITHMS,
     issuer: options.issuer,

@@ -49,8 +49,9 @@ const noWebhook = (projectId: string) =>
 
 /** The project exists (else 404) and the user is one of its members (else 403), in that order. */
 export async function assertMember(db: Knex, projectId: string, userId: string): Promise<void> {
-  if (!(await store.projectExists(db, projectId))) throw new ProjectNotFoundError(projectId);
-  if (!(await store.isMember(db, projectId, userId))) throw new NotMemberError();
+  const access = await store.projectAccess(db, projectId, userId);
+  if (!access.projectExists) throw new ProjectNotFoundError(projectId);
+  if (!access.isMember) throw new NotMemberError();
 }
 
 export async function registerWebhook(
