@@ -2,15 +2,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
-import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../activities';
+import type { ActivityConfig } from '../activities';
 import { createTestEventSender } from '../client/test-event';
 import type { DeliverWebhookEventInput } from '../common/types';
 import type { deliverWebhookEvent } from '../workflows';
 import { FailureType, ProjectIdKey, WebhookTypeKey, type DeliveryFailedDetails } from '../workflows';
 import {
-  Registrations,
   USER,
   captureLogger,
   fallEvent,
@@ -19,64 +16,24 @@ import {
   newProjectId,
   vitalPayload,
 } from './support/deliveries';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
-import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
-import { createLocalEnvironment, uniqueTaskQueue, workflowBundle } from './support/temporal';
+import { independentSignatureValid, startTestReceiver } from './support/receiver';
+import { useDeliveryFixture } from './support/delivery-fixture';
+import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
 import { freePort } from '../common/ports';
 import { loadConfig } from '../common/config';
 import { startWorker } from '../worker/start';
 
 describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)', function () {
   this.timeout(60_000);
-  let env: TestWorkflowEnvironment;
-  let database: TestDatabase;
-  let registrations: Registrations;
-  let receiver: TestReceiver;
+  const fx = useDeliveryFixture(createLocalEnvironment);
   let log: ReturnType<typeof captureLogger>;
+  beforeEach(() => (log = captureLogger()));
 
-  before(async () => {
-    [env, database] = await Promise.all([createLocalEnvironment(), createTestDatabase()]);
-    registrations = new Registrations(database.db);
-    await workflowBundle();
-  });
-  after(async () => {
-    await env?.teardown();
-    await database?.destroy();
-  });
-  beforeEach(async () => {
-    receiver = await startTestReceiver();
-    log = captureLogger();
-  });
-  afterEach(() => receiver.close());
-
-  /** Runs a worker with the real activities on a fresh task queue while `fn` runs. */
-  async function withWorker<T>(fn: (taskQueue: string) => Promise<T>, config: ActivityConfig = fastConfig): Promise<T> {
-    const taskQueue = uniqueTaskQueue('delivery');
-    const http = createWebhookHttpClient({
-      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
-      allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
-    });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      activities: createActivities({
-        db: database.db,
-        secretBox: registrations.secretBox,
-        logger: log.logger,
-        config,
-        http,
-      }),
-    });
-    try {
-      return await worker.runUntil(fn(taskQueue));
-    } finally {
-      await http.close();
-    }
-  }
+  const withWorker = <T>(fn: (taskQueue: string) => Promise<T>, config: ActivityConfig = fastConfig) =>
+    fx.runWorker(fn, { config, logger: log.logger });
 
   const start = (taskQueue: string, input: DeliverWebhookEventInput, workflowId = `webhook-event-${randomUUID()}`) =>
-    env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+    fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
       args: [input],
       taskQueue,
       workflowId,
@@ -95,14 +52,14 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
   it('delivers a FALL_DETECTION: exact JSON bytes, signed over the raw bytes, with the spec headers', async () => {
     const projectId = newProjectId();
-    const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
     const workflowId = `webhook-event-${randomUUID()}`;
     const result = await withWorker(async (taskQueue) => {
       const handle = await start(taskQueue, fallEvent(projectId), workflowId);
       return handle.result();
     });
-    assert.equal(receiver.requests.length, 1);
-    const [request] = receiver.requests;
+    assert.equal(fx.receiver.requests.length, 1);
+    const [request] = fx.receiver.requests;
     assert.equal(request!.method, 'POST');
     assert.equal(request!.path, '/hooks/receive');
     // The body is only the event data, byte for byte; the wrapper (webhookType, userUUID) is not sent.
@@ -125,7 +82,7 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
       },
     );
     // Operators find the delivery by project and type in the UI.
-    const description = await env.client.workflow.getHandle(workflowId).describe();
+    const description = await fx.env.client.workflow.getHandle(workflowId).describe();
     assert.equal(description.typedSearchAttributes.get(ProjectIdKey), projectId);
     assert.equal(description.typedSearchAttributes.get(WebhookTypeKey), 'FALL_DETECTION');
   });
@@ -134,12 +91,12 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     const result = await withWorker(async (taskQueue) => (await start(taskQueue, fallEvent(newProjectId()))).result());
     assert.equal(result.status, 'skipped');
     assert.equal(result.status === 'skipped' && result.reason, 'no-webhook');
-    assert.equal(receiver.requests.length, 0);
+    assert.equal(fx.receiver.requests.length, 0);
   });
 
   it('fails non-retryably naming the type when the webhook is not subscribed to it; nothing is sent', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
     const failure = await withWorker(async (taskQueue) =>
       failureOf(
         start(taskQueue, { projectId, webhookType: 'VITAL_THRESHOLD', userUUID: USER, payload: vitalPayload }).then(
@@ -150,35 +107,35 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     assert.equal(failure.type, FailureType.NotSubscribed);
     assert.equal(failure.nonRetryable, true);
     assert.match(failure.message, /has not registered a webhook for event: VITAL_THRESHOLD/);
-    assert.equal(receiver.requests.length, 0);
+    assert.equal(fx.receiver.requests.length, 0);
   });
 
   it('delivers a TEST event whatever the subscribed types', async () => {
     const projectId = newProjectId();
-    const secret = await registrations.register(projectId, receiver.url, ['VITAL_THRESHOLD']);
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['VITAL_THRESHOLD']);
     const result = await withWorker(async (taskQueue) =>
       (await start(taskQueue, { projectId, webhookType: 'TEST', userUUID: '', payload: { test: 'hello' } })).result(),
     );
     assert.equal(result.status, 'delivered');
-    assert.equal(receiver.requests[0]!.rawBody.toString(), '{"test":"hello"}');
-    assert.ok(independentSignatureValid(secret, receiver.requests[0]!));
+    assert.equal(fx.receiver.requests[0]!.rawBody.toString(), '{"test":"hello"}');
+    assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
   });
 
   it('retries 500 and 503, then delivers on 200: a fresh timestamp and signature per attempt, same bytes and id', async () => {
     const projectId = newProjectId();
-    const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.script({ status: 500 }, { status: 503 }, { status: 200 });
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.script({ status: 500 }, { status: 503 }, { status: 200 });
     const result = await withWorker(async (taskQueue) => (await start(taskQueue, fallEvent(projectId))).result());
     assert.equal(result.status, 'delivered');
     assert.equal(result.attempts, 3);
     assert.equal(result.status === 'delivered' && result.statusCode, 200);
-    assert.equal(receiver.requests.length, 3);
-    const timestamps = receiver.requests.map((r) => Number(r.headers['x-timestamp']));
+    assert.equal(fx.receiver.requests.length, 3);
+    const timestamps = fx.receiver.requests.map((r) => Number(r.headers['x-timestamp']));
     assert.ok(timestamps[0]! < timestamps[1]! && timestamps[1]! < timestamps[2]!, `timestamps ${timestamps.join(',')}`);
-    assert.equal(new Set(receiver.requests.map((r) => r.headers['x-signature'])).size, 3);
-    for (const request of receiver.requests) {
+    assert.equal(new Set(fx.receiver.requests.map((r) => r.headers['x-signature'])).size, 3);
+    for (const request of fx.receiver.requests) {
       assert.ok(independentSignatureValid(secret, request));
-      assert.ok(request.rawBody.equals(receiver.requests[0]!.rawBody));
+      assert.ok(request.rawBody.equals(fx.receiver.requests[0]!.rawBody));
       assert.equal(request.headers['x-webhook-id'], result.webhookId);
     }
     // Each failed attempt is a warn line with what operators need, and nothing personal or secret.
@@ -197,12 +154,12 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
   it('does not follow a 302: the attempt fails and the redirect target is never called', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.script({ status: 302, headers: { location: '/elsewhere' } }, { status: 200 });
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.script({ status: 302, headers: { location: '/elsewhere' } }, { status: 200 });
     const result = await withWorker(async (taskQueue) => (await start(taskQueue, fallEvent(projectId))).result());
     assert.equal(result.attempts, 2);
     assert.deepEqual(
-      receiver.requests.map((r) => `${r.method} ${r.path}`),
+      fx.receiver.requests.map((r) => `${r.method} ${r.path}`),
       ['POST /hooks/receive', 'POST /hooks/receive'],
     );
     assert.equal(log.lines.find((l) => l.level === 40)?.statusCode, 302);
@@ -210,8 +167,8 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
   it('times an attempt out after WEBHOOK_TIMEOUT_MS and retries', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.script({ status: 200, delayMs: 1_500 }, { status: 200 });
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.script({ status: 200, delayMs: 1_500 }, { status: 200 });
     const result = await withWorker(async (taskQueue) => (await start(taskQueue, fallEvent(projectId))).result());
     assert.equal(result.attempts, 2);
     const warning = log.lines.find((l) => l.level === 40);
@@ -224,8 +181,8 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
   it('honours Retry-After on 503 and 429', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.script(
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.script(
       { status: 503, headers: { 'retry-after': '1' } },
       { status: 429, headers: { 'retry-after': '1' } },
       { status: 200 },
@@ -237,42 +194,42 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
       config,
     );
     assert.equal(result.attempts, 3);
-    const [first, second, third] = receiver.requests.map((r) => r.receivedAt);
+    const [first, second, third] = fx.receiver.requests.map((r) => r.receivedAt);
     assert.ok(second! - first! >= 950, `second attempt after ${second! - first!} ms`);
     assert.ok(third! - second! >= 950, `third attempt after ${third! - second!} ms`);
   });
 
   it('stops pending retries without delivering once the webhook is deleted', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.fallback = { status: 500 };
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.fallback = { status: 500 };
     const result = await withWorker(async (taskQueue) => {
       const handle = await start(taskQueue, fallEvent(projectId));
-      await receiver.waitForRequests(2);
-      await registrations.delete(projectId);
+      await fx.receiver.waitForRequests(2);
+      await fx.registrations.delete(projectId);
       return handle.result();
     });
     assert.equal(result.status, 'skipped');
     assert.equal(result.status === 'skipped' && result.reason, 'registration-deleted');
-    const sent = receiver.requests.length;
+    const sent = fx.receiver.requests.length;
     assert.ok(sent >= 2 && sent <= 3, `sent ${sent}`);
     assert.equal(result.attempts, sent);
     await new Promise((resolve) => setTimeout(resolve, 400));
-    assert.equal(receiver.requests.length, sent, 'no attempt after the deletion');
+    assert.equal(fx.receiver.requests.length, sent, 'no attempt after the deletion');
   });
 
   it('delivers to a re-registration with its new URL and new secret', async () => {
     const projectId = newProjectId();
-    const oldSecret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.fallback = { status: 500 };
+    const oldSecret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.fallback = { status: 500 };
     const second = await startTestReceiver();
     try {
       let newSecret = '';
       const result = await withWorker(async (taskQueue) => {
         const handle = await start(taskQueue, fallEvent(projectId));
-        await receiver.waitForRequests(1);
-        await registrations.delete(projectId);
-        newSecret = await registrations.register(projectId, second.url, ['FALL_DETECTION']);
+        await fx.receiver.waitForRequests(1);
+        await fx.registrations.delete(projectId);
+        newSecret = await fx.registrations.register(projectId, second.url, ['FALL_DETECTION']);
         return handle.result();
       });
       assert.equal(result.status, 'delivered');
@@ -286,9 +243,9 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
   it('refuses 127.0.0.1 and localhost when ALLOW_PRIVATE_WEBHOOK_URLS is unset: non-retryable, nothing sent', async () => {
     const config = { ...fastConfig, ALLOW_PRIVATE_WEBHOOK_URLS: false };
-    for (const url of [receiver.url, receiver.url.replace('127.0.0.1', 'localhost')]) {
+    for (const url of [fx.receiver.url, fx.receiver.url.replace('127.0.0.1', 'localhost')]) {
       const projectId = newProjectId();
-      await registrations.register(projectId, url, ['FALL_DETECTION']);
+      await fx.registrations.register(projectId, url, ['FALL_DETECTION']);
       const failure = await withWorker(
         async (taskQueue) => failureOf(start(taskQueue, fallEvent(projectId)).then((h) => h.result())),
         config,
@@ -302,12 +259,12 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
       assert.equal(attemptFailure.type, FailureType.TargetForbidden);
       assert.equal(attemptFailure.nonRetryable, true);
     }
-    assert.equal(receiver.requests.length, 0);
+    assert.equal(fx.receiver.requests.length, 0);
   });
 
   it('fails invalid events non-retryably with a message naming the problem, without sending', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
     const badVital = {
       ...vitalPayload,
       triggeredVitals: [{ ...vitalPayload.triggeredVitals[0], vitalType: 'mood' }],
@@ -339,45 +296,51 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
         assert.match(failure.message, message);
       }
     });
-    assert.equal(receiver.requests.length, 0);
+    assert.equal(fx.receiver.requests.length, 0);
   });
 
   describe('test event sender', () => {
     it('reports a delivered TEST event with status, duration and workflow id', async () => {
       const projectId = newProjectId();
-      const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-      receiver.script({ status: 204 });
+      const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      fx.receiver.script({ status: 204 });
       const outcome = await withWorker((taskQueue) =>
-        createTestEventSender(env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(projectId),
+        createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(
+          projectId,
+        ),
       );
       assert.equal(outcome.delivered, true);
       assert.ok(outcome.delivered && outcome.statusCode === 204 && outcome.durationMs >= 0);
       assert.match(outcome.workflowId, new RegExp(`^webhook-test-${projectId}-`));
-      const body = JSON.parse(receiver.requests[0]!.rawBody.toString()) as { test: string };
+      const body = JSON.parse(fx.receiver.requests[0]!.rawBody.toString()) as { test: string };
       assert.deepEqual(Object.keys(body), ['test']);
       assert.ok(body.test.includes(projectId));
-      assert.ok(independentSignatureValid(secret, receiver.requests[0]!));
+      assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
     });
 
     it('reports the receiver status after exactly one attempt when it refuses', async () => {
       const projectId = newProjectId();
-      await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-      receiver.fallback = { status: 500 };
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      fx.receiver.fallback = { status: 500 };
       const outcome = await withWorker((taskQueue) =>
-        createTestEventSender(env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(projectId),
+        createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(
+          projectId,
+        ),
       );
       assert.equal(outcome.delivered, false);
       assert.ok(!outcome.delivered && outcome.statusCode === 500);
       assert.ok(!outcome.delivered && /HTTP 500/.test(outcome.reason));
       await new Promise((resolve) => setTimeout(resolve, 300));
-      assert.equal(receiver.requests.length, 1, 'TEST is one attempt, no retries');
+      assert.equal(fx.receiver.requests.length, 1, 'TEST is one attempt, no retries');
     });
 
     it('reports the error code when nothing listens on the port', async () => {
       const projectId = newProjectId();
-      await registrations.register(projectId, `http://127.0.0.1:${await freePort()}/hook`, ['FALL_DETECTION']);
+      await fx.registrations.register(projectId, `http://127.0.0.1:${await freePort()}/hook`, ['FALL_DETECTION']);
       const outcome = await withWorker((taskQueue) =>
-        createTestEventSender(env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(projectId),
+        createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(
+          projectId,
+        ),
       );
       assert.equal(outcome.delivered, false);
       assert.ok(!outcome.delivered && /ECONNREFUSED/.test(outcome.reason), JSON.stringify(outcome));
@@ -385,10 +348,10 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
     it('gives up waiting after TEST_DELIVERY_WAIT_MS', async () => {
       const projectId = newProjectId();
-      await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-      receiver.script({ status: 200, delayMs: 800 });
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      fx.receiver.script({ status: 200, delayMs: 800 });
       const outcome = await withWorker((taskQueue) =>
-        createTestEventSender(env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 200 })(projectId),
+        createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 200 })(projectId),
       );
       assert.equal(outcome.delivered, false);
       assert.ok(!outcome.delivered && /within 200 ms/.test(outcome.reason));
@@ -397,14 +360,14 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
   it('startWorker: runs from configuration alone, with search attributes detected, and shuts down cleanly', async () => {
     const projectId = newProjectId();
-    const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
     const taskQueue = uniqueTaskQueue('start-worker');
     const config = loadConfig(
       {
-        DATABASE_URL: database.url,
-        TEMPORAL_ADDRESS: env.address,
+        DATABASE_URL: fx.database.url,
+        TEMPORAL_ADDRESS: fx.env.address,
         TEMPORAL_TASK_QUEUE: taskQueue,
-        WEBHOOK_SECRET_KEY: registrations.key,
+        WEBHOOK_SECRET_KEY: fx.registrations.key,
         ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
       },
       { database: true },
@@ -414,7 +377,7 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
       const handle = await start(taskQueue, fallEvent(projectId));
       const result = await handle.result();
       assert.equal(result.status, 'delivered');
-      assert.ok(independentSignatureValid(secret, receiver.requests[0]!));
+      assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
       const description = await handle.describe();
       assert.equal(description.typedSearchAttributes.get(ProjectIdKey), projectId);
       assert.ok(!log.lines.some((l) => String(l.msg).startsWith('search attributes missing')));
@@ -426,8 +389,8 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
 
   it('exposes the last attempt in the failure details (what the test endpoint and operators read)', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.fallback = { status: 502 };
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.fallback = { status: 502 };
     const failure = await withWorker(async (taskQueue) =>
       failureOf(
         start(taskQueue, { projectId, webhookType: 'TEST', userUUID: '', payload: { test: 't' } }).then((h) =>

@@ -4,45 +4,20 @@ import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
-import { createActivities, createWebhookHttpClient } from '../activities';
 import { InvalidWebhookEventError, WebhookEventAlreadyEmittedError, emitWebhookEvent } from '../client';
 import { main } from '../cli/index';
 import type { CliIo } from '../cli/command';
-import {
-  Registrations,
-  USER,
-  captureLogger,
-  fallEvent,
-  fallPayload,
-  fastConfig,
-  newProjectId,
-} from './support/deliveries';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
-import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
-import { createLocalEnvironment, uniqueTaskQueue, workflowBundle } from './support/temporal';
+import { USER, fallEvent, fallPayload, newProjectId } from './support/deliveries';
+import { independentSignatureValid } from './support/receiver';
+import { useDeliveryFixture } from './support/delivery-fixture';
+import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
 
 describe('emitting events (client API and CLI, dev server)', function () {
   this.timeout(60_000);
-  let env: TestWorkflowEnvironment;
-  let database: TestDatabase;
-  let registrations: Registrations;
-  let receiver: TestReceiver;
-
-  before(async () => {
-    [env, database] = await Promise.all([createLocalEnvironment(), createTestDatabase()]);
-    registrations = new Registrations(database.db);
-  });
-  after(async () => {
-    await env?.teardown();
-    await database?.destroy();
-  });
-  beforeEach(async () => (receiver = await startTestReceiver()));
-  afterEach(() => receiver.close());
+  const fx = useDeliveryFixture(createLocalEnvironment);
 
   const exists = (workflowId: string) =>
-    env.client.workflow
+    fx.env.client.workflow
       .getHandle(workflowId)
       .describe()
       .then(
@@ -55,55 +30,41 @@ describe('emitting events (client API and CLI, dev server)', function () {
 
   it('delivers one event id once, however often it is emitted', async () => {
     const projectId = newProjectId();
-    const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
     const taskQueue = uniqueTaskQueue('emit');
     const eventId = randomUUID();
-    const workflowId = await emitWebhookEvent(env.client, fallEvent(projectId), { eventId, taskQueue });
+    const workflowId = await emitWebhookEvent(fx.env.client, fallEvent(projectId), { eventId, taskQueue });
     assert.equal(workflowId, `webhook-event-${eventId}`);
     // While it is still pending (no worker yet) …
     await assert.rejects(
-      emitWebhookEvent(env.client, fallEvent(projectId), { eventId, taskQueue }),
+      emitWebhookEvent(fx.env.client, fallEvent(projectId), { eventId, taskQueue }),
       (error: unknown) => {
         assert.ok(error instanceof WebhookEventAlreadyEmittedError);
         assert.equal(error.message, `Event ${eventId} was already emitted (workflow ${workflowId})`);
         return true;
       },
     );
-    const http = createWebhookHttpClient({ timeoutMs: 1_000, allowPrivate: true });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      activities: createActivities({
-        db: database.db,
-        secretBox: registrations.secretBox,
-        logger: captureLogger().logger,
-        config: fastConfig,
-        http,
-      }),
-    });
-    await worker.runUntil(env.client.workflow.getHandle(workflowId).result());
-    await http.close();
+    await fx.runWorker(() => fx.env.client.workflow.getHandle(workflowId).result(), { taskQueue });
     // … and after it completed.
     await assert.rejects(
-      emitWebhookEvent(env.client, fallEvent(projectId), { eventId, taskQueue }),
+      emitWebhookEvent(fx.env.client, fallEvent(projectId), { eventId, taskQueue }),
       WebhookEventAlreadyEmittedError,
     );
-    assert.equal(receiver.requests.length, 1);
-    assert.ok(independentSignatureValid(secret, receiver.requests[0]!));
-    assert.equal(receiver.requests[0]!.headers['x-webhook-id'], workflowId);
+    assert.equal(fx.receiver.requests.length, 1);
+    assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
+    assert.equal(fx.receiver.requests[0]!.headers['x-webhook-id'], workflowId);
   });
 
   it('refuses an invalid event or a TEST event before starting anything', async () => {
     const eventId = randomUUID();
     const bad = { ...fallEvent('p1'), payload: { ...fallPayload, reasons: [] } };
-    await assert.rejects(emitWebhookEvent(env.client, bad, { eventId }), {
+    await assert.rejects(emitWebhookEvent(fx.env.client, bad, { eventId }), {
       name: 'InvalidWebhookEventError',
       message: 'Invalid FALL_DETECTION event: payload.reasons must NOT have fewer than 1 items',
     });
     const test = { projectId: 'p1', webhookType: 'TEST', userUUID: USER, payload: { test: 'x' } };
-    await assert.rejects(emitWebhookEvent(env.client, test as never, { eventId }), InvalidWebhookEventError);
-    await assert.rejects(emitWebhookEvent(env.client, fallEvent('p1'), { eventId: 'has space' }), /eventId must be/);
+    await assert.rejects(emitWebhookEvent(fx.env.client, test as never, { eventId }), InvalidWebhookEventError);
+    await assert.rejects(emitWebhookEvent(fx.env.client, fallEvent('p1'), { eventId: 'has space' }), /eventId must be/);
     assert.equal(await exists(`webhook-event-${eventId}`), false);
   });
 
@@ -112,7 +73,7 @@ describe('emitting events (client API and CLI, dev server)', function () {
       const out: string[] = [];
       const err: string[] = [];
       const io: CliIo = {
-        env: { TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: uniqueTaskQueue('cli') },
+        env: { TEMPORAL_ADDRESS: fx.env.address, TEMPORAL_TASK_QUEUE: uniqueTaskQueue('cli') },
         out: (line) => out.push(line),
         err: (line) => err.push(line),
       };

@@ -2,16 +2,13 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
-import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../activities';
+import { createActivities, type ActivityConfig } from '../activities';
 import { loadConfig } from '../common/config';
 import type { deliverWebhookEvent } from '../workflows';
 import { FailureType, type DeliveryFailedDetails } from '../workflows';
-import { Registrations, captureLogger, fallEvent, newProjectId } from './support/deliveries';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
-import { startTestReceiver, type TestReceiver } from './support/receiver';
-import { createTimeSkippingEnvironment, sdkLogs, uniqueTaskQueue, workflowBundle } from './support/temporal';
+import { captureLogger, fallEvent, newProjectId } from './support/deliveries';
+import { useDeliveryFixture } from './support/delivery-fixture';
+import { createTimeSkippingEnvironment, sdkLogs, uniqueTaskQueue } from './support/temporal';
 
 /** The attempts a policy makes before giving up: an attempt starts only while its start is within the window. */
 function expectedAttempts(policy: { initial: number; coefficient: number; max: number; giveUp: number }): number {
@@ -28,52 +25,17 @@ function expectedAttempts(policy: { initial: number; coefficient: number; max: n
 
 describe('retry schedule (time-skipping test server)', function () {
   this.timeout(120_000);
-  let env: TestWorkflowEnvironment;
-  let database: TestDatabase;
-  let registrations: Registrations;
-  let receiver: TestReceiver;
+  const fx = useDeliveryFixture(createTimeSkippingEnvironment);
 
-  before(async () => {
-    [env, database] = await Promise.all([createTimeSkippingEnvironment(), createTestDatabase()]);
-    registrations = new Registrations(database.db);
-    await workflowBundle();
-  });
-  after(async () => {
-    await env?.teardown();
-    await database?.destroy();
-  });
-  beforeEach(async () => (receiver = await startTestReceiver()));
-  afterEach(() => receiver.close());
-
-  async function withWorker<T>(config: ActivityConfig, fn: (taskQueue: string) => Promise<T>): Promise<T> {
-    const taskQueue = uniqueTaskQueue('schedule');
-    const http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
-    const worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      activities: createActivities({
-        db: database.db,
-        secretBox: registrations.secretBox,
-        logger: captureLogger().logger,
-        config,
-        http,
-        // The Java test server has no custom search attributes: what the worker's start-up check would report.
-        searchAttributes: false,
-      }),
-    });
-    try {
-      return await worker.runUntil(fn(taskQueue));
-    } finally {
-      await http.close();
-    }
-  }
+  // The Java test server has no custom search attributes: what the worker's start-up check would report.
+  const withWorker = <T>(config: ActivityConfig, fn: (taskQueue: string) => Promise<T>) =>
+    fx.runWorker(fn, { config, taskQueue: uniqueTaskQueue('schedule'), searchAttributes: false });
 
   it('the default policy, from the environment: 1 s initial, coefficient 2, 10 min max interval, 24 h', async () => {
     const config = { ...loadConfig({}), ALLOW_PRIVATE_WEBHOOK_URLS: true };
     const plan = await createActivities({
-      db: database.db,
-      secretBox: registrations.secretBox,
+      db: fx.database.db,
+      secretBox: fx.registrations.secretBox,
       logger: captureLogger().logger,
       config,
     }).planDelivery(fallEvent(newProjectId()));
@@ -91,8 +53,8 @@ describe('retry schedule (time-skipping test server)', function () {
 
   it('backs off 1 s, 2 s, 4 s … up to 10 min, gives up at the window, logs an error and ends Failed', async () => {
     const projectId = newProjectId();
-    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-    receiver.fallback = { status: 500 };
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.fallback = { status: 500 };
     const config: ActivityConfig = {
       ...loadConfig({}),
       ALLOW_PRIVATE_WEBHOOK_URLS: true,
@@ -101,7 +63,7 @@ describe('retry schedule (time-skipping test server)', function () {
     };
     const workflowId = `webhook-event-${randomUUID()}`;
     const error = await withWorker(config, async (taskQueue) => {
-      const handle = await env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+      const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
         args: [fallEvent(projectId)],
         taskQueue,
         workflowId,
@@ -118,7 +80,7 @@ describe('retry schedule (time-skipping test server)', function () {
     assert.equal(failure.type, FailureType.DeliveryFailed);
     const details = failure.details?.[0] as DeliveryFailedDetails;
     assert.equal(details.statusCode, 500);
-    assert.equal(receiver.requests.length, details.attempts);
+    assert.equal(fx.receiver.requests.length, details.attempts);
     assert.ok(Math.abs(details.attempts - expected) <= 1, `attempts ${details.attempts}, expected about ${expected}`);
     assert.match(
       failure.message,
@@ -127,7 +89,7 @@ describe('retry schedule (time-skipping test server)', function () {
     assert.ok(failure.cause instanceof ActivityFailure);
 
     // The schedule Temporal ran: the policy as configured, visible in the history.
-    const history = await env.client.workflow.getHandle(workflowId).fetchHistory();
+    const history = await fx.env.client.workflow.getHandle(workflowId).fetchHistory();
     const scheduled = history.events?.find(
       (e) => e.activityTaskScheduledEventAttributes,
     )?.activityTaskScheduledEventAttributes;

@@ -1,0 +1,69 @@
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../../activities';
+import type { Logger } from '../../common/logger';
+import { Registrations, captureLogger, fastConfig } from './deliveries';
+import { createTestDatabase, type TestDatabase } from './postgres';
+import { startTestReceiver, type TestReceiver } from './receiver';
+import { uniqueTaskQueue, workflowBundle } from './temporal';
+
+export interface DeliveryWorkerOptions {
+  /** A fresh queue unless given. */
+  taskQueue?: string;
+  config?: ActivityConfig;
+  logger?: Logger;
+  /** What the worker's start-up check of the namespace's search attributes would report. */
+  searchAttributes?: boolean;
+}
+
+/** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
+export interface DeliveryFixture {
+  env: TestWorkflowEnvironment;
+  database: TestDatabase;
+  registrations: Registrations;
+  receiver: TestReceiver;
+  /** Runs a worker with the real activities (the suite's database, a real HTTP client) while `work` runs. */
+  runWorker<T>(work: (taskQueue: string) => Promise<T>, options?: DeliveryWorkerOptions): Promise<T>;
+}
+
+/** Mocha hooks of a delivery suite: one Temporal environment and database per suite, a fresh receiver per test. */
+export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflowEnvironment>): DeliveryFixture {
+  const fixture = { runWorker } as DeliveryFixture;
+  async function runWorker<T>(work: (taskQueue: string) => Promise<T>, options: DeliveryWorkerOptions = {}) {
+    const { taskQueue = uniqueTaskQueue('delivery'), config = fastConfig, searchAttributes } = options;
+    const http = createWebhookHttpClient({
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+    });
+    const worker = await Worker.create({
+      connection: fixture.env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities: createActivities({
+        db: fixture.database.db,
+        secretBox: fixture.registrations.secretBox,
+        logger: options.logger ?? captureLogger().logger,
+        config,
+        http,
+        searchAttributes,
+      }),
+    });
+    try {
+      return await worker.runUntil(work(taskQueue));
+    } finally {
+      await http.close();
+    }
+  }
+  before(async () => {
+    [fixture.env, fixture.database] = await Promise.all([createEnvironment(), createTestDatabase()]);
+    fixture.registrations = new Registrations(fixture.database.db);
+    await workflowBundle();
+  });
+  after(async () => {
+    await fixture.env?.teardown();
+    await fixture.database?.destroy();
+  });
+  beforeEach(async () => (fixture.receiver = await startTestReceiver()));
+  afterEach(() => fixture.receiver.close());
+  return fixture;
+}
