@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { Knex } from 'knex';
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
 import { createLogger, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKey } from '../common/secrets';
@@ -11,7 +11,7 @@ import { createTestEventSender } from '../client/test-event';
 import { createApp } from './app';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
-import { healthRouter } from './routes/health';
+import { healthRouter, readinessConnection } from './routes/health';
 
 /** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
 export interface StartApiDeps {
@@ -33,26 +33,20 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
   const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!);
   const db = deps.db ?? ownDb!;
   let ownTemporal: Client | undefined;
+  const readiness = readinessConnection(temporalConnectionOptions(config));
   try {
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
-    // With its own test sender, the API needs Temporal only for readiness: connect lazily, /readyz reports it.
-    const temporal =
-      deps.temporal ??
-      (ownTemporal = deps.sendTestEvent
-        ? new Client({
-            connection: Connection.lazy(temporalConnectionOptions(config)),
-            namespace: config.TEMPORAL_NAMESPACE,
-          })
-        : await connectTemporalClient(config));
-    const sendTestEvent: SendTestEvent = deps.sendTestEvent ?? createTestEventSender(temporal, config);
+    const sendTestEvent: SendTestEvent =
+      deps.sendTestEvent ??
+      createTestEventSender(deps.temporal ?? (ownTemporal = await connectTemporalClient(config)), config);
     const app = createApp({
       db,
       secretBox: createSecretBox(resolveSecretKey(config, logger)),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,
-      publicRoutes: [healthRouter({ db, temporal: temporal.connection }), docsRouter()],
+      publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter()],
     });
     const server = app.listen(config.PORT);
     await new Promise<void>((resolve, reject) => {
@@ -65,11 +59,13 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         server.close(() => resolve());
         server.closeIdleConnections();
       });
+      await readiness.close();
       await ownTemporal?.connection.close();
       await ownDb?.destroy();
     };
     return { server, close };
   } catch (error) {
+    await readiness.close();
     await ownTemporal?.connection.close();
     await ownDb?.destroy();
     throw error;

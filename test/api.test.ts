@@ -5,6 +5,7 @@ import pino from 'pino';
 import type { AddressInfo } from 'node:net';
 import { createApp, startApi } from '../api';
 import { loadConfig } from '../common/config';
+import { freePort } from '../common/ports';
 import { createSecretBox, registrationSecretAad } from '../common/secrets';
 import type { TestDeliveryOutcome } from '../common/types';
 import * as store from '../db';
@@ -730,5 +731,29 @@ describe('api: startApi', () => {
     await api.close();
     assert.equal(api.server.listening, false);
     await assert.rejects(fetch(`http://127.0.0.1:${port}/webhooks/project/started`));
+  });
+
+  it('with Temporal down, answers readyz 503 at once and closes cleanly right after', async () => {
+    const config = loadConfig(
+      {
+        PORT: '0',
+        DATABASE_URL: t.url,
+        JWT_SECRET: TEST_JWT_SECRET,
+        WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
+        TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}`,
+      },
+      { database: true, auth: true },
+    );
+    const api = await startApi(config, pino({ level: 'silent' }), {
+      sendTestEvent: () => Promise.reject(new Error('not used')),
+    });
+    const { port } = api.server.address() as AddressInfo;
+    const started = Date.now();
+    const reply = await fetch(`http://127.0.0.1:${port}/readyz`);
+    assert.equal(reply.status, 503);
+    assert.ok(Date.now() - started < 1_000);
+    await api.close();
+    // A gRPC retry left pending by the probe would throw from its timer here and fail this test.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
   });
 });

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
-import { setTimeout } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import { Connection } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -9,7 +8,7 @@ import type { Knex } from 'knex';
 import pino from 'pino';
 import { createApp, startApi } from '../api';
 import { docsRouter, SWAGGER_ASSETS } from '../api/routes/docs';
-import { healthRouter, type ReadinessDeps } from '../api/routes/health';
+import { healthRouter, readinessConnection, type ReadinessDeps } from '../api/routes/health';
 import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';
 import { freePort } from '../common/ports';
@@ -137,14 +136,11 @@ describe('health: /healthz and /readyz', () => {
   });
 
   it('readyz answers 503 naming Temporal when nothing listens at its address, within the deadline', async () => {
-    const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}` });
-    // The SDK's gRPC retry interceptor keeps a backoff timer past our deadline, and a retry on a closed channel
-    // throws from that timer: close only once the call's own deadline has ended its retries.
-    cleanups.push(async () => {
-      await setTimeout(2_000);
-      await connection.close();
-    });
+    const connection = readinessConnection({ address: `127.0.0.1:${await freePort()}` });
+    cleanups.push(() => connection.close());
+    const started = Date.now();
     const reply = await readyz(await serveTracked(connection, t.db));
+    assert.ok(Date.now() - started < 1_000, 'a refused connection is reported at once, not after retries');
     assert.equal(reply.status, 503);
     assert.equal(reply.body.detail, 'Not ready: Temporal unreachable');
     assert.deepEqual(reply.body.checks, { postgres: 'up', temporal: 'down' });

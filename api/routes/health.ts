@@ -1,6 +1,6 @@
 import { Router } from '@koa/router';
 import type { Knex } from 'knex';
-import type { ConnectionLike } from '@temporalio/client';
+import { Connection, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
 import type { Logger } from '../../common/logger';
 import { ApiError } from '../errors';
 
@@ -13,6 +13,13 @@ export interface ReadinessDeps {
 }
 
 export const READINESS_TIMEOUT_MS = 2_000;
+
+/**
+ * A Temporal connection for readiness only, without the SDK's gRPC retries: a probe answers at once, and closing it
+ * never races a pending retry (which would throw "Channel has been shut down" from a timer).
+ */
+export const readinessConnection = (options: ConnectionOptions): Connection =>
+  Connection.lazy({ ...options, interceptors: [] });
 
 export type DependencyName = 'postgres' | 'temporal';
 export type DependencyState = 'up' | 'down';
