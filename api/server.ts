@@ -4,6 +4,7 @@ import type { Client } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
 import { createLogger, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKey } from '../common/secrets';
+import { onShutdownSignal } from '../common/signals';
 import type { SendTestEvent } from '../common/types';
 import { createDb, migrateToLatest } from '../db';
 import { connectTemporalClient, temporalConnectionOptions } from '../client/temporal';
@@ -85,24 +86,7 @@ async function main(): Promise<void> {
   }
   logger.level = config.LOG_LEVEL;
   const api = await startApi(config, logger);
-  let stopping = false;
-  const shutdown = (signal: NodeJS.Signals) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    setTimeout(() => {
-      logger.error({ timeoutMs: SHUTDOWN_TIMEOUT_MS }, 'shutdown timed out');
-      process.exit(1);
-    }, SHUTDOWN_TIMEOUT_MS).unref();
-    api.close().then(
-      () => logger.info('stopped'),
-      (error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exitCode = 1;
-      },
-    );
-  };
-  process.once('SIGINT', shutdown).once('SIGTERM', shutdown);
+  onShutdownSignal(logger, SHUTDOWN_TIMEOUT_MS, () => api.close());
 }
 
 if (require.main === module) {

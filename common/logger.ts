@@ -15,13 +15,27 @@ const REDACT = [
   '*.lastName',
 ];
 
-/** JSON to stdout; pretty only when LOG_PRETTY=true in development. */
+/**
+ * Human-readable lines for a developer at a terminal: outside production, when stdout is a TTY (or LOG_PRETTY=true)
+ * and pino-pretty (a development dependency) is installed. LOG_PRETTY=false keeps JSON.
+ */
+function prettyWanted(): boolean {
+  if (process.env.NODE_ENV === 'production' || process.env.LOG_PRETTY === 'false') return false;
+  if (process.env.LOG_PRETTY !== 'true' && !process.stdout.isTTY) return false;
+  try {
+    require.resolve('pino-pretty');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** JSON lines to stdout (pretty for a developer at a terminal), with credentials and personal data redacted. */
 export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', name = 'webhooks'): Logger {
-  const pretty = process.env.LOG_PRETTY === 'true' && process.env.NODE_ENV !== 'production';
   return pino({
     name,
     level,
     redact: { paths: REDACT, censor: '[redacted]' },
-    ...(pretty ? { transport: { target: 'pino-pretty' } } : {}),
+    ...(prettyWanted() ? { transport: { target: 'pino-pretty' } } : {}),
   });
 }

@@ -47,7 +47,8 @@ describe('npm start: the whole stack from nothing', function () {
   });
 
   async function start(): Promise<void> {
-    const child = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // A process group of its own, as a terminal gives it: Ctrl-C signals the whole group.
+    const child = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const output: string[] = [];
     child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
@@ -74,10 +75,12 @@ describe('npm start: the whole stack from nothing', function () {
     return [postmaster, ...stdout.trim().split('\n').map(Number)];
   }
 
-  async function stopWithSigterm(): Promise<void> {
+  /** SIGTERM to npm, as a supervisor sends it; or Ctrl-C, SIGINT to the whole group (npm forwards it again). */
+  async function stop(how: 'SIGTERM' | 'Ctrl-C'): Promise<void> {
     const pids = await servicePids();
     assert.ok(pids.length >= 2 && pids.every(isAlive), `services running: ${pids.join(', ')}`);
-    current!.child.kill('SIGTERM');
+    if (how === 'SIGTERM') current!.child.kill('SIGTERM');
+    else process.kill(-current!.child.pid!, 'SIGINT');
     assert.equal(await current!.exited, 0, current!.output.join('').slice(-3000));
     current = undefined;
     assert.deepEqual(pids.filter(isAlive), [], 'no postgres or temporal process is left behind');
@@ -116,10 +119,10 @@ describe('npm start: the whole stack from nothing', function () {
     assert.ok(independentSignatureValid(registration.secret, delivery!), 'signature verifies over the raw bytes');
     assert.equal(typeof (JSON.parse(delivery!.rawBody.toString()) as { test: unknown }).test, 'string');
 
-    await stopWithSigterm();
+    await stop('SIGTERM');
   });
 
-  it('starts again on the same data: the registration and the workflow history survived', async () => {
+  it('starts again on the same data: the registration and the workflow history survived; Ctrl-C stops it cleanly', async () => {
     await start();
     const token = await cli('token', 'alice');
     const found = await fetch(`${api}/webhooks/project/p1`, { headers: { authorization: `Bearer ${token}` } });
@@ -133,6 +136,6 @@ describe('npm start: the whole stack from nothing', function () {
     } finally {
       await connection.close();
     }
-    await stopWithSigterm();
+    await stop('Ctrl-C');
   });
 });

@@ -1,6 +1,7 @@
 // Entry of `npm run start:worker`: a delivery worker, stopped gracefully by SIGINT/SIGTERM.
 import { loadConfig } from '../common/config';
 import { createLogger } from '../common/logger';
+import { onShutdownSignal } from '../common/signals';
 import { startWorker } from './start';
 
 export { startWorker, type RunningWorker } from './start';
@@ -17,16 +18,9 @@ async function main(): Promise<void> {
     return;
   }
   const running = await startWorker(config, logger);
-  const stop = (signal: NodeJS.Signals) => {
-    logger.info({ signal }, 'shutting down: finishing in-flight delivery attempts');
-    // A second signal while draining means "now".
-    process.once(signal, () => process.exit(130));
-    void running.shutdown();
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  // In-flight delivery attempts get WORKER_SHUTDOWN_GRACE_MS to finish; the rest is closing connections.
+  onShutdownSignal(logger, config.WORKER_SHUTDOWN_GRACE_MS + 10_000, () => running.shutdown());
   await running.run;
-  logger.info('worker stopped');
 }
 
 if (require.main === module) {

@@ -4,6 +4,7 @@ import { connectTemporalClient } from '../../client/temporal';
 import { loadConfig } from '../../common/config';
 import { startDevStack, type DevStack } from '../../common/dev-stack';
 import { createLogger, type Logger } from '../../common/logger';
+import { onShutdownSignal } from '../../common/signals';
 import { startWorker, type RunningWorker } from '../../worker/start';
 import { type CliCommand, parseCommandArgs } from '../command';
 
@@ -64,19 +65,7 @@ export const start: CliCommand = {
     const base = loadConfig(io.env);
     const stack: Stack = {};
     let stopping: Promise<void> | undefined;
-    const stop = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        logger.warn({ signal }, 'second signal: exiting now');
-        process.exit(130);
-      }
-      logger.info({ signal }, 'stopping: draining the worker, then the embedded services');
-      setTimeout(() => {
-        logger.error({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out');
-        process.exit(1);
-      }, STOP_TIMEOUT_MS).unref();
-      stopping = stopAll(stack, logger);
-    };
-    process.on('SIGINT', stop).on('SIGTERM', stop);
+    onShutdownSignal(logger, STOP_TIMEOUT_MS, () => (stopping = stopAll(stack, logger)));
 
     try {
       stack.dev = await startDevStack({ config: base, logger, env: io.env });
@@ -97,7 +86,6 @@ export const start: CliCommand = {
       }
     }
     await stopping;
-    logger.info('stopped');
     return 0;
   },
 };
