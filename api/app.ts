@@ -7,7 +7,7 @@ import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from '../common/types';
 import { authenticate, type AuthOptions } from './auth';
-import { problemDetails } from './errors';
+import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
 
 export interface AppDeps {
@@ -19,8 +19,6 @@ export interface AppDeps {
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
 }
-
-export const MAX_BODY = '100kb';
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 

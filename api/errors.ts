@@ -2,6 +2,9 @@ import { STATUS_CODES } from 'node:http';
 import type { Middleware } from 'koa';
 import type { Logger } from '../common/logger';
 
+/** The largest request body the API parses (a larger one is a 413). */
+export const MAX_BODY = '100kb';
+
 /** One field-level problem of an invalid request body: a JSON Pointer into the body and what is wrong there. */
 export interface FieldError {
   pointer: string;
@@ -102,7 +105,7 @@ function fromHttpError(err: HttpLikeError): Problem | undefined {
     case 401:
       return problem(401, 'A valid bearer token is required');
     case 413:
-      return problem(413, 'The request body is larger than the limit of 100 kB');
+      return problem(413, `The request body is larger than the limit of ${MAX_BODY}`);
     case 415:
       return problem(415, 'Request bodies must be JSON (Content-Type: application/json)');
     case 404:
@@ -136,9 +139,9 @@ export function problemDetails(logger: Logger): Middleware {
         const known = fromHttpError(err);
         if (known) {
           body = known;
-          // The reason a token failed (expired, bad signature, wrong algorithm) helps operators; the token never logs.
-          const reason = err.originalError?.message ?? (caught instanceof Error ? caught.message : undefined);
-          log.info({ status: body.status, reason }, 'request refused');
+          // Why a token failed (expired, bad signature, wrong algorithm) helps operators; the token never logs. Other
+          // library messages are not logged: a JSON parse error quotes the body, which may carry personal data.
+          log.info({ status: body.status, reason: err.originalError?.message }, 'request refused');
           for (const [name, value] of Object.entries(err.headers ?? {})) ctx.set(name, value);
         } else {
           body = problem(500, 'An unexpected error occurred');

@@ -5,7 +5,7 @@ import {
   webhookTypesSchema,
   webhookUrlSchema,
 } from './schemas';
-import { MAX_BODY } from './app';
+import { MAX_BODY } from './errors';
 
 // The request bodies below are the very objects ajv compiles in ./schemas: the document cannot drift from validation.
 

@@ -34,7 +34,8 @@ function prettyWanted(): boolean {
 export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', name = 'webhooks'): Logger {
   return pino({
     name,
-    level,
+    // An unknown level is left to loadConfig to report, naming LOG_LEVEL, rather than thrown from here.
+    level: level in pino.levels.values || level === 'silent' ? level : 'info',
     redact: { paths: REDACT, censor: '[redacted]' },
     ...(prettyWanted() ? { transport: { target: 'pino-pretty' } } : {}),
   });
