@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { registrationSecretAad } from '../common/secrets';
 import { signPayload } from '../common/signature';
+import { parseWebhookUrl } from '../common/webhook-url';
 import { findRegistration } from '../db';
 import {
   FailureType,
@@ -122,13 +123,8 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps & { http: Webhook
 }
 
 function parseReceiverUrl(text: string): URL {
-  let url: URL | undefined;
-  try {
-    url = new URL(text);
-  } catch {
-    url = undefined;
-  }
-  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.username || url.password) {
+  const url = parseWebhookUrl(text);
+  if (!url) {
     throw ApplicationFailure.create({
       type: FailureType.InvalidUrl,
       message: 'The registered webhook URL is not an http(s) URL without credentials',

@@ -1,19 +1,18 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { SUBSCRIBABLE_TYPES, type SubscribableType } from '../common/types';
+import { MAX_PROJECT_ID_LENGTH, SUBSCRIBABLE_TYPES, type SubscribableType } from '../common/types';
+import { MAX_WEBHOOK_URL_LENGTH, parseWebhookUrl } from '../common/webhook-url';
 import { InvalidRequestError, type FieldError } from './errors';
 
 // Plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI document can reuse them.
 
-export const MAX_URL_LENGTH = 2048;
-
-export const projectIdSchema = { type: 'string', minLength: 1, maxLength: 200 } as const;
+export const projectIdSchema = { type: 'string', minLength: 1, maxLength: MAX_PROJECT_ID_LENGTH } as const;
 
 export const webhookUrlSchema = {
   type: 'string',
   format: 'uri',
   pattern: '^[Hh][Tt][Tt][Pp][Ss]?://',
-  maxLength: MAX_URL_LENGTH,
+  maxLength: MAX_WEBHOOK_URL_LENGTH,
   description: 'Absolute http: or https: URL of the receiver; https is recommended.',
 } as const;
 
@@ -71,21 +70,14 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
   return result;
 }
 
-/** The WHATWG URL parser is what the delivery uses, so a url must pass it too, not only the RFC 3986 pattern. */
-export function isWebhookUrl(text: string): boolean {
-  if (!URL.canParse(text)) return false;
-  const url = new URL(text);
-  return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
-}
-
 function compileBody<T extends { url?: string }>(schema: object): BodyValidator<T> {
   const validate: ValidateFunction = ajv.compile(schema);
   return (body) => {
     const errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
     const url = (body as { url?: unknown } | null)?.url;
     const urlFailed = errors.some((e) => e.pointer === '/url');
-    if (!urlFailed && typeof url === 'string' && !isWebhookUrl(url))
-      errors.push({ pointer: '/url', detail: 'must be an absolute http or https URL' });
+    if (!urlFailed && typeof url === 'string' && !parseWebhookUrl(url))
+      errors.push({ pointer: '/url', detail: 'must be an absolute http or https URL without credentials' });
     if (errors.length > 0) throw new InvalidRequestError(errors);
     return body as T;
   };

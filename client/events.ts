@@ -1,6 +1,12 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { VITAL_TYPES, WEBHOOK_TYPES, type DeliverWebhookEventInput, type WebhookType } from '../common/types';
+import {
+  MAX_PROJECT_ID_LENGTH,
+  VITAL_TYPES,
+  WEBHOOK_TYPES,
+  type DeliverWebhookEventInput,
+  type WebhookType,
+} from '../common/types';
 
 // Spec section 6. Every field is required and nothing else is accepted: the body is sent as is to the receiver.
 const personFields = {
@@ -107,8 +113,8 @@ export function validateDeliveryInput(input: unknown): string | undefined {
   const { projectId, webhookType, userUUID, payload } = input as Partial<
     Record<keyof DeliverWebhookEventInput, unknown>
   >;
-  if (typeof projectId !== 'string' || projectId.length === 0)
-    return 'Invalid event: projectId must be a non-empty string';
+  if (typeof projectId !== 'string' || projectId.length === 0 || projectId.length > MAX_PROJECT_ID_LENGTH)
+    return `Invalid event: projectId must be a string of 1 to ${MAX_PROJECT_ID_LENGTH} characters`;
   const problem = validateEvent(webhookType, payload);
   if (problem) return problem;
   if (webhookType === 'TEST') return undefined;

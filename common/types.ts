@@ -22,6 +22,9 @@ export const VITAL_TYPES = [
 ] as const;
 export type VitalType = (typeof VITAL_TYPES)[number];
 
+/** Project ids are at most this long (they also become a search attribute value and part of test workflow ids). */
+export const MAX_PROJECT_ID_LENGTH = 200;
+
 export const DEFAULT_TASK_QUEUE = 'webhooks';
 export const DELIVER_WORKFLOW_TYPE = 'deliverWebhookEvent';
 

@@ -271,6 +271,11 @@ describe('api: webhook management', () => {
         /\/url must be an absolute http or https URL/,
       ],
       [
+        'a url with credentials (the delivery would refuse it)',
+        { ...valid, url: 'https://user:pass@r.example/hook' },
+        /\/url must be an absolute http or https URL without credentials/,
+      ],
+      [
         'a url over 2048 characters',
         { ...valid, url: `https://r.example/${'a'.repeat(2031)}` },
         /\/url must NOT have more than 2048 characters/,

@@ -87,7 +87,11 @@ describe('event schemas (spec section 6)', () => {
   it('checks the wrapper: project id, a UUID userUUID equal to the payload’s', () => {
     const input = { projectId: 'p1', webhookType: 'FALL_DETECTION', userUUID: USER, payload: fallPayload };
     assert.equal(validateDeliveryInput(input), undefined);
-    assert.match(validateDeliveryInput({ ...input, projectId: '' }) ?? '', /projectId must be a non-empty string/);
+    for (const projectId of ['', 'p'.repeat(201)])
+      assert.match(
+        validateDeliveryInput({ ...input, projectId }) ?? '',
+        /projectId must be a string of 1 to 200 characters/,
+      );
     assert.match(validateDeliveryInput({ ...input, userUUID: 'x' }) ?? '', /userUUID must be a UUID/);
     assert.match(
       validateDeliveryInput({ ...input, userUUID: '00000000-0000-4000-8000-000000000000' }) ?? '',

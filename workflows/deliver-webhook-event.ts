@@ -37,14 +37,15 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   const webhookId = workflowInfo().workflowId;
   const plan: DeliveryPlan = await planDelivery(input);
 
-  if (plan.searchAttributes && typeof projectId === 'string' && typeof webhookType === 'string') {
+  if (plan.problem !== undefined) {
+    throw ApplicationFailure.create({ type: FailureType.InvalidEvent, message: plan.problem, nonRetryable: true });
+  }
+  // Only a validated event names its project and type in the UI's filters.
+  if (plan.searchAttributes) {
     upsertSearchAttributes([
       { key: ProjectIdKey, value: projectId },
       { key: WebhookTypeKey, value: webhookType },
     ]);
-  }
-  if (plan.problem !== undefined) {
-    throw ApplicationFailure.create({ type: FailureType.InvalidEvent, message: plan.problem, nonRetryable: true });
   }
   if (!plan.registered) {
     log.info('No webhook registered for the project: event skipped', { projectId, webhookType });
