@@ -35,6 +35,10 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
   const db = deps.db ?? ownDb!;
   let ownTemporal: Client | undefined;
   const readiness = readinessConnection(temporalConnectionOptions(config));
+  /** Closes what startApi opened, each whatever happens to the others. */
+  const closeOwned = async () => {
+    await Promise.allSettled([readiness.close(), ownTemporal?.connection.close(), ownDb?.destroy()]);
+  };
   try {
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
@@ -60,15 +64,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         server.close(() => resolve());
         server.closeIdleConnections();
       });
-      await readiness.close();
-      await ownTemporal?.connection.close();
-      await ownDb?.destroy();
+      await closeOwned();
     };
     return { server, close };
   } catch (error) {
-    await readiness.close();
-    await ownTemporal?.connection.close();
-    await ownDb?.destroy();
+    await closeOwned();
     throw error;
   }
 }

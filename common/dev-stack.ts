@@ -9,12 +9,13 @@ import type { Config } from './config';
 import type { Logger } from './logger';
 import { loadEmbeddedPostgres, startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres';
 import { readOrCreateDevSecret } from './secrets';
+import { SEARCH_ATTRIBUTE_KEYS } from '../workflows/search-attributes';
 import { temporalCliPath } from './temporal-binaries';
 
 /** The application database the embedded PostgreSQL serves. */
 export const DEV_DATABASE_NAME = 'webhooks';
 /** Search attributes operators filter deliveries by (set by the workflow, registered on every Temporal we start). */
-export const OPERATOR_SEARCH_ATTRIBUTES = ['ProjectId', 'WebhookType'] as const;
+export const OPERATOR_SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
 
 const DEFAULT_POSTGRES_PORT = 5433;
 const DEFAULT_TEMPORAL_PORT = 7233;
@@ -178,7 +179,7 @@ async function startPostgres(dataDir: string, pgPort: number, logger: Logger): P
     pid,
     orphanTargets: () => (pid ? [{ pid, signal: 'SIGINT' as const }] : []), // SIGINT: PostgreSQL's fast shutdown
     // If a terminal's Ctrl-C already ended it, embedded-postgres would wait for an exit event that has passed.
-    stop: () => Promise.race([server.stop(), pid ? untilGone(pid, 30_000) : server.stop()]),
+    stop: () => (pid ? Promise.race([server.stop(), untilGone(pid, 30_000)]) : server.stop()),
   };
   try {
     await ensureDatabase(server.url, DEV_DATABASE_NAME);
@@ -331,7 +332,6 @@ async function startTemporalFromSdkDownload(
   } catch {
     throw new Error('No temporal CLI found: set TEMPORAL_CLI_PATH to the temporal executable (or put it on PATH)');
   }
-  const { defineSearchAttributeKey, SearchAttributeType } = await import('@temporalio/common');
   logger.warn('No temporal CLI found (TEMPORAL_CLI_PATH, PATH): downloading it through the Temporal SDK');
   const environment = await testing.TestWorkflowEnvironment.createLocal({
     server: {
@@ -342,9 +342,7 @@ async function startTemporalFromSdkDownload(
       ui: true,
       uiPort,
       namespace: config.TEMPORAL_NAMESPACE,
-      searchAttributes: OPERATOR_SEARCH_ATTRIBUTES.map((name) =>
-        defineSearchAttributeKey(name, SearchAttributeType.KEYWORD),
-      ),
+      searchAttributes: SEARCH_ATTRIBUTE_KEYS,
       log: { format: 'pretty', level: 'error' },
       extraArgs: persistenceFlags(dataDir),
     },

@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient } from '../activities';
 import { temporalConnectionOptions } from '../client/temporal';
@@ -8,12 +7,13 @@ import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKey } from '../common/secrets';
 import { createDb } from '../db';
+import { SEARCH_ATTRIBUTE_KEYS } from '../workflows/search-attributes';
 import { installRuntimeLogger } from './runtime';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
 
-export const REQUIRED_SEARCH_ATTRIBUTES = ['ProjectId', 'WebhookType'];
+const REQUIRED_SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
 
 export interface RunningWorker {
   worker: Worker;
@@ -34,10 +34,8 @@ export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workfl
  * Whether the namespace has the ProjectId/WebhookType search attributes. Upserting a missing one would fail every
  * workflow task, so the workflow skips them rather than stall deliveries; the operator gets an error to act on.
  */
-async function hasSearchAttributes(config: Config, logger: Logger): Promise<boolean> {
-  let connection: Connection | undefined;
+async function hasSearchAttributes(connection: NativeConnection, config: Config, logger: Logger): Promise<boolean> {
   try {
-    connection = await Connection.connect(temporalConnectionOptions(config));
     const { customAttributes } = await connection.operatorService.listSearchAttributes({
       namespace: config.TEMPORAL_NAMESPACE,
     });
@@ -53,23 +51,26 @@ async function hasSearchAttributes(config: Config, logger: Logger): Promise<bool
     // Hosted namespaces may refuse the operator API: assume they were registered out of band.
     logger.warn({ err: error }, 'could not list search attributes; assuming ProjectId and WebhookType exist');
     return true;
-  } finally {
-    await connection?.close();
   }
 }
 
 export async function startWorker(config: Config, logger: Logger): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
   installRuntimeLogger(logger);
+  if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
+    logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
+  const { address, tls } = temporalConnectionOptions(config);
+  const connection = await NativeConnection.connect({ address, tls, apiKey: config.TEMPORAL_API_KEY });
   const db = createDb(config.DATABASE_URL, { max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20) });
   const http = createWebhookHttpClient({
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
   });
-  if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
-    logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
-  const { address, tls } = temporalConnectionOptions(config);
-  const connection = await NativeConnection.connect({ address, tls, apiKey: config.TEMPORAL_API_KEY });
+  /** Closes what the worker opened, each whatever happens to the others. */
+  const closeAll = async () => {
+    await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
+  };
+  const source = workflowSource();
   try {
     const activities = createActivities({
       db,
@@ -77,13 +78,13 @@ export async function startWorker(config: Config, logger: Logger): Promise<Runni
       config,
       secretBox: createSecretBox(resolveSecretKey(config, logger)),
       logger: logger.child({ component: 'delivery' }),
-      searchAttributes: await hasSearchAttributes(config, logger),
+      searchAttributes: await hasSearchAttributes(connection, config, logger),
     });
     const worker = await Worker.create({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
-      ...workflowSource(),
+      ...source,
       activities,
       maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
       maxConcurrentLocalActivityExecutions: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
@@ -91,13 +92,9 @@ export async function startWorker(config: Config, logger: Logger): Promise<Runni
       maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
       shutdownGraceTime: config.WORKER_SHUTDOWN_GRACE_MS,
     });
-    const run = worker.run().finally(async () => {
-      await connection.close();
-      await http.close();
-      await db.destroy();
-    });
+    const run = worker.run().finally(closeAll);
     logger.info(
-      { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, ...workflowSource() },
+      { taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE, ...source },
       'worker started',
     );
     return {
@@ -109,9 +106,7 @@ export async function startWorker(config: Config, logger: Logger): Promise<Runni
       },
     };
   } catch (error) {
-    await connection.close();
-    await http.close();
-    await db.destroy();
+    await closeAll();
     throw error;
   }
 }

@@ -3,3 +3,6 @@ import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/commo
 
 export const ProjectIdKey = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
 export const WebhookTypeKey = defineSearchAttributeKey('WebhookType', SearchAttributeType.KEYWORD);
+
+/** Every search attribute the workflow sets: what a namespace must have registered (as Keyword). */
+export const SEARCH_ATTRIBUTE_KEYS = [ProjectIdKey, WebhookTypeKey];
