@@ -32,27 +32,29 @@ export function createExampleReceiver(options: ExampleReceiverOptions): Server {
     const reply = (status: number, text: string) =>
       response.writeHead(status, { 'content-type': 'text/plain' }).end(text);
     if (request.method !== 'POST') return reply(405, 'POST only');
-    readRawBody(request).then(
-      (rawBody) => {
-        if (!rawBody) return reply(413, 'body too large');
-        const check = checkWebhookSignature({
-          secret: options.secret,
-          timestamp: request.headers['x-timestamp'],
-          signature: request.headers['x-signature'],
-          rawBody, // the bytes as received: never JSON.stringify(JSON.parse(...))
-        });
-        if (!check.valid) return reply(401, check.reason);
-        const webhookId = String(request.headers['x-webhook-id'] ?? '');
-        if (webhookId && seen.has(webhookId)) return reply(200, 'duplicate, already handled');
-        if (webhookId) {
-          seen.add(webhookId);
-          if (seen.size > remember) seen.delete(seen.values().next().value as string);
-        }
-        options.onEvent?.({ webhookId, body: JSON.parse(rawBody.toString('utf8')) as unknown });
-        reply(200, 'ok');
-      },
-      () => reply(400, 'could not read the body'),
-    );
+    const handle = (rawBody: Buffer | undefined) => {
+      if (!rawBody) return reply(413, 'body too large');
+      const check = checkWebhookSignature({
+        secret: options.secret,
+        timestamp: request.headers['x-timestamp'],
+        signature: request.headers['x-signature'],
+        rawBody, // the bytes as received: never JSON.stringify(JSON.parse(...))
+      });
+      if (!check.valid) return reply(401, check.reason);
+      const webhookId = String(request.headers['x-webhook-id'] ?? '');
+      if (webhookId && seen.has(webhookId)) return reply(200, 'duplicate, already handled');
+      options.onEvent?.({ webhookId, body: JSON.parse(rawBody.toString('utf8')) as unknown });
+      // Remembered only once handled: a delivery whose handling failed is handled again when it is retried.
+      if (webhookId) {
+        seen.add(webhookId);
+        if (seen.size > remember) seen.delete(seen.values().next().value as string);
+      }
+      reply(200, 'ok');
+    };
+    // A failed handler answers 500, so the service retries the delivery.
+    readRawBody(request)
+      .then(handle)
+      .catch(() => reply(500, 'could not handle the event'));
   });
 }
 

@@ -22,9 +22,9 @@ export const token: CliCommand = {
     const { values, positionals } = parseCommandArgs(args, { ttl: { type: 'string', default: '1h' } }, ['userId']);
     const expiresIn = parseTtl(values.ttl);
     const config = commandConfig(io);
-    const secret = resolveJwtSecret(config);
     if (config.JWT_JWKS_URI)
       throw new CliError('JWT_JWKS_URI is set: tokens come from the identity provider, not this CLI');
+    const secret = resolveJwtSecret(config);
     const signed = jwt.sign({ sub: positionals[0] }, secret, {
       algorithm: 'HS256',
       expiresIn,
