@@ -1,18 +1,18 @@
 // The bench-only worker of the engine-limit stage: runs `benchEmpty` on its own task queue with the same
 // WORKER_* options as the delivery worker, in its own process like the delivery worker. Forked with IPC.
-import { NativeConnection, Runtime, Worker, DefaultLogger, makeTelemetryFilterString } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { temporalConnectionOptions } from '../client/temporal';
+import { createLogger } from '../common/logger';
+import { installRuntimeLogger } from '../worker/runtime';
 import { loadConfig } from '../common/config';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
   const taskQueue = process.env.BENCH_EMPTY_TASK_QUEUE;
   if (!taskQueue || !process.send) throw new Error('run by bench/index.ts with BENCH_EMPTY_TASK_QUEUE and IPC');
-  Runtime.install({
-    logger: new DefaultLogger('WARN'),
-    telemetryOptions: { logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }) } },
-    shutdownSignals: [],
-  });
-  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  installRuntimeLogger(createLogger('warn'));
+  const { address, tls } = temporalConnectionOptions(config);
+  const connection = await NativeConnection.connect({ address, tls, apiKey: config.TEMPORAL_API_KEY });
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,

@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import jwt from 'jsonwebtoken';
+import { temporalConnectionOptions } from '../client/temporal';
 import { loadConfig } from '../common/config';
 import { freePort } from '../common/ports';
 import { createSecretBox, generateWebhookSecret, registrationSecretAad } from '../common/secrets';
@@ -187,7 +188,9 @@ async function main(): Promise<number> {
     processes.push(worker, api, emptyWorker);
     log('worker, API and engine-limit worker running');
 
-    connection = await Connection.connect({ address: stack.temporalAddress });
+    connection = await Connection.connect(
+      temporalConnectionOptions({ ...config, TEMPORAL_ADDRESS: stack.temporalAddress }),
+    );
     const ctx: StageContext = {
       client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
       ledger: receiver.ledger,

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import type { Config } from '../common/config';
 import { startDevStack } from '../common/dev-stack';
+export { DEV_SERVER_SQLITE_PRAGMAS } from '../common/dev-stack';
 import { freePort } from '../common/ports';
 import { createDb } from '../db';
 
@@ -19,9 +20,6 @@ export interface BenchStack {
   temporal: 'dev-server' | 'configured';
   stop(): Promise<void>;
 }
-
-/** The dev stack's SQLite pragmas (common/dev-stack.ts), reported with the figures. */
-export const DEV_SERVER_SQLITE_PRAGMAS = ['journal_mode=wal', 'synchronous=normal'];
 
 export async function startBenchStack(options: { dataDir: string; config: Config }): Promise<BenchStack> {
   // The embedded PostgreSQL runs as the postgres user, which must reach its folder inside ours.

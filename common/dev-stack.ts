@@ -227,16 +227,15 @@ async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
   }
 }
 
+/** WAL lets the UI and CLI read while the server writes; synchronous=normal is safe with WAL and much faster. */
+export const DEV_SERVER_SQLITE_PRAGMAS = ['journal_mode=wal', 'synchronous=normal'];
+
 /** Flags for persistence and UI, shared by the CLI we spawn and the SDK-downloaded fallback. */
 function persistenceFlags(dataDir: string): string[] {
   return [
     '--db-filename',
     join(dataDir, 'temporal.db'),
-    // WAL lets the UI and CLI read while the server writes; synchronous=normal is safe with WAL and much faster.
-    '--sqlite-pragma',
-    'journal_mode=wal',
-    '--sqlite-pragma',
-    'synchronous=normal',
+    ...DEV_SERVER_SQLITE_PRAGMAS.flatMap((pragma) => ['--sqlite-pragma', pragma]),
     '--ui-disable-news-fetch',
   ];
 }

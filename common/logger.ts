@@ -1,4 +1,4 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger };
 
@@ -31,12 +31,18 @@ function prettyWanted(): boolean {
 }
 
 /** JSON lines to stdout (pretty for a developer at a terminal), with credentials and personal data redacted. */
-export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', name = 'webhooks'): Logger {
-  return pino({
+export function createLogger(
+  level: string = process.env.LOG_LEVEL ?? 'info',
+  name = 'webhooks',
+  /** Where lines go instead of stdout (tests read them back). */
+  destination?: DestinationStream,
+): Logger {
+  const options: LoggerOptions = {
     name,
     // An unknown level is left to loadConfig to report, naming LOG_LEVEL, rather than thrown from here.
     level: level in pino.levels.values || level === 'silent' ? level : 'info',
     redact: { paths: REDACT, censor: '[redacted]' },
-    ...(prettyWanted() ? { transport: { target: 'pino-pretty' } } : {}),
-  });
+  };
+  if (destination) return pino(options, destination);
+  return pino(prettyWanted() ? { ...options, transport: { target: 'pino-pretty' } } : options);
 }
