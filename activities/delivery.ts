@@ -11,7 +11,6 @@ import {
   type DeliveryAttemptOutcome,
 } from '../workflows/contract';
 import type { ActivityDeps } from './deps';
-import type { WebhookHttpClient } from './http';
 import { ForbiddenTargetError } from './ssrf';
 
 /** Retry-After (delta-seconds or HTTP-date) in ms, capped at the longest interval the policy allows. */
@@ -27,7 +26,7 @@ export function parseRetryAfter(value: string | undefined, now: number, maxMs: n
  * One delivery attempt. Reads the registration afresh (a DELETE stops delivery, a re-registration brings its
  * new URL and secret), signs the workflow's bytes with this attempt's timestamp and POSTs them.
  */
-export function createDeliverWebhookAttempt(deps: ActivityDeps & { http: WebhookHttpClient }) {
+export function createDeliverWebhookAttempt(deps: ActivityDeps) {
   const { db, secretBox, logger, config, http } = deps;
 
   return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {

@@ -20,8 +20,8 @@ export interface ActivityDeps {
   secretBox: SecretBox;
   logger: Logger;
   config: ActivityConfig;
-  /** Shared keep-alive client; the worker creates and closes it (createActivities makes one when omitted). */
-  http?: WebhookHttpClient;
+  /** Shared keep-alive client; whoever creates the activities creates and closes it. */
+  http: WebhookHttpClient;
   /** Whether the namespace has the ProjectId/WebhookType search attributes (default true). */
   searchAttributes?: boolean;
 }

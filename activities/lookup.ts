@@ -7,7 +7,11 @@ import type { ActivityDeps } from './deps';
  * Local activity: validates the event (ajv cannot run in the workflow sandbox), says whether the project has a
  * webhook and which types it subscribes to, and hands over the worker's retry policy. Never the URL or secret.
  */
-export function createPlanDelivery({ db, config, searchAttributes = true }: ActivityDeps) {
+export function createPlanDelivery({
+  db,
+  config,
+  searchAttributes = true,
+}: Pick<ActivityDeps, 'db' | 'config' | 'searchAttributes'>) {
   return async function planDelivery(input: unknown): Promise<DeliveryPlan> {
     const plan: DeliveryPlan = {
       registered: false,

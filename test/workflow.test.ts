@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
-import { createActivities, type ActivityConfig } from '../activities';
+import type { ActivityConfig } from '../activities';
+import { createPlanDelivery } from '../activities/lookup';
 import { loadConfig } from '../common/config';
 import type { deliverWebhookEvent } from '../workflows';
 import { FailureType, type DeliveryFailedDetails } from '../workflows';
-import { captureLogger, fallEvent, newProjectId } from './support/deliveries';
+import { fallEvent, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';
 import { createTimeSkippingEnvironment, sdkLogs, uniqueTaskQueue } from './support/temporal';
 
@@ -33,12 +34,7 @@ describe('retry schedule (time-skipping test server)', function () {
 
   it('the default policy, from the environment: 1 s initial, coefficient 2, 10 min max interval, 24 h', async () => {
     const config = { ...loadConfig({}), ALLOW_PRIVATE_WEBHOOK_URLS: true };
-    const plan = await createActivities({
-      db: fx.database.db,
-      secretBox: fx.registrations.secretBox,
-      logger: captureLogger().logger,
-      config,
-    }).planDelivery(fallEvent(newProjectId()));
+    const plan = await createPlanDelivery({ db: fx.database.db, config })(fallEvent(newProjectId()));
     assert.deepEqual(plan.retry, {
       initialIntervalMs: 1_000,
       backoffCoefficient: 2,
