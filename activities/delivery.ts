@@ -6,6 +6,8 @@ import { parseWebhookUrl } from '../common/webhook-url';
 import { findRegistration } from '../db';
 import {
   FailureType,
+  isSubscribed,
+  notSubscribedMessage,
   type AttemptFailureDetails,
   type DeliveryAttemptInput,
   type DeliveryAttemptOutcome,
@@ -42,10 +44,10 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps) {
       log.warn('webhook registration deleted: delivery stopped, event not delivered');
       return { status: 'skipped', reason: 'registration-deleted', attempt };
     }
-    if (webhookType !== 'TEST' && !registration.types.includes(webhookType)) {
+    if (!isSubscribed(registration.types, webhookType)) {
       throw ApplicationFailure.create({
         type: FailureType.NotSubscribed,
-        message: `Project ${projectId} has not registered a webhook for event: ${webhookType}`,
+        message: notSubscribedMessage(projectId, webhookType),
         nonRetryable: true,
       });
     }

@@ -21,6 +21,14 @@ export const FailureType = {
   DeliveryFailed: 'WebhookDeliveryFailed',
 } as const;
 
+/** Spec section 6: TEST is delivered whatever the subscription; any other type only when subscribed. */
+export const isSubscribed = (types: readonly string[], webhookType: string): boolean =>
+  webhookType === 'TEST' || types.includes(webhookType);
+
+/** The spec's error text for an event type the project's webhook does not subscribe to. */
+export const notSubscribedMessage = (projectId: string, webhookType: string): string =>
+  `Project ${projectId} has not registered a webhook for event: ${webhookType}`;
+
 /** Details (first element) of every attempt failure: what the receiver did, never the body or secret. */
 export interface AttemptFailureDetails {
   attempt: number;

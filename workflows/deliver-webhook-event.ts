@@ -11,6 +11,8 @@ import type { createActivities } from '../activities';
 import type { DeliverWebhookEventInput } from '../common/types';
 import {
   FailureType,
+  isSubscribed,
+  notSubscribedMessage,
   type AttemptFailureDetails,
   type DeliverWebhookEventResult,
   type DeliveryFailedDetails,
@@ -51,8 +53,8 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
     log.info('No webhook registered for the project: event skipped', { projectId, webhookType });
     return { status: 'skipped', webhookId, reason: 'no-webhook', attempts: 0 };
   }
+  if (!isSubscribed(plan.types, webhookType)) throw notSubscribed(projectId, webhookType);
   const isTest = webhookType === 'TEST';
-  if (!isTest && !plan.types.includes(webhookType)) throw notSubscribed(projectId, webhookType);
 
   // Options come from the recorded lookup result, so creating this proxy per execution is deterministic.
   const { deliverWebhookAttempt } = proxyActivities<Activities>({
@@ -112,7 +114,7 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
 function notSubscribed(projectId: string, webhookType: string, cause?: Error): ApplicationFailure {
   return ApplicationFailure.create({
     type: FailureType.NotSubscribed,
-    message: `Project ${projectId} has not registered a webhook for event: ${webhookType}`,
+    message: notSubscribedMessage(projectId, webhookType),
     nonRetryable: true,
     cause,
   });
