@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { Client } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
 import { createLogger, type Logger } from '../common/logger';
-import { createSecretBox, resolveSecretKey } from '../common/secrets';
+import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
 import { onShutdownSignal } from '../common/signals';
 import type { SendTestEvent } from '../common/types';
 import { createDb, migrateToLatest } from '../db';
@@ -19,6 +19,8 @@ export interface StartApiDeps {
   db?: Knex;
   temporal?: Client;
   sendTestEvent?: SendTestEvent;
+  /** Opens registration secrets; made from WEBHOOK_SECRET_KEY when not given. */
+  secretBox?: SecretBox;
 }
 
 export interface RunningApi {
@@ -47,7 +49,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       createTestEventSender(deps.temporal ?? (ownTemporal = await connectTemporalClient(config)), config);
     const app = createApp({
       db,
-      secretBox: createSecretBox(resolveSecretKey(config, logger)),
+      secretBox: deps.secretBox ?? createSecretBox(resolveSecretKey(config, logger)),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,

@@ -5,7 +5,7 @@ import { createActivities, createWebhookHttpClient } from '../activities';
 import { temporalConnectionOptions } from '../client/temporal';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
-import { createSecretBox, resolveSecretKey } from '../common/secrets';
+import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
 import { createDb } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../workflows/search-attributes';
 import { installRuntimeLogger } from './runtime';
@@ -54,7 +54,12 @@ async function hasSearchAttributes(connection: NativeConnection, config: Config,
   }
 }
 
-export async function startWorker(config: Config, logger: Logger): Promise<RunningWorker> {
+export async function startWorker(
+  config: Config,
+  logger: Logger,
+  /** Opens registration secrets; made from WEBHOOK_SECRET_KEY when not given. */
+  secretBox: SecretBox = createSecretBox(resolveSecretKey(config, logger)),
+): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
   installRuntimeLogger(logger);
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
@@ -76,7 +81,7 @@ export async function startWorker(config: Config, logger: Logger): Promise<Runni
       db,
       http,
       config,
-      secretBox: createSecretBox(resolveSecretKey(config, logger)),
+      secretBox,
       logger: logger.child({ component: 'delivery' }),
       searchAttributes: await hasSearchAttributes(connection, config, logger),
     });

@@ -4,6 +4,7 @@ import { connectTemporalClient } from '../../client/temporal';
 import { loadConfig } from '../../common/config';
 import { startDevStack, type DevStack } from '../../common/dev-stack';
 import { createLogger, type Logger } from '../../common/logger';
+import { createSecretBox, resolveSecretKey } from '../../common/secrets';
 import { onShutdownSignal } from '../../common/signals';
 import { startWorker, type RunningWorker } from '../../worker/start';
 import { type CliCommand, parseCommandArgs } from '../command';
@@ -73,9 +74,11 @@ export const start: CliCommand = {
       const devDefaults =
         stack.dev.env.TEMPORAL_ADDRESS || stack.dev.env.DATABASE_URL ? { ALLOW_PRIVATE_WEBHOOK_URLS: 'true' } : {};
       const config = loadConfig({ ...devDefaults, ...io.env, ...stack.dev.env }, { database: true, auth: true });
+      // One key for both: read (and, in development, warned about) once.
+      const secretBox = createSecretBox(resolveSecretKey(config, logger));
       stack.temporal = await connectTemporalClient(config);
-      stack.worker = await startWorker(config, logger);
-      stack.api = await startApi(config, logger, { temporal: stack.temporal });
+      stack.worker = await startWorker(config, logger, secretBox);
+      stack.api = await startApi(config, logger, { temporal: stack.temporal, secretBox });
       io.out(banner(config.PORT, stack.dev.uiUrl, config.DATA_DIR));
       await stack.worker.run;
     } catch (error) {
