@@ -1,13 +1,12 @@
 // The servers the bench measures against: the configured Postgres and Temporal, or the dev stack's embedded
 // PostgreSQL and Temporal dev server (SQLite in WAL mode) in the bench's fresh temporary folder, never ./.data.
 import { chmodSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import type { Config } from '../common/config';
 import { startDevStack } from '../common/dev-stack';
 export { DEV_SERVER_SQLITE_PRAGMAS } from '../common/dev-stack';
 import { freePort } from '../common/ports';
-import { createDb } from '../db';
+import { createScratchDatabase } from '../db';
 
 export interface BenchStack {
   databaseUrl: string;
@@ -44,16 +43,9 @@ export async function startBenchStack(options: { dataDir: string; config: Config
     let databaseUrl = devStack.env.DATABASE_URL;
     if (!databaseUrl) {
       // A configured server: a database of the bench's own on it, dropped at the end.
-      const admin = createDb(config.DATABASE_URL!, { max: 1 });
-      const name = `webhooks_bench_${randomBytes(6).toString('hex')}`;
-      await admin.raw('CREATE DATABASE ??', [name]);
-      stops.push(async () => {
-        await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
-        await admin.destroy();
-      });
-      const url = new URL(config.DATABASE_URL!);
-      url.pathname = `/${name}`;
-      databaseUrl = url.toString();
+      const scratch = await createScratchDatabase(config.DATABASE_URL!, 'webhooks_bench');
+      stops.push(() => scratch.drop());
+      databaseUrl = scratch.url;
     }
     return {
       databaseUrl,

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import knex, { type Knex } from 'knex';
 import { migrationSource } from './migrations';
 
@@ -11,4 +12,23 @@ export function createDb(connectionString: string, pool: { min?: number; max?: n
 export async function migrateToLatest(db: Knex): Promise<string[]> {
   const [, applied] = (await db.migrate.latest({ migrationSource })) as [number, string[]];
   return applied;
+}
+
+/** A database of its own on a server (tests, benchmarks): its URL, and drop() to remove it again. */
+export async function createScratchDatabase(
+  serverUrl: string,
+  prefix: string,
+): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const admin = createDb(serverUrl, { max: 1 });
+  await admin.raw('CREATE DATABASE ??', [name]);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+      await admin.destroy();
+    },
+  };
 }

@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Knex } from 'knex';
-import { createDb, migrateToLatest } from '../../db';
+import { createDb, createScratchDatabase, migrateToLatest } from '../../db';
 import { startEmbeddedPostgres, type RunningPostgres } from '../../common/embedded-postgres';
 import { freePort } from '../../common/ports';
 
@@ -35,20 +34,15 @@ export interface TestDatabase {
 /** A fresh, migrated database of its own for one suite, dropped by destroy(). */
 export async function createTestDatabase(): Promise<TestDatabase> {
   const server = await testServerUrl();
-  const name = `webhooks_test_${randomBytes(6).toString('hex')}`;
-  const admin = createDb(server, { max: 1 });
-  await admin.raw('CREATE DATABASE ??', [name]);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const db = createDb(url.toString());
+  const scratch = await createScratchDatabase(server, 'webhooks_test');
+  const db = createDb(scratch.url);
   await migrateToLatest(db);
   return {
-    url: url.toString(),
+    url: scratch.url,
     db,
     async destroy() {
       await db.destroy();
-      await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
-      await admin.destroy();
+      await scratch.drop();
     },
   };
 }
