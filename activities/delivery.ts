@@ -13,16 +13,8 @@ import {
   type DeliveryAttemptOutcome,
 } from '../workflows/contract';
 import type { ActivityDeps } from './deps';
+import { nextRetryDelay as retryDelayAfter, parseRetryAfter } from './retry-after';
 import { ForbiddenTargetError } from './ssrf';
-
-/** Retry-After (delta-seconds or HTTP-date) in ms, capped at the longest interval the policy allows. */
-export function parseRetryAfter(value: string | undefined, now: number, maxMs: number): number | undefined {
-  if (!value) return undefined;
-  const trimmed = value.trim();
-  const ms = /^\d+$/.test(trimmed) ? Number(trimmed) * 1000 : Date.parse(trimmed) - now;
-  if (!Number.isFinite(ms)) return undefined;
-  return Math.min(Math.max(ms, 0), maxMs);
-}
 
 /**
  * One delivery attempt. Reads the registration afresh (a DELETE stops delivery, a re-registration brings its
@@ -30,6 +22,11 @@ export function parseRetryAfter(value: string | undefined, now: number, maxMs: n
  */
 export function createDeliverWebhookAttempt(deps: ActivityDeps) {
   const { db, secretBox, logger, config, http } = deps;
+  const retrySchedule = {
+    initialIntervalMs: config.DELIVERY_INITIAL_INTERVAL_MS,
+    backoffCoefficient: config.DELIVERY_BACKOFF_COEFFICIENT,
+    maximumIntervalMs: config.DELIVERY_MAX_INTERVAL_MS,
+  };
 
   return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
@@ -108,7 +105,7 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps) {
     }
     const nextRetryDelay =
       statusCode === 429 || statusCode === 503
-        ? parseRetryAfter(response.retryAfter, Date.now(), config.DELIVERY_MAX_INTERVAL_MS)
+        ? retryDelayAfter(retrySchedule, attempt, parseRetryAfter(response.retryAfter, Date.now()))
         : undefined;
     log.warn(
       { host: url.host, statusCode, durationMs, nextRetryDelay },

@@ -120,6 +120,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   if (config.JWT_SECRET && config.JWT_JWKS_URI) problems.push('set only one of JWT_SECRET and JWT_JWKS_URI');
   if (Boolean(config.TEMPORAL_TLS_CERT_PATH) !== Boolean(config.TEMPORAL_TLS_KEY_PATH))
     problems.push('TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH go together');
+  // A schedule that could end a delivery early: a give-up window shorter than one attempt, a cap below the start.
+  if (config.DELIVERY_MAX_INTERVAL_MS < config.DELIVERY_INITIAL_INTERVAL_MS)
+    problems.push('DELIVERY_MAX_INTERVAL_MS must be at least DELIVERY_INITIAL_INTERVAL_MS');
+  if (config.DELIVERY_GIVE_UP_AFTER_MS < 2 * config.WEBHOOK_TIMEOUT_MS + config.DELIVERY_MAX_INTERVAL_MS)
+    problems.push(
+      'DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts: at least 2 × WEBHOOK_TIMEOUT_MS + DELIVERY_MAX_INTERVAL_MS',
+    );
   if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
     problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);

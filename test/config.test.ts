@@ -55,6 +55,18 @@ describe('config', () => {
     assert.match(message, /WEBHOOK_SECRET_KEY must match pattern/);
   });
 
+  it('refuses a retry schedule that could end a delivery before a second attempt', () => {
+    assert.match(
+      configError({ DELIVERY_INITIAL_INTERVAL_MS: '5000', DELIVERY_MAX_INTERVAL_MS: '1000' }),
+      /DELIVERY_MAX_INTERVAL_MS must be at least DELIVERY_INITIAL_INTERVAL_MS/,
+    );
+    assert.match(
+      configError({ DELIVERY_GIVE_UP_AFTER_MS: '20000' }),
+      /DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts/,
+    );
+    assert.doesNotThrow(() => loadConfig({ DELIVERY_GIVE_UP_AFTER_MS: '3600000' }));
+  });
+
   it('requires WEBHOOK_SECRET_KEY in production', () => {
     assert.match(configError({ NODE_ENV: 'production' }), /WEBHOOK_SECRET_KEY is required in production/);
     assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'a'.repeat(64) }));

@@ -199,6 +199,50 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     assert.ok(third! - second! >= 950, `third attempt after ${third! - second!} ms`);
   });
 
+  describe('a Retry-After that asks for no wait, or too long a wait, still leads to delivery', () => {
+    // A distinct backoff (300 ms, flat) and cap (600 ms), so both the floor and the cap show in the spacing.
+    const config = {
+      ...fastConfig,
+      DELIVERY_INITIAL_INTERVAL_MS: 300,
+      DELIVERY_BACKOFF_COEFFICIENT: 1,
+      DELIVERY_MAX_INTERVAL_MS: 600,
+    };
+    const past = new Date(Date.now() - 3_600_000).toUTCString();
+    const cases: [string, number][] = [
+      ['0', 300],
+      ['-1', 300],
+      ['1.5', 300],
+      [past, 300],
+      ['abc', 300],
+      ['99999999999', 600],
+    ];
+    for (const [retryAfter, minGapMs] of cases)
+      it(`Retry-After: ${retryAfter === past ? 'an HTTP date in the past' : retryAfter}`, async () => {
+        const projectId = newProjectId();
+        const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+        const busy = { status: 503, headers: { 'retry-after': retryAfter } };
+        fx.receiver.script(busy, busy, busy, { status: 200 });
+        const result = await withWorker(
+          async (taskQueue) => (await start(taskQueue, fallEvent(projectId))).result(),
+          config,
+        );
+        assert.equal(result.status, 'delivered');
+        assert.equal(result.attempts, 4);
+        assert.equal(fx.receiver.requests.length, 4);
+        assert.deepEqual(
+          new Set(fx.receiver.requests.map((r) => r.headers['x-webhook-id'])),
+          new Set([result.webhookId]),
+        );
+        for (const request of fx.receiver.requests) assert.ok(independentSignatureValid(secret, request));
+        const arrivals = fx.receiver.requests.map((r) => r.receivedAt);
+        for (let i = 1; i < arrivals.length; i++) {
+          const gap = arrivals[i]! - arrivals[i - 1]!;
+          assert.ok(gap >= minGapMs, `attempt ${i + 1} came ${gap} ms after the previous one (policy: ${minGapMs} ms)`);
+          assert.ok(gap < 5_000, `attempt ${i + 1} came ${gap} ms after the previous one: not capped`);
+        }
+      });
+  });
+
   it('stops pending retries without delivering once the webhook is deleted', async () => {
     const projectId = newProjectId();
     await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);

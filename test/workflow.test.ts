@@ -47,6 +47,30 @@ describe('retry schedule (time-skipping test server)', function () {
     assert.equal(tuned.DELIVERY_GIVE_UP_AFTER_MS, 3_600_000);
   });
 
+  it('caps a huge Retry-After at the maximum interval and delivers', async () => {
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const busy = { status: 503, headers: { 'retry-after': '99999999999' } };
+    fx.receiver.script(busy, busy, { status: 200 });
+    const config: ActivityConfig = { ...loadConfig({}), ALLOW_PRIVATE_WEBHOOK_URLS: true, WEBHOOK_TIMEOUT_MS: 1_000 };
+    const workflowId = `webhook-event-${randomUUID()}`;
+    const result = await withWorker(config, async (taskQueue) => {
+      const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+        args: [fallEvent(projectId)],
+        taskQueue,
+        workflowId,
+      });
+      return handle.result();
+    });
+    assert.equal(result.status, 'delivered');
+    assert.equal(result.attempts, 3);
+    // Server time, which skips ahead: two waits of exactly the 10 min cap, not 3,170 years.
+    const history = await fx.env.client.workflow.getHandle(workflowId).fetchHistory();
+    const times = (history.events ?? []).map((e) => Number(e.eventTime?.seconds ?? 0));
+    const elapsedS = Math.max(...times) - Math.min(...times);
+    assert.ok(elapsedS >= 2 * 600 && elapsedS < 2 * 600 + 60, `delivered ${elapsedS} s after the start`);
+  });
+
   it('backs off 1 s, 2 s, 4 s … up to 10 min, gives up at the window, logs an error and ends Failed', async () => {
     const projectId = newProjectId();
     await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
