@@ -13,7 +13,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['workflows/**/*.ts', 'common/types.ts'],
+    files: ['workflows/**/*.ts', 'common/contract/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

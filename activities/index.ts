@@ -1,7 +1,7 @@
 // The worker's activities: the local registration lookup and the signed POST of one attempt.
-import { createDeliverWebhookAttempt } from './delivery';
+import { createDeliverWebhookAttempt } from './attempt';
 import type { ActivityDeps } from './deps';
-import { createPlanDelivery } from './lookup';
+import { createPlanDelivery } from './plan';
 
 export type { ActivityConfig, ActivityDeps } from './deps';
 export { createWebhookHttpClient, type WebhookHttpClient } from './http';

@@ -5,7 +5,7 @@ import { bodyParser } from '@koa/bodyparser';
 import type { Knex } from 'knex';
 import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
-import type { SendTestEvent } from '../common/types';
+import type { SendTestEvent } from './test-event';
 import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';

@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import * as store from '../db';
-import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../common/secrets';
-import type { SendTestEvent } from '../common/types';
+import type { SecretBox } from '../common/secrets';
+import type { SendTestEvent } from './test-event';
 import {
   NotMemberError,
   ProjectNotFoundError,
@@ -60,18 +59,14 @@ export async function registerWebhook(
   body: RegisterWebhookBody,
 ): Promise<RegistrationView & { secret: string }> {
   await assertMember(deps.db, body.projectId, userId);
-  const id = randomUUID();
-  const secret = generateWebhookSecret();
-  const row = await store.insertRegistration(deps.db, {
-    id,
+  const created = await store.createRegistration(deps.db, deps.secretBox, {
     projectId: body.projectId,
     url: body.url,
     types: body.types,
-    secretSealed: deps.secretBox.seal(secret, registrationSecretAad(id)),
   });
   // The unique constraint decides between concurrent registrations.
-  if (!row) throw new RegistrationExistsError();
-  return { ...view(row), secret };
+  if (!created) throw new RegistrationExistsError();
+  return { ...view(created.row), secret: created.secret };
 }
 
 export async function updateWebhook(

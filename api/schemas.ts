@@ -1,6 +1,6 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { MAX_PROJECT_ID_LENGTH, SUBSCRIBABLE_TYPES, type SubscribableType } from '../common/types';
+import { MAX_PROJECT_ID_LENGTH, SUBSCRIBABLE_TYPES, type SubscribableType } from '../common/contract';
 import { MAX_WEBHOOK_URL_LENGTH, parseWebhookUrl } from '../common/webhook-url';
 import { InvalidRequestError, type FieldError } from './errors';
 

@@ -2,13 +2,13 @@ import type { Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Client } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
-import { createLogger, type Logger } from '../common/logger';
+import { createLogger, prettyLogs, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
 import { onShutdownSignal } from '../common/signals';
-import type { SendTestEvent } from '../common/types';
+import type { SendTestEvent } from './test-event';
 import { createDb, migrateToLatest } from '../db';
-import { connectTemporalClient, temporalConnectionOptions } from '../client/temporal';
-import { createTestEventSender } from '../client/test-event';
+import { connectTemporalClient, temporalConnectionOptions } from '../common/temporal-connection';
+import { createTestEventSender } from './test-event';
 import { createApp } from './app';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
@@ -77,16 +77,15 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
 
 /** Entry point of `npm run start:api`: fails fast on bad configuration, shuts down in order on SIGINT/SIGTERM. */
 async function main(): Promise<void> {
-  const logger = createLogger();
   let config: Config;
   try {
     config = loadConfig(process.env, { database: true, auth: true });
   } catch (error) {
-    logger.fatal((error as Error).message);
+    createLogger().fatal((error as Error).message);
     process.exitCode = 1;
     return;
   }
-  logger.level = config.LOG_LEVEL;
+  const logger = createLogger(config.LOG_LEVEL, 'webhooks', undefined, prettyLogs(config));
   const api = await startApi(config, logger);
   onShutdownSignal(logger, SHUTDOWN_TIMEOUT_MS, () => api.close());
 }

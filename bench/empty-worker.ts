@@ -1,7 +1,7 @@
 // The bench-only worker of the engine-limit stage: runs `benchEmpty` on its own task queue with the same
 // WORKER_* options as the delivery worker, in its own process like the delivery worker. Forked with IPC.
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { temporalConnectionOptions } from '../client/temporal';
+import { temporalConnectionOptions } from '../common/temporal-connection';
 import { createLogger } from '../common/logger';
 import { installRuntimeLogger } from '../worker/runtime';
 import { loadConfig } from '../common/config';

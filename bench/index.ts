@@ -1,19 +1,19 @@
 // `npm run bench [-- --quick] [-- --profile]`: delivery throughput and latency against the engine's own limit,
 // raw send limit, growth and API throughput, in one run on this machine. Exits 1 when an event is unaccounted for.
 import { execFileSync } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, platform, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import jwt from 'jsonwebtoken';
-import { temporalConnectionOptions } from '../client/temporal';
+import { temporalConnectionOptions } from '../common/temporal-connection';
 import { loadConfig } from '../common/config';
-import { freePort } from '../common/ports';
-import { createSecretBox, generateWebhookSecret, registrationSecretAad } from '../common/secrets';
-import { temporalCliPath } from '../common/temporal-binaries';
-import { addMember, addProject, createDb, insertRegistration, migrateToLatest } from '../db';
+import { freePort } from '../dev/ports';
+import { createSecretBox, generateWebhookSecret } from '../common/secrets';
+import { temporalCliPath } from '../dev/temporal-binaries';
+import { addMember, addProject, createDb, createRegistration, migrateToLatest } from '../db';
 import {
   CpuMeter,
   RssSampler,
@@ -149,17 +149,8 @@ async function main(): Promise<number> {
         await addProject(db, id);
         await addMember(db, id, BENCH_USER);
       }
-      const registrationId = randomUUID();
-      await insertRegistration(db, {
-        id: registrationId,
-        projectId,
-        url: receiver.url,
-        types: ['FALL_DETECTION'],
-        secretSealed: createSecretBox(Buffer.from(secretKey, 'hex')).seal(
-          secret,
-          registrationSecretAad(registrationId),
-        ),
-      });
+      const secretBox = createSecretBox(Buffer.from(secretKey, 'hex'));
+      await createRegistration(db, secretBox, { projectId, url: receiver.url, types: ['FALL_DETECTION'] }, secret);
     } finally {
       await db.destroy();
     }

@@ -3,9 +3,9 @@
 import { chmodSync } from 'node:fs';
 import pino from 'pino';
 import type { Config } from '../common/config';
-import { startDevStack } from '../common/dev-stack';
-export { DEV_SERVER_SQLITE_PRAGMAS } from '../common/dev-stack';
-import { freePort } from '../common/ports';
+import { startDevStack } from '../dev/stack';
+export { DEV_SERVER_SQLITE_PRAGMAS } from '../dev/stack';
+import { freePort } from '../dev/ports';
 import { createScratchDatabase } from '../db';
 
 export interface BenchStack {

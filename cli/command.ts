@@ -1,7 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Knex } from 'knex';
 import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
-import { devDatabaseUrl } from '../common/dev-stack';
+import { devDatabaseUrl } from '../dev/stack';
 import { createDb } from '../db';
 
 /** Where a command writes: results to out, diagnostics to err. */
@@ -76,7 +76,7 @@ export function parseCommandArgs<O extends NonNullable<ParseArgsConfig['options'
 export function commandConfig(io: CliIo, needs: ConfigNeeds = {}): Config {
   const env = io.env;
   if (needs.database && !env.DATABASE_URL && env.NODE_ENV !== 'production') {
-    const url = devDatabaseUrl(env);
+    const url = devDatabaseUrl(loadConfig(env));
     io.err(`DATABASE_URL is not set: using the database of \`npm start\` (${new URL(url).host})`);
     return loadConfig({ ...env, DATABASE_URL: url }, needs);
   }

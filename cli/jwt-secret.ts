@@ -1,5 +1,5 @@
 import type { Config } from '../common/config';
-import { devJwtSecret } from '../common/dev-stack';
+import { devJwtSecret } from '../dev/stack';
 import { CliError } from './command';
 
 /**

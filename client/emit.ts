@@ -7,8 +7,8 @@ import {
   SUBSCRIBABLE_TYPES,
   type DeliverWebhookEventInput,
   type SubscribableType,
-} from '../common/types';
-import { InvalidWebhookEventError, validateDeliveryInput } from './events';
+} from '../common/contract';
+import { InvalidWebhookEventError, validateDeliveryInput } from '../common/contract/validate';
 
 /** An event the monitoring system emits (TEST events come only from the test endpoint). */
 export interface WebhookEvent extends DeliverWebhookEventInput {

@@ -1,4 +1,5 @@
-// What the monitoring system and receivers import: emit events, check signatures, and the shared types.
+// The published package: what the monitoring system imports to emit events, what receivers import to verify
+// deliveries, and the contract's types. Nothing here is internal plumbing.
 export {
   emitWebhookEvent,
   eventWorkflowId,
@@ -6,9 +7,8 @@ export {
   type EmitOptions,
   type WebhookEvent,
 } from './emit';
-export { InvalidWebhookEventError, validateEvent, validateDeliveryInput, eventSchemas } from './events';
-export { createTestEventSender } from './test-event';
-export { connectTemporalClient } from './temporal';
+export { InvalidWebhookEventError, validateEvent, validateDeliveryInput } from '../common/contract/validate';
+export { connectTemporalClient } from '../common/temporal-connection';
 export {
   verifyWebhookSignature,
   checkWebhookSignature,
@@ -16,10 +16,14 @@ export {
   type SignatureCheck,
   type VerifyWebhookSignatureInput,
 } from '../common/signature';
-export * from '../common/types';
+export * from '../common/contract/events';
+export { eventSchemas } from '../common/contract/schemas';
 export {
   FailureType,
   type DeliverWebhookEventResult,
   type DeliveryFailedDetails,
   type AttemptFailureDetails,
-} from '../workflows/contract';
+} from '../common/contract/failures';
+/** @deprecated The API's test-endpoint sender; kept exported for compatibility, it belongs to the API. */
+export { createTestEventSender } from '../api/test-event';
+export type { SendTestEvent, TestDeliveryOutcome } from '../api/test-event';

@@ -1,5 +1,5 @@
 import Ajv, { type JSONSchemaType } from 'ajv';
-import { DEFAULT_TASK_QUEUE } from './types';
+import { DEFAULT_TASK_QUEUE } from './contract';
 
 /** Everything the processes read from the environment, validated once at start-up. */
 export interface Config {
@@ -33,6 +33,14 @@ export interface Config {
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: number;
   WORKER_MAX_CACHED_WORKFLOWS: number;
   WORKER_SHUTDOWN_GRACE_MS: number;
+  /** Human-readable logs (pino-pretty) instead of JSON lines; by default only at a terminal outside production. */
+  LOG_PRETTY?: boolean;
+  /** Development stack (`npm start`, tests, bench): where the embedded services listen and the binaries are. */
+  DEV_POSTGRES_PORT: number;
+  DEV_TEMPORAL_PORT: number;
+  DEV_TEMPORAL_UI_PORT?: number;
+  TEMPORAL_CLI_PATH?: string;
+  TEMPORAL_TEST_SERVER_PATH?: string;
 }
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
@@ -76,6 +84,12 @@ const schema: JSONSchemaType<Config> = {
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: int(1, 100),
     WORKER_MAX_CACHED_WORKFLOWS: int(0, 1_000),
     WORKER_SHUTDOWN_GRACE_MS: int(0, 15_000),
+    LOG_PRETTY: { type: 'boolean', nullable: true },
+    DEV_POSTGRES_PORT: int(1, 5433, 65535),
+    DEV_TEMPORAL_PORT: int(1, 7233, 65535),
+    DEV_TEMPORAL_UI_PORT: { type: 'integer', minimum: 1, maximum: 65535, nullable: true },
+    TEMPORAL_CLI_PATH: optionalString,
+    TEMPORAL_TEST_SERVER_PATH: optionalString,
   },
   required: [],
   additionalProperties: true,

@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import type { Config } from './config';
 
 export type { Logger };
 
@@ -19,9 +20,12 @@ const REDACT = [
  * Human-readable lines for a developer at a terminal: outside production, when stdout is a TTY (or LOG_PRETTY=true)
  * and pino-pretty (a development dependency) is installed. LOG_PRETTY=false keeps JSON.
  */
-function prettyWanted(): boolean {
-  if (process.env.NODE_ENV === 'production' || process.env.LOG_PRETTY === 'false') return false;
-  if (process.env.LOG_PRETTY !== 'true' && !process.stdout.isTTY) return false;
+export function prettyLogs(
+  config: Pick<Config, 'NODE_ENV' | 'LOG_PRETTY'>,
+  isTerminal = Boolean(process.stdout.isTTY),
+): boolean {
+  if (config.NODE_ENV === 'production' || config.LOG_PRETTY === false) return false;
+  if (config.LOG_PRETTY !== true && !isTerminal) return false;
   try {
     require.resolve('pino-pretty');
     return true;
@@ -32,10 +36,12 @@ function prettyWanted(): boolean {
 
 /** JSON lines to stdout (pretty for a developer at a terminal), with credentials and personal data redacted. */
 export function createLogger(
-  level: string = process.env.LOG_LEVEL ?? 'info',
+  level = 'info',
   name = 'webhooks',
   /** Where lines go instead of stdout (tests read them back). */
   destination?: DestinationStream,
+  /** Human-readable lines (see prettyLogs); JSON otherwise. */
+  pretty = false,
 ): Logger {
   const options: LoggerOptions = {
     name,
@@ -44,5 +50,5 @@ export function createLogger(
     redact: { paths: REDACT, censor: '[redacted]' },
   };
   if (destination) return pino(options, destination);
-  return pino(prettyWanted() ? { ...options, transport: { target: 'pino-pretty' } } : options);
+  return pino(pretty ? { ...options, transport: { target: 'pino-pretty' } } : options);
 }

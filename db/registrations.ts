@@ -1,4 +1,6 @@
-import type { SubscribableType } from '../common/types';
+import { randomUUID } from 'node:crypto';
+import type { SubscribableType } from '../common/contract';
+import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../common/secrets';
 import type { Db } from './connection';
 
 /** A stored webhook registration; the signing secret stays sealed (AES-256-GCM) at this layer. */
@@ -56,6 +58,25 @@ export async function insertRegistration(
     .ignore()
     .returning('*');
   return columns && toRow(columns);
+}
+
+/**
+ * Registers a webhook: a new id and signing secret (or the one given), the secret sealed to its row. Returns the
+ * row and the plaintext secret (shown once), or undefined when the project already has a registration.
+ */
+export async function createRegistration(
+  db: Db,
+  secretBox: SecretBox,
+  fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'>,
+  secret: string = generateWebhookSecret(),
+): Promise<{ row: RegistrationRow; secret: string } | undefined> {
+  const id = randomUUID();
+  const row = await insertRegistration(db, {
+    ...fields,
+    id,
+    secretSealed: secretBox.seal(secret, registrationSecretAad(id)),
+  });
+  return row && { row, secret };
 }
 
 /** Updates url and/or types; returns undefined when the project has no registration. */

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import jwt from 'jsonwebtoken';
-import { freePort } from '../common/ports';
+import { freePort } from '../dev/ports';
 import { migrationSource } from '../db/migrations';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET } from './support/tokens';

@@ -37,7 +37,7 @@ const service = (name: string): Service => {
   return found;
 };
 
-/** What a user puts in .env for production (see README.md, "Production with docker-compose"). */
+/** What a user puts in .env for production (see docs/operators.md, "Production with docker-compose"). */
 const userEnv = {
   POSTGRES_PASSWORD: 'c0ffee',
   WEBHOOK_SECRET_KEY: 'ab'.repeat(32),

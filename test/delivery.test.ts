@@ -3,10 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import type { ActivityConfig } from '../activities';
-import { createTestEventSender } from '../client/test-event';
-import type { DeliverWebhookEventInput } from '../common/types';
+import { createTestEventSender } from '../api/test-event';
+import type { DeliverWebhookEventInput } from '../common/contract';
 import type { deliverWebhookEvent } from '../workflows';
-import { FailureType, ProjectIdKey, WebhookTypeKey, type DeliveryFailedDetails } from '../workflows';
+import { FailureType, ProjectIdKey, WebhookTypeKey, type DeliveryFailedDetails } from '../common/contract';
 import {
   USER,
   captureLogger,
@@ -19,7 +19,7 @@ import {
 import { independentSignatureValid, startTestReceiver } from './support/receiver';
 import { useDeliveryFixture } from './support/delivery-fixture';
 import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
-import { freePort } from '../common/ports';
+import { freePort } from '../dev/ports';
 import { loadConfig } from '../common/config';
 import { startWorker } from '../worker/start';
 

@@ -9,10 +9,10 @@ import { Client as TemporalClient, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { Client as PgClient } from 'pg';
 import { loadConfig, type Config } from '../common/config';
-import { DEV_DATABASE_NAME, devJwtSecret, isAlive, startDevStack, type DevStack } from '../common/dev-stack';
+import { DEV_DATABASE_NAME, devJwtSecret, isAlive, startDevStack, type DevStack } from '../dev/stack';
 import { createLogger } from '../common/logger';
-import { freePort } from '../common/ports';
-import { temporalCliPath } from '../common/temporal-binaries';
+import { freePort } from '../dev/ports';
+import { temporalCliPath } from '../dev/temporal-binaries';
 
 const logger = createLogger('silent');
 const WORKFLOW_ID = 'dev-stack-survives-restart';
@@ -53,7 +53,7 @@ async function eventually(check: () => boolean | Promise<boolean>, timeoutMs: nu
 /** Runs the stack in a child Node process, as `npm start` would, with a SIGTERM handler that calls stop(). */
 function startInChild(env: NodeJS.ProcessEnv): { child: ChildProcess; started: Promise<Started> } {
   const script = `
-    const { startDevStack } = require(${JSON.stringify(resolve(__dirname, '../common/dev-stack'))});
+    const { startDevStack } = require(${JSON.stringify(resolve(__dirname, '../dev/stack'))});
     const { loadConfig } = require(${JSON.stringify(resolve(__dirname, '../common/config'))});
     const { createLogger } = require(${JSON.stringify(resolve(__dirname, '../common/logger'))});
     startDevStack({ config: loadConfig(), logger: createLogger('silent') }).then((stack) => {

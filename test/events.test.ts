@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { validateDeliveryInput, validateEvent } from '../client/events';
-import { VITAL_TYPES } from '../common/types';
+import { validateDeliveryInput, validateEvent } from '../common/contract/validate';
+import { VITAL_TYPES } from '../common/contract';
 import { USER, fallPayload, vitalPayload } from './support/deliveries';
 
 describe('event schemas (spec section 6)', () => {

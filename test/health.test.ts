@@ -11,7 +11,7 @@ import { docsRouter, SWAGGER_ASSETS } from '../api/routes/docs';
 import { healthRouter, readinessConnection, type ReadinessDeps } from '../api/routes/health';
 import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';
-import { freePort } from '../common/ports';
+import { freePort } from '../dev/ports';
 import { createDb } from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

@@ -11,7 +11,7 @@ import { docsRouter } from '../api/routes/docs';
 import { healthRouter, type ReadinessDeps } from '../api/routes/health';
 import { registerWebhookBodySchema, updateWebhookBodySchema } from '../api/schemas';
 import { createSecretBox } from '../common/secrets';
-import type { TestDeliveryOutcome } from '../common/types';
+import type { TestDeliveryOutcome } from '../api/test-event';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

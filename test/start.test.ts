@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { isAlive } from '../common/dev-stack';
-import { freePort } from '../common/ports';
+import { isAlive } from '../dev/stack';
+import { freePort } from '../dev/ports';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
 
 const run = promisify(execFile);

@@ -1,6 +1,6 @@
 // Entry of `npm run start:worker`: a delivery worker, stopped gracefully by SIGINT/SIGTERM.
 import { loadConfig } from '../common/config';
-import { createLogger } from '../common/logger';
+import { createLogger, prettyLogs } from '../common/logger';
 import { onShutdownSignal } from '../common/signals';
 import { startWorker } from './start';
 
@@ -8,15 +8,15 @@ export { startWorker, type RunningWorker } from './start';
 export { installRuntimeLogger } from './runtime';
 
 async function main(): Promise<void> {
-  const logger = createLogger();
   let config;
   try {
     config = loadConfig(process.env, { database: true });
   } catch (error) {
-    logger.fatal((error as Error).message);
+    createLogger().fatal((error as Error).message);
     process.exitCode = 1;
     return;
   }
+  const logger = createLogger(config.LOG_LEVEL, 'webhooks', undefined, prettyLogs(config));
   const running = await startWorker(config, logger);
   // In-flight delivery attempts get WORKER_SHUTDOWN_GRACE_MS to finish; the rest is closing connections.
   onShutdownSignal(logger, config.WORKER_SHUTDOWN_GRACE_MS + 10_000, () => running.shutdown());

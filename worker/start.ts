@@ -2,12 +2,12 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient } from '../activities';
-import { temporalConnectionOptions } from '../client/temporal';
+import { temporalConnectionOptions } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
 import { createDb } from '../db';
-import { SEARCH_ATTRIBUTE_KEYS } from '../workflows/search-attributes';
+import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */

@@ -8,17 +8,18 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities';
-import type { DeliverWebhookEventInput } from '../common/types';
 import {
   FailureType,
+  ProjectIdKey,
+  WebhookTypeKey,
   isSubscribed,
   notSubscribedMessage,
   type AttemptFailureDetails,
+  type DeliverWebhookEventInput,
   type DeliverWebhookEventResult,
   type DeliveryFailedDetails,
   type DeliveryPlan,
-} from './contract';
-import { ProjectIdKey, WebhookTypeKey } from './search-attributes';
+} from '../common/contract';
 
 type Activities = ReturnType<typeof createActivities>;
 

@@ -1,9 +1,9 @@
 import type { Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../api/server';
-import { connectTemporalClient } from '../../client/temporal';
+import { connectTemporalClient } from '../../common/temporal-connection';
 import { loadConfig } from '../../common/config';
-import { startDevStack, type DevStack } from '../../common/dev-stack';
-import { createLogger, type Logger } from '../../common/logger';
+import { startDevStack, type DevStack } from '../../dev/stack';
+import { createLogger, prettyLogs, type Logger } from '../../common/logger';
 import { createSecretBox, resolveSecretKey } from '../../common/secrets';
 import { onShutdownSignal } from '../../common/signals';
 import { startWorker, type RunningWorker } from '../../worker/start';
@@ -62,8 +62,8 @@ export const start: CliCommand = {
   summary: 'run the API and the worker; embedded PostgreSQL and Temporal when not configured (npm start)',
   async run(args, io) {
     parseCommandArgs(args, {}, []);
-    const logger = createLogger(io.env.LOG_LEVEL);
     const base = loadConfig(io.env);
+    const logger = createLogger(base.LOG_LEVEL, 'webhooks', undefined, prettyLogs(base));
     const stack: Stack = {};
     let stopping: Promise<void> | undefined;
     onShutdownSignal(logger, STOP_TIMEOUT_MS, () => (stopping = stopAll(stack, logger)));

@@ -1,10 +1,11 @@
+import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import pino from 'pino';
 import type { ActivityConfig } from '../../activities';
-import { createSecretBox, generateWebhookSecret, registrationSecretAad, type SecretBox } from '../../common/secrets';
-import type { SubscribableType, VitalThresholdPayload } from '../../common/types';
-import { addProject, deleteRegistration, insertRegistration } from '../../db';
+import { createSecretBox, type SecretBox } from '../../common/secrets';
+import type { SubscribableType, VitalThresholdPayload } from '../../common/contract';
+import { addProject, createRegistration, deleteRegistration } from '../../db';
 
 /** Short timeouts and back-offs so retries on a real server take milliseconds. */
 export const fastConfig: ActivityConfig = {
@@ -54,16 +55,9 @@ export class Registrations {
 
   async register(projectId: string, url: string, types: SubscribableType[]): Promise<string> {
     await addProject(this.db, projectId);
-    const id = randomUUID();
-    const secret = generateWebhookSecret();
-    await insertRegistration(this.db, {
-      id,
-      projectId,
-      url,
-      types,
-      secretSealed: this.secretBox.seal(secret, registrationSecretAad(id)),
-    });
-    return secret;
+    const created = await createRegistration(this.db, this.secretBox, { projectId, url, types });
+    assert.ok(created, `project ${projectId} already has a registration`);
+    return created.secret;
   }
 
   delete(projectId: string): Promise<boolean> {

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Knex } from 'knex';
 import { createDb, createScratchDatabase, migrateToLatest } from '../../db';
-import { startEmbeddedPostgres, type RunningPostgres } from '../../common/embedded-postgres';
-import { freePort } from '../../common/ports';
+import { startEmbeddedPostgres, type RunningPostgres } from '../../dev/postgres';
+import { freePort } from '../../dev/ports';
 
 let embedded: RunningPostgres | undefined;
 let serverUrl: string | undefined;

@@ -7,8 +7,8 @@ import {
   type LogEntry,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
-import { temporalCliPath, temporalTestServerPath } from '../../common/temporal-binaries';
-import { ProjectIdKey, WebhookTypeKey } from '../../workflows/search-attributes';
+import { temporalCliPath, temporalTestServerPath } from '../../dev/temporal-binaries';
+import { ProjectIdKey, WebhookTypeKey } from '../../common/contract';
 
 /** Every SDK log entry of WARN and above (workflow and activity `log`), for tests to assert on. */
 export const sdkLogs: LogEntry[] = [];

@@ -1,66 +1,9 @@
+// Event validation with ajv (it compiles code at run time, so this stays out of the workflow sandbox and out of
+// the contract's index): activities, the client and the CLI import it directly.
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import {
-  MAX_PROJECT_ID_LENGTH,
-  VITAL_TYPES,
-  WEBHOOK_TYPES,
-  type DeliverWebhookEventInput,
-  type WebhookType,
-} from '../common/types';
-
-// Spec section 6. Every field is required and nothing else is accepted: the body is sent as is to the receiver.
-const personFields = {
-  userUUID: { type: 'string', format: 'uuid' },
-  email: { type: 'string', format: 'email' },
-  firstName: { type: 'string' },
-  lastName: { type: 'string' },
-} as const;
-
-export const eventSchemas = {
-  FALL_DETECTION: {
-    $id: 'FALL_DETECTION',
-    type: 'object',
-    properties: {
-      ...personFields,
-      reasons: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
-      happenedAt: { type: 'string', format: 'date-time' },
-    },
-    required: ['userUUID', 'reasons', 'happenedAt', 'email', 'firstName', 'lastName'],
-    additionalProperties: false,
-  },
-  VITAL_THRESHOLD: {
-    $id: 'VITAL_THRESHOLD',
-    type: 'object',
-    properties: {
-      ...personFields,
-      triggeredVitals: {
-        type: 'array',
-        minItems: 1,
-        items: {
-          type: 'object',
-          properties: {
-            vitalType: { type: 'string', enum: [...VITAL_TYPES] },
-            badValue: { type: 'number' },
-            thresholdValue: { type: 'number' },
-            vital_id: { type: 'string', minLength: 1 },
-            reason: { type: ['string', 'null'], enum: ['high', 'low', null] },
-          },
-          required: ['vitalType', 'badValue', 'thresholdValue', 'vital_id', 'reason'],
-          additionalProperties: false,
-        },
-      },
-    },
-    required: ['triggeredVitals', 'userUUID', 'email', 'firstName', 'lastName'],
-    additionalProperties: false,
-  },
-  TEST: {
-    $id: 'TEST',
-    type: 'object',
-    properties: { test: { type: 'string' } },
-    required: ['test'],
-    additionalProperties: false,
-  },
-} as const;
+import { eventSchemas } from './schemas';
+import { MAX_PROJECT_ID_LENGTH, WEBHOOK_TYPES, type DeliverWebhookEventInput, type WebhookType } from './events';
 
 const ajv = new Ajv({ allErrors: true, strict: true });
 addFormats(ajv, ['uuid', 'email', 'date-time']);

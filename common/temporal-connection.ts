@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
-import type { Config } from '../common/config';
+import type { Config } from './config';
 
 type TemporalSettings = Pick<
   Config,

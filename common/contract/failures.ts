@@ -1,5 +1,4 @@
-// Sandbox-safe shapes shared by the workflow, the activities and the client: no imports of Node or the SDK.
-import type { SubscribableType, WebhookType } from '../common/types';
+// How a delivery fails or ends, as the workflow, the activities, the test sender and emitters read it. Sandbox-safe.
 
 /** `type` of every ApplicationFailure the pipeline raises; non-retryable ones say so. */
 export const FailureType = {
@@ -47,38 +46,6 @@ export interface DeliveryFailedDetails {
   errorCode?: string;
   lastError: string;
 }
-
-/** Retry schedule of a delivery, in ms (worker config: DELIVERY_*). */
-export interface DeliveryRetryPolicy {
-  initialIntervalMs: number;
-  backoffCoefficient: number;
-  maximumIntervalMs: number;
-  giveUpAfterMs: number;
-}
-
-/** Result of the local lookup activity; recorded in history, so building options from it is deterministic. */
-export interface DeliveryPlan {
-  /** Set when the input is not a valid event: the message names the problem. */
-  problem?: string;
-  registered: boolean;
-  /** The registration's subscribed types; never its URL or secret. */
-  types: SubscribableType[];
-  retry: DeliveryRetryPolicy;
-  attemptTimeoutMs: number;
-  /** False when the worker found the ProjectId/WebhookType search attributes missing on the namespace. */
-  searchAttributes: boolean;
-}
-
-export interface DeliveryAttemptInput {
-  projectId: string;
-  webhookType: WebhookType;
-  /** The payload serialised once by the workflow: these exact bytes are signed and sent at every attempt. */
-  body: string;
-}
-
-export type DeliveryAttemptOutcome =
-  | { status: 'delivered'; attempt: number; statusCode: number; durationMs: number }
-  | { status: 'skipped'; reason: 'registration-deleted'; attempt: number };
 
 /** Result of `deliverWebhookEvent`. A failed delivery is a Failed workflow (WebhookDeliveryFailed), not a result. */
 export type DeliverWebhookEventResult =

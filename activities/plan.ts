@@ -1,6 +1,6 @@
-import { validateDeliveryInput } from '../client/events';
+import { validateDeliveryInput } from '../common/contract/validate';
 import { findRegistration } from '../db';
-import type { DeliveryPlan } from '../workflows/contract';
+import type { DeliveryPlan } from '../common/contract';
 import type { ActivityDeps } from './deps';
 
 /**

@@ -5,10 +5,17 @@ import type { Config } from '../common/config';
 import {
   DELIVER_WORKFLOW_TYPE,
   type DeliverWebhookEventInput,
-  type SendTestEvent,
-  type TestDeliveryOutcome,
-} from '../common/types';
-import type { DeliverWebhookEventResult, DeliveryFailedDetails } from '../workflows/contract';
+  type DeliverWebhookEventResult,
+  type DeliveryFailedDetails,
+} from '../common/contract';
+
+/** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
+export type TestDeliveryOutcome =
+  | { delivered: true; statusCode: number; durationMs: number; workflowId: string }
+  | { delivered: false; reason: string; statusCode?: number; workflowId: string };
+
+/** Sends one TEST event to the project's registered webhook and waits (bounded) for the outcome. */
+export type SendTestEvent = (projectId: string) => Promise<TestDeliveryOutcome>;
 
 /** The TEST wrapper carries no user: the nil UUID. */
 const NO_USER = '00000000-0000-0000-0000-000000000000';

@@ -1,0 +1,184 @@
+import { performance } from 'node:perf_hooks';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import {
+  FailureType,
+  isSubscribed,
+  notSubscribedMessage,
+  type AttemptFailureDetails,
+  type DeliveryAttemptInput,
+  type DeliveryAttemptOutcome,
+} from '../common/contract';
+import type { Logger } from '../common/logger';
+import { registrationSecretAad, type SecretBox } from '../common/secrets';
+import { signPayload } from '../common/signature';
+import { parseWebhookUrl } from '../common/webhook-url';
+import { findRegistration, type RegistrationRow } from '../db';
+import type { ActivityDeps } from './deps';
+import type { ReceiverResponse } from './http';
+import { nextRetryDelay, parseRetryAfter, type RetrySchedule } from './retry-after';
+import { ForbiddenTargetError } from './ssrf';
+
+/** Who this attempt is, for the X-Webhook-Id header and every log line. */
+interface AttemptContext {
+  /** The workflow id: the event's idempotency key, the same for every attempt. */
+  webhookId: string;
+  attempt: number;
+  log: Logger;
+}
+
+/**
+ * One delivery attempt, in named steps: read the registration afresh (a DELETE stops delivery, a re-registration
+ * brings its new URL and secret), open its secret, sign the workflow's bytes with this attempt's timestamp, POST
+ * them, and classify the receiver's answer for Temporal's retry policy.
+ */
+export function createDeliverWebhookAttempt(deps: ActivityDeps) {
+  const { db, secretBox, logger, config, http } = deps;
+  const retrySchedule: RetrySchedule = {
+    initialIntervalMs: config.DELIVERY_INITIAL_INTERVAL_MS,
+    backoffCoefficient: config.DELIVERY_BACKOFF_COEFFICIENT,
+    maximumIntervalMs: config.DELIVERY_MAX_INTERVAL_MS,
+  };
+
+  return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {
+    const { projectId, webhookType, body } = input;
+    const context = attemptContext(logger, projectId, webhookType);
+
+    const registration = await findRegistration(db, projectId);
+    if (!registration) {
+      context.log.warn('webhook registration deleted: delivery stopped, event not delivered');
+      return { status: 'skipped', reason: 'registration-deleted', attempt: context.attempt };
+    }
+    assertSubscribed(registration, webhookType);
+    const url = receiverUrl(registration);
+    const secret = openSecret(secretBox, registration, context);
+    const headers = signedHeaders(secret, context.webhookId, body);
+
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    let response: ReceiverResponse;
+    try {
+      response = await http.post(url, headers, body);
+    } catch (error) {
+      throw unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS);
+    }
+    return classifyAnswer(response, url, elapsed(), context, retrySchedule);
+  };
+}
+
+function attemptContext(logger: Logger, projectId: string, webhookType: string): AttemptContext {
+  const info = Context.current().info;
+  const webhookId = info.workflowExecution?.workflowId ?? info.activityId;
+  const attempt = info.attempt;
+  return { webhookId, attempt, log: logger.child({ projectId, webhookType, workflowId: webhookId, attempt }) };
+}
+
+/** Spec section 6: a type the registration no longer subscribes to is not delivered (non-retryable). */
+function assertSubscribed(registration: RegistrationRow, webhookType: string): void {
+  if (isSubscribed(registration.types, webhookType)) return;
+  throw ApplicationFailure.create({
+    type: FailureType.NotSubscribed,
+    message: notSubscribedMessage(registration.projectId, webhookType),
+    nonRetryable: true,
+  });
+}
+
+function receiverUrl(registration: RegistrationRow): URL {
+  const url = parseWebhookUrl(registration.url);
+  if (url) return url;
+  throw ApplicationFailure.create({
+    type: FailureType.InvalidUrl,
+    message: 'The registered webhook URL is not an http(s) URL without credentials',
+    nonRetryable: true,
+  });
+}
+
+/** Retryable when it fails: another worker (or this one, once given the right WEBHOOK_SECRET_KEY) may open it. */
+function openSecret(secretBox: SecretBox, registration: RegistrationRow, { log }: AttemptContext): string {
+  try {
+    return secretBox.open(registration.secretSealed, registrationSecretAad(registration.id));
+  } catch {
+    log.error('cannot open the webhook secret: is WEBHOOK_SECRET_KEY the one the registration was sealed with?');
+    throw ApplicationFailure.create({
+      type: FailureType.SecretUnavailable,
+      message: 'The webhook signing secret could not be opened with this worker’s WEBHOOK_SECRET_KEY',
+    });
+  }
+}
+
+/** Spec sections 5 and 6: X-Timestamp of this attempt and X-Signature over `{timestamp}.{body}`. */
+function signedHeaders(secret: string, webhookId: string, body: string): Record<string, string> {
+  const timestamp = String(Date.now());
+  return {
+    'content-type': 'application/json',
+    'user-agent': 'webhook-delivery-service',
+    'x-timestamp': timestamp,
+    'x-signature': signPayload(secret, timestamp, body),
+    'x-webhook-id': webhookId,
+  };
+}
+
+/** No answer: the SSRF guard's refusal is final, anything else (timeout, refused, reset, DNS) is retried. */
+function unreachableFailure(
+  error: unknown,
+  url: URL,
+  durationMs: number,
+  { attempt, log }: AttemptContext,
+  timeoutMs: number,
+): ApplicationFailure {
+  if (error instanceof ForbiddenTargetError) {
+    log.error({ host: url.host, range: error.range, durationMs }, 'webhook target refused by the SSRF guard');
+    return ApplicationFailure.create({
+      type: FailureType.TargetForbidden,
+      message: error.message,
+      nonRetryable: true,
+      details: [{ attempt, durationMs, errorCode: error.code } satisfies AttemptFailureDetails],
+    });
+  }
+  const errorCode = errorCodeOf(error);
+  log.warn({ host: url.host, errorCode, durationMs }, 'webhook delivery attempt failed: receiver unreachable');
+  return ApplicationFailure.create({
+    type: FailureType.ReceiverUnreachable,
+    message:
+      errorCode === 'TIMEOUT'
+        ? `Receiver did not answer within ${timeoutMs} ms (TIMEOUT)`
+        : `Receiver unreachable: ${errorCode}`,
+    details: [{ attempt, durationMs, errorCode } satisfies AttemptFailureDetails],
+  });
+}
+
+/** 2xx is delivered; any other status is retried, after at least the receiver's Retry-After on 429 and 503. */
+function classifyAnswer(
+  response: ReceiverResponse,
+  url: URL,
+  durationMs: number,
+  { attempt, log }: AttemptContext,
+  retrySchedule: RetrySchedule,
+): DeliveryAttemptOutcome {
+  const { statusCode } = response;
+  if (statusCode >= 200 && statusCode < 300) {
+    log.info({ statusCode, durationMs }, 'webhook delivered');
+    return { status: 'delivered', attempt, statusCode, durationMs };
+  }
+  const retryDelay =
+    statusCode === 429 || statusCode === 503
+      ? nextRetryDelay(retrySchedule, attempt, parseRetryAfter(response.retryAfter, Date.now()))
+      : undefined;
+  log.warn(
+    { host: url.host, statusCode, durationMs, nextRetryDelay: retryDelay },
+    'webhook delivery attempt failed: receiver status',
+  );
+  throw ApplicationFailure.create({
+    type: FailureType.ReceiverStatus,
+    message: `Receiver answered HTTP ${statusCode}${statusCode >= 300 && statusCode < 400 ? ' (redirects are not followed)' : ''}`,
+    details: [{ attempt, durationMs, statusCode } satisfies AttemptFailureDetails],
+    nextRetryDelay: retryDelay,
+  });
+}
+
+function errorCodeOf(error: unknown): string {
+  for (let current = error; current instanceof Error; current = current.cause) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && code.length > 0) return code;
+  }
+  return error instanceof Error ? error.name : 'UNKNOWN';
+}
