@@ -10,9 +10,9 @@ import {
 } from '../common/contract';
 import type { Logger } from '../common/logger';
 import { registrationSecretAad, type SecretBox } from '../common/secrets';
-import { signPayload } from '../common/signature';
+import { signPayload, standardWebhookSignatureHeader } from '../common/signature';
 import { parseWebhookUrl } from '../common/webhook-url';
-import { findRegistration, type RegistrationRow } from '../db';
+import { eraseExpiredPreviousSecrets, findRegistration, type Db, type RegistrationRow } from '../db';
 import type { ActivityDeps } from './deps';
 import type { ReceiverResponse } from './http';
 import { nextRetryDelay, parseRetryAfter, type RetrySchedule } from './retry-after';
@@ -50,8 +50,8 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps) {
     }
     assertSubscribed(registration, webhookType);
     const url = receiverUrl(registration);
-    const secret = openSecret(secretBox, registration, context);
-    const headers = signedHeaders(secret, context.webhookId, body);
+    const secrets = await openSecrets(db, secretBox, registration, context);
+    const headers = signedHeaders(secrets, context.webhookId, body);
 
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
@@ -92,10 +92,26 @@ function receiverUrl(registration: RegistrationRow): URL {
   });
 }
 
-/** Retryable when it fails: another worker (or this one, once given the right WEBHOOK_SECRET_KEY) may open it. */
-function openSecret(secretBox: SecretBox, registration: RegistrationRow, { log }: AttemptContext): string {
+/**
+ * The signing secrets, newest first: the current one, and the one a rotation replaced while its overlap lasts.
+ * Retryable when one cannot be opened: another worker (or this one, given the right WEBHOOK_SECRET_KEY) may open it.
+ * A previous secret found expired is erased here (the worker's sweep erases the ones no delivery reads).
+ */
+async function openSecrets(
+  db: Db,
+  secretBox: SecretBox,
+  registration: RegistrationRow,
+  { log }: AttemptContext,
+): Promise<string[]> {
+  const { previousSecretSealed, previousSecretExpiresAt } = registration;
+  const overlapping = previousSecretSealed !== null && (previousSecretExpiresAt?.getTime() ?? 0) > Date.now();
+  if (previousSecretSealed !== null && !overlapping)
+    await eraseExpiredPreviousSecrets(db, registration.id).catch((error: unknown) =>
+      log.warn({ err: error }, 'could not erase an expired previous webhook secret; the sweep will'),
+    );
+  const sealed = overlapping ? [registration.secretSealed, previousSecretSealed] : [registration.secretSealed];
   try {
-    return secretBox.open(registration.secretSealed, registrationSecretAad(registration.id));
+    return sealed.map((secret) => secretBox.open(secret, registrationSecretAad(registration.id)));
   } catch {
     log.error('cannot open the webhook secret: is WEBHOOK_SECRET_KEY the one the registration was sealed with?');
     throw ApplicationFailure.create({
@@ -105,15 +121,24 @@ function openSecret(secretBox: SecretBox, registration: RegistrationRow, { log }
   }
 }
 
-/** Spec sections 5 and 6: X-Timestamp of this attempt and X-Signature over `{timestamp}.{body}`. */
-function signedHeaders(secret: string, webhookId: string, body: string): Record<string, string> {
-  const timestamp = String(Date.now());
+/**
+ * Spec sections 5 and 6: X-Timestamp of this attempt and X-Signature over `{timestamp}.{body}` with the newest secret;
+ * and Standard Webhooks: webhook-id, webhook-timestamp (the same instant, in seconds) and webhook-signature with every
+ * active secret, so a receiver still holding the replaced secret keeps verifying during a rotation's overlap.
+ */
+function signedHeaders(secrets: readonly string[], webhookId: string, body: string): Record<string, string> {
+  const signedAt = Date.now();
+  const timestamp = String(signedAt);
+  const timestampSeconds = String(Math.floor(signedAt / 1000));
   return {
     'content-type': 'application/json',
     'user-agent': 'webhook-delivery-service',
     'x-timestamp': timestamp,
-    'x-signature': signPayload(secret, timestamp, body),
+    'x-signature': signPayload(secrets[0]!, timestamp, body),
     'x-webhook-id': webhookId,
+    'webhook-id': webhookId,
+    'webhook-timestamp': timestampSeconds,
+    'webhook-signature': standardWebhookSignatureHeader(secrets, webhookId, timestampSeconds, body),
   };
 }
 

@@ -7,9 +7,12 @@ import type { Logger } from './logger';
 const SECRET_PREFIX = 'whsec_';
 const SEALED_VERSION = 'v1';
 
-/** A new signing secret: `whsec_` and 32 CSPRNG bytes, base64url. */
+/**
+ * A new signing secret: `whsec_` and 32 CSPRNG bytes in standard base64, the format Standard Webhooks libraries
+ * decode (secrets issued before were base64url: they still sign, see standardWebhookKey).
+ */
 export function generateWebhookSecret(): string {
-  return SECRET_PREFIX + randomBytes(32).toString('base64url');
+  return SECRET_PREFIX + randomBytes(32).toString('base64');
 }
 
 /** Encrypts signing secrets at rest with AES-256-GCM; the AAD binds a ciphertext to its row. */

@@ -10,6 +10,9 @@ export interface RegistrationRow {
   url: string;
   types: SubscribableType[];
   secretSealed: string;
+  /** The secret a rotation replaced, sealed with the same AAD; null once its overlap is over and it is erased. */
+  previousSecretSealed: string | null;
+  previousSecretExpiresAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -20,6 +23,8 @@ interface Columns {
   url: string;
   types: SubscribableType[];
   secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -32,6 +37,8 @@ const toRow = (c: Columns): RegistrationRow => ({
   url: c.url,
   types: c.types,
   secretSealed: c.secret_sealed,
+  previousSecretSealed: c.previous_secret_sealed,
+  previousSecretExpiresAt: c.previous_secret_expires_at,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });

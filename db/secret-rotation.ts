@@ -1,0 +1,55 @@
+import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../common/secrets';
+import type { Db } from './connection';
+import { findRegistration } from './registrations';
+
+const TABLE = 'webhook_registrations';
+
+export interface RotatedSecret {
+  /** The new signing secret, in plaintext: shown once. */
+  secret: string;
+  /** When the replaced secret stops signing deliveries (the rotation's own time when there is no overlap). */
+  previousSecretExpiresAt: Date;
+}
+
+/**
+ * Gives the project's registration a new secret; the current one becomes the previous secret for `overlapSeconds`
+ * (none when 0). One UPDATE, so a concurrent rotation or delivery sees either the old pair or the new one. A rotation
+ * during an overlap ends that overlap: only the secret it replaces stays valid. Undefined when there is no webhook.
+ */
+export async function rotateRegistrationSecret(
+  db: Db,
+  secretBox: SecretBox,
+  projectId: string,
+  overlapSeconds: number,
+  secret: string = generateWebhookSecret(),
+): Promise<RotatedSecret | undefined> {
+  const registration = await findRegistration(db, projectId);
+  if (!registration) return undefined;
+  const overlap = overlapSeconds > 0;
+  // SET expressions read the row as it was, so the previous secret is the current one being replaced.
+  const { rows } = await db.raw<{ rows: { expires_at: Date }[] }>(
+    `UPDATE ${TABLE} SET
+       previous_secret_sealed = CASE WHEN :overlap THEN secret_sealed END,
+       previous_secret_expires_at = CASE WHEN :overlap THEN now() + make_interval(secs => :overlapSeconds) END,
+       secret_sealed = :sealed,
+       updated_at = now()
+     WHERE id = :id
+     RETURNING coalesce(previous_secret_expires_at, now()) AS expires_at`,
+    {
+      overlap,
+      overlapSeconds,
+      sealed: secretBox.seal(secret, registrationSecretAad(registration.id)),
+      id: registration.id,
+    },
+  );
+  const [row] = rows;
+  // Deleted between the read and the update: as if there had been no webhook.
+  return row && { secret, previousSecretExpiresAt: row.expires_at };
+}
+
+/** Erases previous secrets whose overlap is over, of one registration or of all; returns how many were erased. */
+export async function eraseExpiredPreviousSecrets(db: Db, registrationId?: string): Promise<number> {
+  const expired = db(TABLE).where('previous_secret_expires_at', '<=', db.fn.now());
+  const scoped = registrationId === undefined ? expired : expired.andWhere({ id: registrationId });
+  return scoped.update({ previous_secret_sealed: null, previous_secret_expires_at: null });
+}
