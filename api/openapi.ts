@@ -1,6 +1,7 @@
 import {
   projectIdSchema,
   registerWebhookBodySchema,
+  rotateSecretBodySchema,
   updateWebhookBodySchema,
   webhookTypesSchema,
   webhookUrlSchema,
@@ -68,6 +69,25 @@ const registrationWithSecretSchema = {
     },
   },
   required: [...Object.keys(registrationProperties), 'secret'],
+  additionalProperties: false,
+} as const;
+
+const rotatedSecretSchema = {
+  type: 'object',
+  description: 'The new signing secret, shown in this response only, and the end of the overlap.',
+  properties: {
+    secret: {
+      type: 'string',
+      pattern: '^whsec_[A-Za-z0-9+/]+={0,2}$',
+      description: 'The new secret: signs X-Signature from now on, and webhook-signature beside the replaced one.',
+    },
+    previousSecretExpiresAt: {
+      type: 'string',
+      format: 'date-time',
+      description: 'When deliveries stop carrying a signature with the replaced secret (now when overlapSeconds is 0).',
+    },
+  },
+  required: ['secret', 'previousSecretExpiresAt'],
   additionalProperties: false,
 } as const;
 
@@ -263,6 +283,28 @@ export function buildOpenApiDocument(): OpenApiDocument {
           },
         },
       },
+      '/webhooks/project/{projectId}/secret/rotate': {
+        post: {
+          operationId: 'rotateWebhookSecret',
+          summary: 'Replace the signing secret of a project’s webhook, with an overlap',
+          description:
+            'The new secret signs every delivery from now on. During the overlap webhook-signature carries a ' +
+            'signature with the new and one with the replaced secret, and X-Signature uses the new one; afterwards ' +
+            'only the new secret signs and the replaced one is erased. The body is optional.',
+          tags: ['webhooks'],
+          parameters: [projectIdParameter],
+          requestBody: { required: false, content: json(ref('schemas', 'RotateSecretBody')) },
+          responses: {
+            '200': { description: 'Rotated.', content: json(ref('schemas', 'RotatedSecret')) },
+            '400': ref('responses', 'InvalidBody'),
+            '401': ref('responses', 'Unauthorized'),
+            '403': ref('responses', 'Forbidden'),
+            '404': problemResponse('No such project, or it has no webhook.'),
+            '413': ref('responses', 'TooLarge'),
+            '415': ref('responses', 'UnsupportedMediaType'),
+          },
+        },
+      },
       '/webhooks/test/project/{projectId}': {
         post: {
           operationId: 'testWebhook',
@@ -337,6 +379,8 @@ export function buildOpenApiDocument(): OpenApiDocument {
       schemas: {
         RegisterWebhookBody: registerWebhookBodySchema,
         UpdateWebhookBody: updateWebhookBodySchema,
+        RotateSecretBody: rotateSecretBodySchema,
+        RotatedSecret: rotatedSecretSchema,
         Registration: registrationSchema,
         RegistrationWithSecret: registrationWithSecretSchema,
         TestDelivery: testDeliverySchema,

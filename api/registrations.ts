@@ -9,7 +9,7 @@ import {
   RegistrationNotFoundError,
   TestDeliveryFailedError,
 } from './errors';
-import type { RegisterWebhookBody, UpdateWebhookBody } from './schemas';
+import { DEFAULT_OVERLAP_SECONDS, type RegisterWebhookBody, type RotateSecretBody, type UpdateWebhookBody } from './schemas';
 
 export interface RegistrationDeps {
   db: Knex;
@@ -25,6 +25,12 @@ export interface RegistrationView {
   types: string[];
   createdAt: string;
   updatedAt: string;
+}
+
+/** A rotation's answer: the new secret (shown once) and when the replaced one stops signing deliveries. */
+export interface RotatedSecretView {
+  secret: string;
+  previousSecretExpiresAt: string;
 }
 
 export interface TestDeliveryView {
@@ -91,6 +97,20 @@ export async function getWebhook(deps: RegistrationDeps, userId: string, project
 export async function deleteWebhook(deps: RegistrationDeps, userId: string, projectId: string): Promise<void> {
   await assertMember(deps.db, projectId, userId);
   if (!(await store.deleteRegistration(deps.db, projectId))) throw noWebhook(projectId);
+}
+
+/** Replaces the project's signing secret; the replaced one keeps signing beside it for the overlap. */
+export async function rotateWebhookSecret(
+  deps: RegistrationDeps,
+  userId: string,
+  projectId: string,
+  body: RotateSecretBody,
+): Promise<RotatedSecretView> {
+  await assertMember(deps.db, projectId, userId);
+  const overlapSeconds = body.overlapSeconds ?? DEFAULT_OVERLAP_SECONDS;
+  const rotated = await store.rotateRegistrationSecret(deps.db, deps.secretBox, projectId, overlapSeconds);
+  if (!rotated) throw noWebhook(projectId);
+  return { secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString() };
 }
 
 /** Sends one TEST event through the delivery pipeline; a receiver that does not acknowledge it is a 502. */

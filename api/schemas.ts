@@ -38,6 +38,28 @@ export const updateWebhookBodySchema = {
   additionalProperties: false,
 } as const;
 
+/** How long the replaced secret keeps signing deliveries after a rotation: at most a week, a day by default. */
+export const MAX_OVERLAP_SECONDS = 604_800;
+export const DEFAULT_OVERLAP_SECONDS = 86_400;
+
+export const rotateSecretBodySchema = {
+  type: 'object',
+  properties: {
+    overlapSeconds: {
+      type: 'integer',
+      minimum: 0,
+      maximum: MAX_OVERLAP_SECONDS,
+      default: DEFAULT_OVERLAP_SECONDS,
+      description: 'Seconds during which deliveries are also signed with the replaced secret (0: stop at once).',
+    },
+  },
+  additionalProperties: false,
+} as const;
+
+export interface RotateSecretBody {
+  overlapSeconds?: number;
+}
+
 export interface RegisterWebhookBody {
   projectId: string;
   url: string;
@@ -70,7 +92,7 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
   return result;
 }
 
-function compileBody<T extends { url?: string }>(schema: object): BodyValidator<T> {
+function compileBody<T extends object>(schema: object): BodyValidator<T> {
   const validate: ValidateFunction = ajv.compile(schema);
   return (body) => {
     const errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
@@ -85,3 +107,4 @@ function compileBody<T extends { url?: string }>(schema: object): BodyValidator<
 
 export const validateRegisterBody = compileBody<RegisterWebhookBody>(registerWebhookBodySchema);
 export const validateUpdateBody = compileBody<UpdateWebhookBody>(updateWebhookBodySchema);
+export const validateRotateSecretBody = compileBody<RotateSecretBody>(rotateSecretBodySchema);

@@ -27,6 +27,7 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'GET /webhooks/project/{projectId}': ['200', '401', '403', '404'],
   'DELETE /webhooks/project/{projectId}': ['204', '401', '403', '404'],
   'POST /webhooks/test/project/{projectId}': ['200', '401', '403', '404', '502'],
+  'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
@@ -271,6 +272,23 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(DELETE, 401, { path: at(DELETE.slice(7), p) });
       await expect(DELETE, 403, { path: at(DELETE.slice(7), p), user: 'mallory' });
       await expect(DELETE, 204, { path: at(DELETE.slice(7), p), user: 'alice' });
+    });
+
+    it('rotate secret: 200, 400, 401, 403, 404, 413, 415', async () => {
+      const ROTATE = 'POST /webhooks/project/{projectId}/secret/rotate';
+      const p = await project('alice');
+      const path = at(ROTATE.slice(5), p);
+      await expect(ROTATE, 404, { path, user: 'alice' });
+      await expect(ROTATE, 404, { path: at(ROTATE.slice(5), 'no-such-project'), user: 'alice' });
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const rotated = await expect(ROTATE, 200, { path, user: 'alice', body: { overlapSeconds: 60 } });
+      assert.match(String(rotated.secret), /^whsec_/);
+      await expect(ROTATE, 200, { path, user: 'alice' });
+      await expect(ROTATE, 400, { path, user: 'alice', body: { overlapSeconds: 604_801 } });
+      await expect(ROTATE, 401, { path });
+      await expect(ROTATE, 403, { path, user: 'mallory' });
+      await expect(ROTATE, 413, { path, user: 'alice', body: { pad: 'x'.repeat(200_000) } });
+      await expect(ROTATE, 415, { path, user: 'alice', raw: 'overlapSeconds=0', contentType: 'text/plain' });
     });
 
     it('health and the document itself: 200, 503', async () => {

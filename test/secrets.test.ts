@@ -14,12 +14,12 @@ import {
 } from '../common/secrets';
 
 describe('secrets', () => {
-  it('generates whsec_ secrets of 32 random bytes, all different', () => {
+  it('generates whsec_ secrets of 32 random bytes in standard base64 (Standard Webhooks), all different', () => {
     const secrets = new Set(Array.from({ length: 100 }, generateWebhookSecret));
     assert.equal(secrets.size, 100);
     for (const secret of secrets) {
-      assert.match(secret, /^whsec_[A-Za-z0-9_-]{43}$/);
-      assert.equal(Buffer.from(secret.slice(6), 'base64url').length, 32);
+      assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+      assert.equal(Buffer.from(secret.slice(6), 'base64').length, 32);
     }
   });
 

@@ -1,7 +1,7 @@
 import { Router, type RouterContext } from '@koa/router';
 import { callerId } from '../auth';
 import * as registrations from '../registrations';
-import { validateRegisterBody, validateUpdateBody } from '../schemas';
+import { validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
 
 type Context = RouterContext<{ user?: unknown }>;
 
@@ -22,6 +22,10 @@ export function webhooksRouter(deps: registrations.RegistrationDeps): Router {
       await registrations.deleteWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
       ctx.status = 204;
     },
+    rotateSecret: async (ctx: Context) => {
+      const body = validateRotateSecretBody(ctx.request.body ?? {});
+      ctx.body = await registrations.rotateWebhookSecret(deps, callerId(ctx.state), ctx.params.projectId ?? '', body);
+    },
     test: async (ctx: Context) => {
       ctx.body = await registrations.testWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
     },
@@ -33,5 +37,6 @@ export function webhooksRouter(deps: registrations.RegistrationDeps): Router {
   router.get('/project/:projectId', handlers.get);
   router.delete('/project/:projectId', handlers.delete);
   router.post('/test/project/:projectId', handlers.test);
+  router.post('/project/:projectId/secret/rotate', handlers.rotateSecret);
   return router;
 }
