@@ -13,8 +13,13 @@ export {
   verifyWebhookSignature,
   checkWebhookSignature,
   signPayload,
+  verifyStandardWebhook,
+  checkStandardWebhook,
+  signStandardWebhook,
   type SignatureCheck,
   type VerifyWebhookSignatureInput,
+  type VerifyStandardWebhookInput,
+  type WebhookSecrets,
 } from '../common/signature';
 export * from '../common/contract/events';
 export { eventSchemas } from '../common/contract/schemas';

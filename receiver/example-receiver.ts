@@ -1,11 +1,19 @@
 // A runnable example receiver: `WEBHOOK_SECRET=whsec_… PORT=4000 npx tsx receiver/example-receiver.ts`.
 // It verifies each delivery against the raw body, answers 401 when the signature or timestamp is wrong and
-// 200 otherwise, and handles each X-Webhook-Id once (the same event may arrive more than once).
+// 200 otherwise, and handles each webhook id once (the same event may arrive more than once). WEBHOOK_SECRET may
+// list several secrets, space- or comma-separated, to accept both sides of a rotation.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { checkWebhookSignature } from '../common/signature';
+import { checkStandardWebhook, checkWebhookSignature, type WebhookSecrets } from '../common/signature';
 
 export interface ExampleReceiverOptions {
-  secret: string;
+  /** The secret, or during a rotation the old and the new one. */
+  secret: WebhookSecrets;
+  /**
+   * Which signature to check: Standard Webhooks' webhook-signature (default: it covers the webhook id and carries one
+   * signature per active secret during a rotation) or the spec's X-Signature. Never either: a fallback to X-Signature
+   * would let a replay strip webhook-signature and change the id.
+   */
+  scheme?: 'standard-webhooks' | 'spec';
   /** Called once per distinct X-Webhook-Id with the parsed body. */
   onEvent?: (event: { webhookId: string; body: unknown }) => void;
   /** How many webhook ids to remember for de-duplication. */
@@ -34,14 +42,18 @@ export function createExampleReceiver(options: ExampleReceiverOptions): Server {
     if (request.method !== 'POST') return reply(405, 'POST only');
     const handle = (rawBody: Buffer | undefined) => {
       if (!rawBody) return reply(413, 'body too large');
-      const check = checkWebhookSignature({
-        secret: options.secret,
-        timestamp: request.headers['x-timestamp'],
-        signature: request.headers['x-signature'],
-        rawBody, // the bytes as received: never JSON.stringify(JSON.parse(...))
-      });
+      // The bytes as received: never JSON.stringify(JSON.parse(...)).
+      const check =
+        options.scheme === 'spec'
+          ? checkWebhookSignature({
+              secret: options.secret,
+              timestamp: request.headers['x-timestamp'],
+              signature: request.headers['x-signature'],
+              rawBody,
+            })
+          : checkStandardWebhook({ secret: options.secret, headers: request.headers, rawBody });
       if (!check.valid) return reply(401, check.reason);
-      const webhookId = String(request.headers['x-webhook-id'] ?? '');
+      const webhookId = String(request.headers[options.scheme === 'spec' ? 'x-webhook-id' : 'webhook-id'] ?? '');
       if (webhookId && seen.has(webhookId)) return reply(200, 'duplicate, already handled');
       options.onEvent?.({ webhookId, body: JSON.parse(rawBody.toString('utf8')) as unknown });
       // Remembered only once handled: a delivery whose handling failed is handled again when it is retried.
@@ -66,7 +78,8 @@ if (require.main === module) {
   }
   const port = Number(process.env.PORT ?? 4000);
   const server = createExampleReceiver({
-    secret,
+    secret: secret.split(/[\s,]+/).filter(Boolean),
+    scheme: process.env.WEBHOOK_SCHEME === 'spec' ? 'spec' : 'standard-webhooks',
     onEvent: ({ webhookId, body }) => process.stdout.write(`${webhookId} ${JSON.stringify(body)}\n`),
   });
   server.listen(port, () => process.stdout.write(`example receiver listening on http://localhost:${port}\n`));
