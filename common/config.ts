@@ -33,6 +33,8 @@ export interface Config {
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: number;
   WORKER_MAX_CACHED_WORKFLOWS: number;
   WORKER_SHUTDOWN_GRACE_MS: number;
+  /** How often a worker erases the previous secrets whose rotation overlap is over. */
+  SECRET_SWEEP_INTERVAL_MS: number;
   /** Human-readable logs (pino-pretty) instead of JSON lines; by default only at a terminal outside production. */
   LOG_PRETTY?: boolean;
   /** Development stack (`npm start`, tests, bench): where the embedded services listen and the binaries are. */
@@ -84,6 +86,7 @@ const schema: JSONSchemaType<Config> = {
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: int(1, 100),
     WORKER_MAX_CACHED_WORKFLOWS: int(0, 1_000),
     WORKER_SHUTDOWN_GRACE_MS: int(0, 15_000),
+    SECRET_SWEEP_INTERVAL_MS: int(1_000, 3_600_000, 86_400_000),
     LOG_PRETTY: { type: 'boolean', nullable: true },
     DEV_POSTGRES_PORT: int(1, 5433, 65535),
     DEV_TEMPORAL_PORT: int(1, 7233, 65535),

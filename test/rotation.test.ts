@@ -6,6 +6,7 @@ import pino from 'pino';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { createApp } from '../api';
 import { createExampleReceiver } from '../receiver/example-receiver';
+import { startSecretSweep } from '../worker/secret-sweep';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../common/signature';
 import type { deliverWebhookEvent } from '../workflows';
 import { addMember, addProject, eraseExpiredPreviousSecrets, findRegistration } from '../db';
@@ -261,5 +262,18 @@ describe('secret rotation with overlap (API in process, Temporal dev server, rea
     assert.ok((await eraseExpiredPreviousSecrets(fx.database.db)) >= 1);
     assert.equal((await findRegistration(fx.database.db, expired.projectId))?.previousSecretSealed, null);
     assert.ok((await findRegistration(fx.database.db, live.projectId))?.previousSecretSealed);
+  });
+
+  it("the worker's periodic sweep erases an expired previous secret no delivery reads", async () => {
+    const { projectId } = await registered();
+    await rotate(projectId, 'alice', { overlapSeconds: 1 });
+    const stop = startSecretSweep(fx.database.db, 100, pino({ level: 'silent' }));
+    try {
+      // Polled until erased; the test's own timeout bounds it.
+      while ((await findRegistration(fx.database.db, projectId))?.previousSecretSealed) await sleep(100);
+    } finally {
+      stop();
+    }
+    assert.equal((await findRegistration(fx.database.db, projectId))?.previousSecretExpiresAt, null);
   });
 });

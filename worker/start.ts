@@ -9,6 +9,7 @@ import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/sec
 import { createDb } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
+import { startSecretSweep } from './secret-sweep';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
@@ -71,8 +72,10 @@ export async function startWorker(
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
   });
+  const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   /** Closes what the worker opened, each whatever happens to the others. */
   const closeAll = async () => {
+    stopSecretSweep();
     await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
   };
   const source = workflowSource();
