@@ -173,7 +173,7 @@ describe('api: webhook management', () => {
       assert.equal(reply.body.projectId, p);
       assert.equal(reply.body.url, 'https://receiver.example/hooks');
       assert.deepEqual(reply.body.types, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
-      assert.match(reply.body.secret, /^whsec_[A-Za-z0-9_-]{43}$/);
+      assert.match(reply.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
       assert.ok(!Number.isNaN(Date.parse(reply.body.createdAt)));
       const row = (await rowOf(p))!;
       assert.equal(row.id, reply.body._id);
