@@ -9,7 +9,12 @@ import {
   RegistrationNotFoundError,
   TestDeliveryFailedError,
 } from './errors';
-import { DEFAULT_OVERLAP_SECONDS, type RegisterWebhookBody, type RotateSecretBody, type UpdateWebhookBody } from './schemas';
+import {
+  DEFAULT_OVERLAP_SECONDS,
+  type RegisterWebhookBody,
+  type RotateSecretBody,
+  type UpdateWebhookBody,
+} from './schemas';
 
 export interface RegistrationDeps {
   db: Knex;
