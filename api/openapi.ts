@@ -65,7 +65,8 @@ const registrationWithSecretSchema = {
     secret: {
       type: 'string',
       pattern: '^whsec_',
-      description: 'Key of the HMAC-SHA256 X-Signature of every delivery. Store it now: it is not shown again.',
+      description:
+        'Key of the HMAC-SHA256 X-Signature and webhook-signature of every delivery. Store it now: it is not shown again.',
     },
   },
   required: [...Object.keys(registrationProperties), 'secret'],
@@ -208,7 +209,8 @@ export function buildOpenApiDocument(): OpenApiDocument {
       version: '0.1.0',
       description:
         'Registers one callback URL per project and delivers health-monitoring events to it, signed with ' +
-        'HMAC-SHA256 (X-Timestamp, X-Signature). Errors are RFC 9457 application/problem+json.',
+        'HMAC-SHA256 (X-Timestamp, X-Signature, and Standard Webhooks webhook-id, webhook-timestamp, ' +
+        'webhook-signature). Errors are RFC 9457 application/problem+json.',
     },
     tags: [
       { name: 'webhooks', description: 'Project webhook registration, management and test.' },

@@ -9,7 +9,7 @@ import { createApp } from '../api';
 import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../api/openapi';
 import { docsRouter } from '../api/routes/docs';
 import { healthRouter, type ReadinessDeps } from '../api/routes/health';
-import { registerWebhookBodySchema, updateWebhookBodySchema } from '../api/schemas';
+import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/schemas';
 import { createSecretBox } from '../common/secrets';
 import type { TestDeliveryOutcome } from '../api/test-event';
 import * as store from '../db';
@@ -115,6 +115,7 @@ describe('openapi: the document at /openapi.json', () => {
     const built = buildOpenApiDocument();
     assert.equal(built.components.schemas.RegisterWebhookBody, registerWebhookBodySchema);
     assert.equal(built.components.schemas.UpdateWebhookBody, updateWebhookBodySchema);
+    assert.equal(built.components.schemas.RotateSecretBody, rotateSecretBodySchema);
     assert.deepEqual(
       served.components.schemas.RegisterWebhookBody,
       JSON.parse(JSON.stringify(registerWebhookBodySchema)),
@@ -125,6 +126,10 @@ describe('openapi: the document at /openapi.json', () => {
       ]!.schema.$ref;
     assert.equal(bodyRef('post', '/webhooks/register'), '#/components/schemas/RegisterWebhookBody');
     assert.equal(bodyRef('patch', '/webhooks'), '#/components/schemas/UpdateWebhookBody');
+    assert.equal(
+      bodyRef('post', '/webhooks/project/{projectId}/secret/rotate'),
+      '#/components/schemas/RotateSecretBody',
+    );
   });
 
   it('lists the status codes of every operation', () => {
