@@ -102,16 +102,17 @@ async function openSecrets(
   secretBox: SecretBox,
   registration: RegistrationRow,
   { log }: AttemptContext,
-): Promise<string[]> {
+): Promise<[current: string, ...previous: string[]]> {
   const { previousSecretSealed, previousSecretExpiresAt } = registration;
   const overlapping = previousSecretSealed !== null && (previousSecretExpiresAt?.getTime() ?? 0) > Date.now();
   if (previousSecretSealed !== null && !overlapping)
     await eraseExpiredPreviousSecrets(db, registration.id).catch((error: unknown) =>
       log.warn({ err: error }, 'could not erase an expired previous webhook secret; the sweep will'),
     );
-  const sealed = overlapping ? [registration.secretSealed, previousSecretSealed] : [registration.secretSealed];
+  const open = (sealed: string) => secretBox.open(sealed, registrationSecretAad(registration.id));
   try {
-    return sealed.map((secret) => secretBox.open(secret, registrationSecretAad(registration.id)));
+    const current = open(registration.secretSealed);
+    return overlapping ? [current, open(previousSecretSealed)] : [current];
   } catch {
     log.error('cannot open the webhook secret: is WEBHOOK_SECRET_KEY the one the registration was sealed with?');
     throw ApplicationFailure.create({
@@ -126,7 +127,11 @@ async function openSecrets(
  * and Standard Webhooks: webhook-id, webhook-timestamp (the same instant, in seconds) and webhook-signature with every
  * active secret, so a receiver still holding the replaced secret keeps verifying during a rotation's overlap.
  */
-function signedHeaders(secrets: readonly string[], webhookId: string, body: string): Record<string, string> {
+function signedHeaders(
+  secrets: readonly [current: string, ...previous: string[]],
+  webhookId: string,
+  body: string,
+): Record<string, string> {
   const signedAt = Date.now();
   const timestamp = String(signedAt);
   const timestampSeconds = String(Math.floor(signedAt / 1000));
@@ -134,7 +139,7 @@ function signedHeaders(secrets: readonly string[], webhookId: string, body: stri
     'content-type': 'application/json',
     'user-agent': 'webhook-delivery-service',
     'x-timestamp': timestamp,
-    'x-signature': signPayload(secrets[0]!, timestamp, body),
+    'x-signature': signPayload(secrets[0], timestamp, body),
     'x-webhook-id': webhookId,
     'webhook-id': webhookId,
     'webhook-timestamp': timestampSeconds,
