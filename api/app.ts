@@ -66,7 +66,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
-  app.use(metricsRouter(deps.metricsToken).routes());
+  app.use(metricsRouter(deps).routes());
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));

@@ -49,9 +49,10 @@ const sameToken = (given: string, expected: string) =>
  * GET /metrics in the Prometheus text format: the API's figures and, when the worker runs in this process, the
  * delivery counters. Public unless METRICS_TOKEN is set, then a bearer token equal to it is required.
  */
-export function metricsRouter(metricsToken?: string): Router {
+export function metricsRouter(deps: { metricsToken?: string }): Router {
   const router = new Router();
   router.get('/metrics', async (ctx) => {
+    const { metricsToken } = deps;
     if (metricsToken) {
       const given = /^Bearer (.+)$/i.exec(ctx.get('Authorization'))?.[1] ?? '';
       if (!sameToken(given, metricsToken))

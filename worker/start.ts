@@ -9,6 +9,7 @@ import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/sec
 import { createDb } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
+import { startDeliveryLogRetention } from './delivery-log-retention';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
@@ -61,7 +62,7 @@ export async function startWorker(
   secretBox: SecretBox = createSecretBox(resolveSecretKey(config, logger)),
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
-  installRuntimeLogger(logger);
+  installRuntimeLogger(logger, config.WORKER_METRICS_PORT);
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
   const { address, tls } = temporalConnectionOptions(config);
@@ -71,8 +72,10 @@ export async function startWorker(
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
   });
+  const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
   /** Closes what the worker opened, each whatever happens to the others. */
   const closeAll = async () => {
+    stopRetention();
     await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
   };
   const source = workflowSource();
@@ -84,6 +87,13 @@ export async function startWorker(
       secretBox,
       logger: logger.child({ component: 'delivery' }),
       searchAttributes: await hasSearchAttributes(connection, config, logger),
+      alerts: {
+        alertAfterMs: config.ALERT_AFTER_MS,
+        ...(config.ALERT_WEBHOOK_URL &&
+          config.ALERT_WEBHOOK_SECRET && {
+            webhook: { url: config.ALERT_WEBHOOK_URL, secret: config.ALERT_WEBHOOK_SECRET },
+          }),
+      },
     });
     const worker = await Worker.create({
       connection,
