@@ -178,7 +178,11 @@ export async function markDeliveryFailed(
   key: DeliveryKey,
   lastError: string,
 ): Promise<DeliveryRow | undefined> {
-  return upsertDelivery(db, key, 'failed', lastError);
+  return db.transaction(async (trx) => {
+    // The last attempt's error says more than Temporal's "giving up retrying": it stays when there is one.
+    const row = await trx<DeliveryColumns>(DELIVERIES).where({ id: key.id }).forUpdate().first();
+    return upsertDelivery(trx, key, 'failed', row?.attempts ? (row.last_error ?? lastError) : lastError);
+  });
 }
 
 export interface DeliveryFilter {
