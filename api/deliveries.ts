@@ -192,6 +192,15 @@ export async function redeliver(
   id: string,
 ): Promise<{ id: string; redeliveryOf: string }> {
   await assertMember(deps.db, projectId, userId);
+  return redeliverAsOperator(deps, projectId, id);
+}
+
+/** The redelivery itself, without the membership check: the operator CLI calls it directly. */
+export async function redeliverAsOperator(
+  deps: DeliveryDeps,
+  projectId: string,
+  id: string,
+): Promise<{ id: string; redeliveryOf: string }> {
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const claimed = await store.claimRedelivery(deps.db, projectId, id);
   if (!claimed) {
@@ -215,7 +224,15 @@ export async function recoverDeliveries(
 ): Promise<{ count: number }> {
   await assertMember(deps.db, projectId, userId);
   // After membership: a non-member learns nothing from the validation either.
-  const window = validateRecoverBody(body);
+  return recoverAsOperator(deps, projectId, validateRecoverBody(body));
+}
+
+/** The recovery itself, without the membership check: the operator CLI calls it directly. */
+export async function recoverAsOperator(
+  deps: DeliveryDeps,
+  projectId: string,
+  window: { since: string; until?: string },
+): Promise<{ count: number }> {
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const since = new Date(window.since);
   const until = window.until === undefined ? undefined : new Date(window.until);

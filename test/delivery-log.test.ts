@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Worker } from '@temporalio/worker';
 import { createApp, type AppDeps } from '../api/app';
+import { main as cli } from '../cli';
+import { loadConfig } from '../common/config';
 import { createRedeliveryStarter } from '../api/redelivery';
 import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../activities';
 import type { DeliverWebhookEventInput } from '../common/contract';
@@ -555,6 +557,67 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     const body = JSON.parse(alertReceiver.requests[0]!.rawBody.toString()) as Record<string, unknown>;
     assert.equal(body.alert, 'endpoint-failing');
     assert.ok(Date.parse(String(body.raisedAt)) - Date.parse(String(body.failingSince)) >= 1_000);
+  });
+
+  it('CLI: deliveries list, redeliver and recover, for operators', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    const lines: string[] = [];
+    const errors: string[] = [];
+    const io = {
+      env: {
+        DATABASE_URL: fx.database.url,
+        TEMPORAL_ADDRESS: fx.env.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        NODE_ENV: 'test',
+      },
+      out: (line: string) => void lines.push(line),
+      err: (line: string) => void errors.push(line),
+    };
+    await withWorker(async () => {
+      const delivered = await deliver(fallEvent(p));
+      fx.receiver.fallback = { status: 500 };
+      const failed = await deliver(fallEvent(p));
+      fx.receiver.fallback = { status: 200 };
+
+      assert.equal(await cli(['deliveries', 'list', p, '--status', 'failed'], io), 0, errors.join('\n'));
+      assert.deepEqual(
+        lines.map((line) => line.split('\t').slice(0, 3)),
+        [[failed, 'failed', 'FALL_DETECTION']],
+      );
+      lines.length = 0;
+      assert.equal(await cli(['deliveries', 'list', p, '--status', 'lost'], io), 2);
+      assert.match(errors.join('\n'), /status must be one of pending, delivered, failed, skipped/);
+
+      assert.equal(await cli(['deliveries', 'redeliver', p, delivered], io), 0, errors.join('\n'));
+      const redelivery = lines.pop()!;
+      assert.match(redelivery, /^webhook-redelivery-/);
+      await fx.env.client.workflow.getHandle(redelivery).result();
+      assert.equal(fx.receiver.requests.at(-1)!.headers['x-webhook-id'], delivered);
+      assert.equal(await cli(['deliveries', 'redeliver', p, 'nope'], io), 1);
+      assert.match(errors.at(-1)!, /No delivery with id nope was found/);
+
+      assert.equal(await cli(['deliveries', 'recover', p], io), 2, 'without --since');
+      const before = fx.receiver.requests.length;
+      assert.equal(await cli(['deliveries', 'recover', p, '--since', '2000-01-01T00:00:00Z'], io), 0);
+      assert.equal(lines.pop(), `1 failed deliveries of project ${p} redelivering`);
+      const [again] = (await fx.receiver.waitForRequests(before + 1)).slice(before);
+      assert.equal(again!.headers['x-webhook-id'], failed);
+    }, fastConfig);
+  });
+
+  it('config: ALERT_WEBHOOK_URL needs ALERT_WEBHOOK_SECRET; defaults for retention, alerts and recovery', () => {
+    const config = loadConfig({});
+    assert.equal(config.DELIVERY_LOG_RETENTION_DAYS, 30);
+    assert.equal(config.ALERT_AFTER_MS, 900_000);
+    assert.equal(config.RECOVER_RATE_PER_SECOND, 10);
+    assert.equal(config.WORKER_METRICS_PORT, undefined);
+    assert.throws(
+      () => loadConfig({ ALERT_WEBHOOK_URL: 'https://alerts.example/hook' }),
+      /ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL/,
+    );
+    assert.throws(() => loadConfig({ DELIVERY_LOG_RETENTION_DAYS: '0' }), /DELIVERY_LOG_RETENTION_DAYS/);
+    assert.throws(() => loadConfig({ METRICS_TOKEN: 'short' }), /METRICS_TOKEN/);
   });
 
   it('/metrics: Prometheus text with request counts by route and status and delivery counters; METRICS_TOKEN', async () => {
