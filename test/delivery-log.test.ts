@@ -603,7 +603,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       assert.equal(lines.pop(), `1 failed deliveries of project ${p} redelivering`);
       const [again] = (await fx.receiver.waitForRequests(before + 1)).slice(before);
       assert.equal(again!.headers['x-webhook-id'], failed);
-    }, fastConfig);
+    });
   });
 
   it('config: ALERT_WEBHOOK_URL needs ALERT_WEBHOOK_SECRET; defaults for retention, alerts and recovery', () => {
