@@ -7,7 +7,6 @@ import {
   type DeliveryAttemptOutcome,
   type DeliveryOutcomeReport,
 } from '../common/contract';
-import type { Logger } from '../common/logger';
 import {
   claimEpisodeAlert,
   findEndpointHealth,
