@@ -54,10 +54,15 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
     const meter = Context.current().metricMeter;
     meter.createCounter('webhook_delivery_attempts', 'attempts').add(1, { type, result });
     if (latencySeconds === undefined) return;
-    deliveriesTotal.inc({ type, outcome: 'delivered' });
+    countOutcome(type, 'delivered');
     deliveryLatencySeconds.observe({ type }, latencySeconds);
-    meter.createCounter('webhook_deliveries', 'deliveries').add(1, { type, outcome: 'delivered' });
     meter.createHistogram('webhook_delivery_latency', 'float', 's').record(latencySeconds, { type });
+  }
+
+  /** A delivery ended: counted in prom-client and in Temporal's meter. */
+  function countOutcome(type: string, outcome: 'delivered' | 'failed' | 'skipped'): void {
+    deliveriesTotal.inc({ type, outcome });
+    Context.current().metricMeter.createCounter('webhook_deliveries', 'deliveries').add(1, { type, outcome });
   }
 
   async function recordAttempt(key: DeliveryKey, outcome: DeliveryAttemptOutcome | ApplicationFailure) {
@@ -109,7 +114,7 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
 
     /** The event was not sent (no webhook, or deleted meanwhile): skipped, with the reason. */
     async skipped(key: DeliveryKey, reason: string): Promise<void> {
-      if (await upsertDelivery(db, key, 'skipped', reason)) deliveriesTotal.inc({ type: key.type, outcome: 'skipped' });
+      if (await upsertDelivery(db, key, 'skipped', reason)) countOutcome(key.type, 'skipped');
     },
 
     /**
@@ -137,7 +142,7 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
     /** The workflow gave up: failed, counted, and the episode's alert raised if not raised yet. */
     async gaveUp(key: DeliveryKey, lastError: string): Promise<void> {
       if (!(await markDeliveryFailed(db, key, lastError))) return;
-      deliveriesTotal.inc({ type: key.type, outcome: 'failed' });
+      countOutcome(key.type, 'failed');
       // A give-up without a failed POST (a refused target, a bad URL) still starts an episode.
       const health = await findEndpointHealth(db, key.projectId);
       if (!health || health.consecutiveFailures === 0)
