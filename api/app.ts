@@ -72,7 +72,9 @@ export function createApp(deps: AppDeps): Koa {
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   app.use(webhooks.routes());
   app.use(webhooks.allowedMethods());
-  app.use(deliveriesRouter(deps).routes());
+  const deliveries = deliveriesRouter(deps);
+  app.use(deliveries.routes());
+  app.use(deliveries.allowedMethods());
 
   // Only errors thrown outside the problem-details middleware land here.
   app.on('error', (err: unknown) => deps.logger.error({ err }, 'unhandled error'));
