@@ -143,6 +143,8 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
     async gaveUp(key: DeliveryKey, lastError: string): Promise<void> {
       if (!(await markDeliveryFailed(db, key, lastError))) return;
       countOutcome(key.type, 'failed');
+      // A member's TEST is one attempt whose failure the test endpoint already reports to them: no give-up alert.
+      if (key.type === 'TEST') return;
       // A give-up without a failed POST (a refused target, a bad URL) still starts an episode.
       const health = await findEndpointHealth(db, key.projectId);
       if (!health || health.consecutiveFailures === 0)
