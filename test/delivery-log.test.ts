@@ -271,6 +271,18 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     });
   });
 
+  it('logs an event of a type the webhook does not subscribe to as skipped, with the spec text', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['VITAL_THRESHOLD']);
+    const id = await withWorker(() => deliver(fallEvent(p)));
+    assert.equal(fx.receiver.requests.length, 0);
+    const page = await list(p);
+    assert.deepEqual(
+      page.body.items.map((item) => [item.id, item.status, item.attempts, item.lastError]),
+      [[id, 'skipped', 0, `Project ${p} has not registered a webhook for event: FALL_DETECTION`]],
+    );
+  });
+
   /** Log rows written directly, `minutesAgo` apart, for the pure query tests. */
   async function seed(projectId: string, count: number): Promise<string[]> {
     const ids: string[] = [];
