@@ -53,8 +53,8 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
     deliveryAttemptsTotal.inc({ type, result });
     const meter = Context.current().metricMeter;
     meter.createCounter('webhook_delivery_attempts', 'attempts').add(1, { type, result });
+    if (result === 'delivered') countOutcome(type, 'delivered');
     if (latencySeconds === undefined) return;
-    countOutcome(type, 'delivered');
     deliveryLatencySeconds.observe({ type }, latencySeconds);
     meter.createHistogram('webhook_delivery_latency', 'float', 's').record(latencySeconds, { type });
   }
@@ -91,7 +91,13 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
         delivered: true,
       });
       if (!row) return;
-      countAttempt(key.type, 'delivered', Math.max(0, Date.now() - row.createdAt.getTime()) / 1000);
+      // A redelivery's age is the member's choice, not the pipeline's latency: only first runs are measured.
+      const firstRun = key.id === key.workflowId;
+      countAttempt(
+        key.type,
+        'delivered',
+        firstRun ? Math.max(0, Date.now() - row.createdAt.getTime()) / 1000 : undefined,
+      );
       await recordEndpointOutcome(db, key.projectId, { delivered: true });
     }
   }
