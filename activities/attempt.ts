@@ -13,6 +13,7 @@ import { registrationSecretAad, type SecretBox } from '../common/secrets';
 import { signPayload, standardWebhookSignatureHeader } from '../common/signature';
 import { parseWebhookUrl } from '../common/webhook-url';
 import { eraseExpiredPreviousSecrets, findRegistration, type Db, type RegistrationRow } from '../db';
+import { createDeliveryLog, type DeliveryLog } from './delivery-log';
 import type { ActivityDeps } from './deps';
 import type { ReceiverResponse } from './http';
 import { nextRetryDelay, parseRetryAfter, type RetrySchedule } from './retry-after';
@@ -20,8 +21,9 @@ import { ForbiddenTargetError } from './ssrf';
 
 /** Who this attempt is, for the X-Webhook-Id header and every log line. */
 interface AttemptContext {
-  /** The workflow id: the event's idempotency key, the same for every attempt. */
+  /** The event's idempotency key, the same for every attempt: the workflow id, or the original's on a redelivery. */
   webhookId: string;
+  workflowId: string;
   attempt: number;
   log: Logger;
 }
@@ -31,7 +33,7 @@ interface AttemptContext {
  * brings its new URL and secret), open its secret, sign the workflow's bytes with this attempt's timestamp, POST
  * them, and classify the receiver's answer for Temporal's retry policy.
  */
-export function createDeliverWebhookAttempt(deps: ActivityDeps) {
+export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog = createDeliveryLog(deps)) {
   const { db, secretBox, logger, config, http } = deps;
   const retrySchedule: RetrySchedule = {
     initialIntervalMs: config.DELIVERY_INITIAL_INTERVAL_MS,
@@ -41,11 +43,13 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps) {
 
   return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
-    const context = attemptContext(logger, projectId, webhookType);
+    const context = attemptContext(logger, projectId, webhookType, input.webhookId);
+    const logKey = { id: context.webhookId, projectId, type: webhookType, workflowId: context.workflowId };
 
     const registration = await findRegistration(db, projectId);
     if (!registration) {
       context.log.warn('webhook registration deleted: delivery stopped, event not delivered');
+      await deliveryLog.skipped(logKey, 'The webhook was deleted while the delivery was pending');
       return { status: 'skipped', reason: 'registration-deleted', attempt: context.attempt };
     }
     assertSubscribed(registration, webhookType);
@@ -59,17 +63,21 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps) {
     try {
       response = await http.post(url, headers, body);
     } catch (error) {
-      throw unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS);
+      throw await deliveryLog.failedAttempt(
+        logKey,
+        unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS),
+      );
     }
-    return classifyAnswer(response, url, elapsed(), context, retrySchedule);
+    return deliveryLog.attempt(logKey, () => classifyAnswer(response, url, elapsed(), context, retrySchedule));
   };
 }
 
-function attemptContext(logger: Logger, projectId: string, webhookType: string): AttemptContext {
+function attemptContext(logger: Logger, projectId: string, webhookType: string, redeliveryOf?: string): AttemptContext {
   const info = Context.current().info;
-  const webhookId = info.workflowExecution?.workflowId ?? info.activityId;
+  const workflowId = info.workflowExecution?.workflowId ?? info.activityId;
+  const webhookId = redeliveryOf ?? workflowId;
   const attempt = info.attempt;
-  return { webhookId, attempt, log: logger.child({ projectId, webhookType, workflowId: webhookId, attempt }) };
+  return { webhookId, workflowId, attempt, log: logger.child({ projectId, webhookType, workflowId, attempt }) };
 }
 
 /** Spec section 6: a type the registration no longer subscribes to is not delivered (non-retryable). */

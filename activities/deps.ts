@@ -2,6 +2,7 @@ import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { Db } from '../db';
+import type { AlertOptions } from './alerts';
 import type { WebhookHttpClient } from './http';
 
 export type ActivityConfig = Pick<
@@ -24,4 +25,6 @@ export interface ActivityDeps {
   http: WebhookHttpClient;
   /** Whether the namespace has the ProjectId/WebhookType search attributes (default true). */
   searchAttributes?: boolean;
+  /** Operator alerts (ALERT_*): a log line always, a signed POST when a webhook is set; 15 min by default. */
+  alerts?: AlertOptions;
 }

@@ -1,6 +1,7 @@
 import { validateDeliveryInput } from '../common/contract/validate';
 import { findRegistration } from '../db';
-import type { DeliveryPlan } from '../common/contract';
+import type { DeliverWebhookEventInput, DeliveryPlan } from '../common/contract';
+import type { DeliveryLog } from './delivery-log';
 import type { ActivityDeps } from './deps';
 
 /**
@@ -11,7 +12,8 @@ export function createPlanDelivery({
   db,
   config,
   searchAttributes = true,
-}: Pick<ActivityDeps, 'db' | 'config' | 'searchAttributes'>) {
+  deliveryLog,
+}: Pick<ActivityDeps, 'db' | 'config' | 'searchAttributes'> & { deliveryLog?: DeliveryLog }) {
   return async function planDelivery(input: unknown): Promise<DeliveryPlan> {
     const plan: DeliveryPlan = {
       registered: false,
@@ -28,6 +30,7 @@ export function createPlanDelivery({
     const problem = validateDeliveryInput(input);
     if (problem !== undefined) return { ...plan, problem };
     const registration = await findRegistration(db, (input as { projectId: string }).projectId);
+    await deliveryLog?.planned(input as DeliverWebhookEventInput, registration?.types);
     return registration ? { ...plan, registered: true, types: registration.types } : plan;
   };
 }

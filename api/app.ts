@@ -9,6 +9,9 @@ import type { SendTestEvent } from './test-event';
 import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
+import { deliveriesRouter } from './routes/deliveries';
+import { metricsRouter, requestMetrics } from './metrics';
+import type { RedeliveryStarter } from './redelivery';
 
 export interface AppDeps {
   db: Knex;
@@ -18,6 +21,11 @@ export interface AppDeps {
   sendTestEvent: SendTestEvent;
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
+  /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
+  redelivery?: RedeliveryStarter;
+  recoverRatePerSecond?: number;
+  /** GET /metrics asks for this bearer token when set (METRICS_TOKEN). */
+  metricsToken?: string;
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -55,13 +63,18 @@ export function createApp(deps: AppDeps): Koa {
   const webhooks = webhooksRouter(deps);
 
   app.use(requestLog(deps.logger));
+  app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
+  app.use(metricsRouter(deps).routes());
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   app.use(webhooks.routes());
   app.use(webhooks.allowedMethods());
+  const deliveries = deliveriesRouter(deps);
+  app.use(deliveries.routes());
+  app.use(deliveries.allowedMethods());
 
   // Only errors thrown outside the problem-details middleware land here.
   app.on('error', (err: unknown) => deps.logger.error({ err }, 'unhandled error'));

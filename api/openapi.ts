@@ -7,6 +7,7 @@ import {
   webhookUrlSchema,
 } from './schemas';
 import { MAX_BODY } from './errors';
+import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
 
 // The request bodies below are the very objects ajv compiles in ./schemas: the document cannot drift from validation.
 
@@ -215,6 +216,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
     tags: [
       { name: 'webhooks', description: 'Project webhook registration, management and test.' },
       { name: 'operations', description: 'Public probes and documentation; no token.' },
+      { name: 'deliveries', description: 'A project’s delivery log, redelivery, recovery and endpoint health.' },
     ],
     security: [{ bearerAuth: [] }],
     paths: {
@@ -326,6 +328,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
           },
         },
       },
+      ...deliveryPaths,
       '/healthz': {
         get: {
           operationId: 'healthz',
@@ -391,6 +394,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
         TestDeliveryProblem: testDeliveryProblemSchema,
         ReadinessChecks: readinessChecksSchema,
         NotReadyProblem: notReadyProblemSchema,
+        ...deliverySchemas,
       },
       responses,
       securitySchemes: {

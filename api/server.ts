@@ -10,6 +10,7 @@ import { createDb, migrateToLatest } from '../db';
 import { connectTemporalClient, temporalConnectionOptions } from '../common/temporal-connection';
 import { createTestEventSender } from './test-event';
 import { createApp } from './app';
+import { createRedeliveryStarter } from './redelivery';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
 import { healthRouter, readinessConnection } from './routes/health';
@@ -47,6 +48,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     const sendTestEvent: SendTestEvent =
       deps.sendTestEvent ??
       createTestEventSender(deps.temporal ?? (ownTemporal = await connectTemporalClient(config)), config);
+    const temporal = deps.temporal ?? ownTemporal;
     const app = createApp({
       db,
       secretBox: deps.secretBox ?? createSecretBox(resolveSecretKey(config, logger)),
@@ -54,6 +56,9 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter()],
+      redelivery: temporal && createRedeliveryStarter(temporal, config),
+      recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
+      metricsToken: config.METRICS_TOKEN,
     });
     const server = app.listen(config.PORT);
     await new Promise<void>((resolve, reject) => {

@@ -8,6 +8,7 @@ import { projectAdd } from './commands/project';
 import { token } from './commands/token';
 import { eventEmit } from './commands/event';
 import { start } from './commands/start';
+import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -18,6 +19,9 @@ export const commands: Record<string, CliCommand> = {
   token,
   'event emit': eventEmit,
   start,
+  'deliveries list': deliveriesList,
+  'deliveries redeliver': deliveriesRedeliver,
+  'deliveries recover': deliveriesRecover,
 };
 
 export function usage(): string {

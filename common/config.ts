@@ -43,6 +43,14 @@ export interface Config {
   DEV_TEMPORAL_UI_PORT?: number;
   TEMPORAL_CLI_PATH?: string;
   TEMPORAL_TEST_SERVER_PATH?: string;
+  /** Delivery log, recovery, alerts and metrics (issue 13). */
+  DELIVERY_LOG_RETENTION_DAYS: number;
+  RECOVER_RATE_PER_SECOND: number;
+  ALERT_AFTER_MS: number;
+  ALERT_WEBHOOK_URL?: string;
+  ALERT_WEBHOOK_SECRET?: string;
+  METRICS_TOKEN?: string;
+  WORKER_METRICS_PORT?: number;
 }
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
@@ -93,6 +101,13 @@ const schema: JSONSchemaType<Config> = {
     DEV_TEMPORAL_UI_PORT: { type: 'integer', minimum: 1, maximum: 65535, nullable: true },
     TEMPORAL_CLI_PATH: optionalString,
     TEMPORAL_TEST_SERVER_PATH: optionalString,
+    DELIVERY_LOG_RETENTION_DAYS: int(1, 30, 3650),
+    RECOVER_RATE_PER_SECOND: int(1, 10, 1_000),
+    ALERT_AFTER_MS: int(1_000, 900_000),
+    ALERT_WEBHOOK_URL: { type: 'string', pattern: '^https?://', nullable: true },
+    ALERT_WEBHOOK_SECRET: { type: 'string', minLength: 16, nullable: true },
+    METRICS_TOKEN: { type: 'string', minLength: 16, nullable: true },
+    WORKER_METRICS_PORT: { type: 'integer', minimum: 1, maximum: 65535, nullable: true },
   },
   required: [],
   additionalProperties: true,
@@ -146,6 +161,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     );
   if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
     problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
+  if (config.ALERT_WEBHOOK_URL && !config.ALERT_WEBHOOK_SECRET)
+    problems.push('ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL (alerts are signed like deliveries)');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
 }

@@ -2,3 +2,4 @@ export * from './connection';
 export * from './projects';
 export * from './registrations';
 export * from './secret-rotation';
+export * from './deliveries';

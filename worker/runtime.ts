@@ -4,10 +4,10 @@ import type { Logger } from '../common/logger';
 let installed = false;
 
 /**
- * Routes the SDK's logs (workflow and activity `log`, core) into pino. Process-wide and only possible before
+ * Routes the SDK's logs (workflow and activity `log`, core) into pino, and serves its metrics on metricsPort. Process-wide and only possible before
  * the first NativeConnection, so it runs once; signals are left to our own shutdown code.
  */
-export function installRuntimeLogger(logger: Logger): void {
+export function installRuntimeLogger(logger: Logger, metricsPort?: number): void {
   if (installed) return;
   const sdk = logger.child({ component: 'temporal' });
   try {
@@ -18,6 +18,8 @@ export function installRuntimeLogger(logger: Logger): void {
       }),
       telemetryOptions: {
         logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }) },
+        // The SDK's metrics and the delivery counters of the activities' meter (WORKER_METRICS_PORT).
+        ...(metricsPort !== undefined && { metrics: { prometheus: { bindAddress: `0.0.0.0:${metricsPort}` } } }),
       },
       shutdownSignals: [],
     });

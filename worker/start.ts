@@ -10,6 +10,7 @@ import { createDb } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
+import { startDeliveryLogRetention } from './delivery-log-retention';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
@@ -62,7 +63,7 @@ export async function startWorker(
   secretBox: SecretBox = createSecretBox(resolveSecretKey(config, logger)),
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
-  installRuntimeLogger(logger);
+  installRuntimeLogger(logger, config.WORKER_METRICS_PORT);
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
   const { address, tls } = temporalConnectionOptions(config);
@@ -73,9 +74,11 @@ export async function startWorker(
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
   });
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
+  const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
   /** Closes what the worker opened, each whatever happens to the others. */
   const closeAll = async () => {
     stopSecretSweep();
+    stopRetention();
     await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
   };
   const source = workflowSource();
@@ -87,6 +90,13 @@ export async function startWorker(
       secretBox,
       logger: logger.child({ component: 'delivery' }),
       searchAttributes: await hasSearchAttributes(connection, config, logger),
+      alerts: {
+        alertAfterMs: config.ALERT_AFTER_MS,
+        ...(config.ALERT_WEBHOOK_URL &&
+          config.ALERT_WEBHOOK_SECRET && {
+            webhook: { url: config.ALERT_WEBHOOK_URL, secret: config.ALERT_WEBHOOK_SECRET },
+          }),
+      },
     });
     const worker = await Worker.create({
       connection,

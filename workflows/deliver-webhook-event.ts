@@ -2,6 +2,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   upsertSearchAttributes,
@@ -31,13 +32,22 @@ const { planDelivery } = proxyLocalActivities<Activities>({
   summary: 'Validate the event and look up the webhook registration',
 });
 
+// The delivery log learns of a give-up here; a database outage is retried like the lookup.
+const { recordDeliveryOutcome } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30s',
+  scheduleToCloseTimeout: '24h',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1m' },
+  summary: 'Record the delivery outcome and raise the operator alert',
+});
+
 /**
  * Delivers one event to the project's webhook: validate, look up the registration, then POST with retries.
  * The workflow id is the delivery's idempotency key, sent as X-Webhook-Id.
  */
 export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Promise<DeliverWebhookEventResult> {
   const { projectId, webhookType } = input;
-  const webhookId = workflowInfo().workflowId;
+  // A redelivery carries the original event's X-Webhook-Id, so receivers deduplicate.
+  const webhookId = input.webhookId ?? workflowInfo().workflowId;
   const plan: DeliveryPlan = await planDelivery(input);
 
   if (plan.problem !== undefined) {
@@ -76,7 +86,12 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   });
 
   try {
-    const outcome = await deliverWebhookAttempt({ projectId, webhookType, body: JSON.stringify(input.payload) });
+    const outcome = await deliverWebhookAttempt({
+      projectId,
+      webhookType,
+      body: JSON.stringify(input.payload),
+      webhookId: input.webhookId,
+    });
     if (outcome.status === 'skipped') {
       log.warn('Webhook deleted while the delivery was pending: event not delivered', { projectId, webhookType });
       return { status: 'skipped', webhookId, reason: outcome.reason, attempts: outcome.attempt - 1 };
@@ -102,6 +117,15 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
       lastError: last?.message ?? error.cause?.message ?? error.message,
     };
     log.error('Webhook delivery failed: giving up', { ...details });
+    // Histories from before the delivery log replay without this activity.
+    if (patched('delivery-log'))
+      await recordDeliveryOutcome({
+        webhookId,
+        projectId,
+        webhookType,
+        status: 'failed',
+        lastError: details.lastError,
+      });
     throw ApplicationFailure.create({
       type: FailureType.DeliveryFailed,
       message: `Delivery of ${webhookType} to project ${projectId} failed after ${details.attempts} attempt(s): ${details.lastError}`,

@@ -27,6 +27,18 @@ export interface DeliveryAttemptInput {
   webhookType: WebhookType;
   /** The payload serialised once by the workflow: these exact bytes are signed and sent at every attempt. */
   body: string;
+  /** The X-Webhook-Id to send when it is not the workflow id (a redelivery). */
+  webhookId?: string;
+}
+
+/** How a delivery ended, as the workflow reports it to the delivery log. */
+export interface DeliveryOutcomeReport {
+  webhookId: string;
+  projectId: string;
+  webhookType: string;
+  status: 'failed' | 'skipped';
+  /** The last error in words: status or error code, never a body. */
+  lastError: string;
 }
 
 export type DeliveryAttemptOutcome =

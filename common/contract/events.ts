@@ -66,4 +66,9 @@ export interface DeliverWebhookEventInput {
   userUUID: string;
   /** The event data, sent as the request body (the wrapper with userUUID and webhookType is not sent). */
   payload: EventPayload;
+  /** A redelivery's X-Webhook-Id: the original event's, so receivers deduplicate. Absent: the workflow id. */
+  webhookId?: string;
 }
+
+/** An X-Webhook-Id a redelivery may carry: 1 to 300 visible ASCII characters, safe in a header. */
+export const WEBHOOK_ID_PATTERN = /^[\x21-\x7e]{1,300}$/;

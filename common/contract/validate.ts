@@ -3,7 +3,13 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { eventSchemas } from './schemas';
-import { MAX_PROJECT_ID_LENGTH, WEBHOOK_TYPES, type DeliverWebhookEventInput, type WebhookType } from './events';
+import {
+  MAX_PROJECT_ID_LENGTH,
+  WEBHOOK_ID_PATTERN,
+  WEBHOOK_TYPES,
+  type DeliverWebhookEventInput,
+  type WebhookType,
+} from './events';
 
 const ajv = new Ajv({ allErrors: true, strict: true });
 addFormats(ajv, ['uuid', 'email', 'date-time']);
@@ -58,6 +64,9 @@ export function validateDeliveryInput(input: unknown): string | undefined {
   >;
   if (typeof projectId !== 'string' || projectId.length === 0 || projectId.length > MAX_PROJECT_ID_LENGTH)
     return `Invalid event: projectId must be a string of 1 to ${MAX_PROJECT_ID_LENGTH} characters`;
+  const { webhookId } = input as { webhookId?: unknown };
+  if (webhookId !== undefined && (typeof webhookId !== 'string' || !WEBHOOK_ID_PATTERN.test(webhookId)))
+    return 'Invalid event: webhookId must be 1 to 300 visible ASCII characters';
   const problem = validateEvent(webhookType, payload);
   if (problem) return problem;
   if (webhookType === 'TEST') return undefined;

@@ -1,0 +1,29 @@
+import { Counter, Histogram, Registry } from 'prom-client';
+
+/**
+ * Delivery counters of this process, in prom-client: the API's /metrics shows them when the worker runs in the
+ * same process (`npm start`); a standalone worker exports the same figures through Temporal's metric meter.
+ */
+export const deliveryRegistry = new Registry();
+
+export const deliveriesTotal = new Counter({
+  name: 'webhook_deliveries_total',
+  help: 'Deliveries that ended, by event type and outcome (delivered, failed, skipped)',
+  labelNames: ['type', 'outcome'] as const,
+  registers: [deliveryRegistry],
+});
+
+export const deliveryAttemptsTotal = new Counter({
+  name: 'webhook_delivery_attempts_total',
+  help: 'Delivery attempts (POSTs), by event type and result (delivered, failed)',
+  labelNames: ['type', 'result'] as const,
+  registers: [deliveryRegistry],
+});
+
+export const deliveryLatencySeconds = new Histogram({
+  name: 'webhook_delivery_latency_seconds',
+  help: 'From the event entering the service to the receiver acknowledging it, retries included',
+  labelNames: ['type'] as const,
+  buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400],
+  registers: [deliveryRegistry],
+});

@@ -1,0 +1,286 @@
+import type { Knex } from 'knex';
+import * as store from '../db';
+import { WEBHOOK_TYPES } from '../common/contract';
+import { ApiError } from './errors';
+import { assertMember } from './registrations';
+import type { RedeliveryStarter } from './redelivery';
+import { validateRecoverBody } from './delivery-schemas';
+
+export interface DeliveryDeps {
+  db: Knex;
+  /** Starts redeliveries through Temporal; absent when the API runs without a Temporal client. */
+  redelivery?: RedeliveryStarter;
+  /** Recovery spaces its redeliveries to this many per second (RECOVER_RATE_PER_SECOND). */
+  recoverRatePerSecond?: number;
+}
+
+/** One delivery as a member sees it: status, counts, codes and times; never the payload or a response body. */
+export interface DeliveryView {
+  id: string;
+  type: string;
+  status: store.DeliveryStatus;
+  attempts: number;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface AttemptView {
+  attempt: number;
+  at: string;
+  statusCode?: number;
+  errorCode?: string;
+  durationMs: number;
+}
+
+export interface EndpointHealthView {
+  state: 'unknown' | 'healthy' | 'failing';
+  consecutiveFailures: number;
+  lastSuccessAt: string | null;
+  lastFailureAt: string | null;
+  lastError: string | null;
+}
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+/** The most failed deliveries one recover call redelivers; a second call takes the rest (claimed ones are pending). */
+export const MAX_RECOVER_BATCH = 500;
+
+export class InvalidQueryError extends ApiError {
+  constructor(problems: string[]) {
+    super(400, `The query is invalid: ${problems.join('; ')}`);
+  }
+}
+
+export class DeliveryNotFoundError extends ApiError {
+  constructor(id: string) {
+    super(404, `No delivery with id ${id} was found`);
+  }
+}
+
+export class DeliveryNotRedeliverableError extends ApiError {
+  constructor(id: string, status: store.DeliveryStatus) {
+    super(
+      409,
+      status === 'pending'
+        ? `Delivery ${id} is pending: wait for it to be delivered or to fail before redelivering it`
+        : `Delivery ${id} was skipped (no webhook took it): only delivered or failed deliveries can be redelivered`,
+    );
+  }
+}
+
+export class RedeliveryUnavailableError extends ApiError {
+  constructor() {
+    super(503, 'Redelivery is unavailable: this API instance has no Temporal connection');
+  }
+}
+
+const iso = (date: Date | null) => date?.toISOString() ?? null;
+
+const view = (row: store.DeliveryRow): DeliveryView => ({
+  id: row.id,
+  type: row.type,
+  status: row.status,
+  attempts: row.attempts,
+  lastStatusCode: row.lastStatusCode,
+  lastError: row.lastError,
+  createdAt: row.createdAt.toISOString(),
+  updatedAt: row.updatedAt.toISOString(),
+});
+
+const attemptView = (row: store.DeliveryAttemptRow): AttemptView => ({
+  attempt: row.attempt,
+  at: row.at.toISOString(),
+  ...(row.statusCode !== null && { statusCode: row.statusCode }),
+  ...(row.errorCode !== null && { errorCode: row.errorCode }),
+  durationMs: row.durationMs,
+});
+
+/** The cursor is opaque to callers: the last item's creation time and id, base64url-encoded. */
+const encodeCursor = (row: store.DeliveryRow) =>
+  Buffer.from(JSON.stringify([row.createdAt.getTime(), row.id])).toString('base64url');
+
+function decodeCursor(cursor: string): { createdAt: Date; id: string } | undefined {
+  try {
+    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (!Array.isArray(value) || value.length !== 2) return undefined;
+    const [ms, id] = value as unknown[];
+    if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || typeof id !== 'string') return undefined;
+    return { createdAt: new Date(ms), id };
+  } catch {
+    return undefined;
+  }
+}
+
+function parseTime(name: string, value: string | undefined, problems: string[]): Date | undefined {
+  if (value === undefined) return undefined;
+  const time = /^\d{4}-\d{2}-\d{2}T/.test(value) ? new Date(value) : new Date(NaN);
+  if (Number.isNaN(time.getTime())) problems.push(`${name} must be an ISO 8601 date-time`);
+  return time;
+}
+
+/** Reads the list's query string; every problem is named in one 400. */
+export function parseListQuery(query: Record<string, string | string[] | undefined>): store.DeliveryFilter {
+  const problems: string[] = [];
+  const one = (name: string): string | undefined => {
+    const value = query[name];
+    if (Array.isArray(value)) problems.push(`${name} must be given once`);
+    return Array.isArray(value) ? undefined : value;
+  };
+  const status = one('status');
+  if (status !== undefined && !(store.DELIVERY_STATUSES as readonly string[]).includes(status))
+    problems.push(`status must be one of ${store.DELIVERY_STATUSES.join(', ')}`);
+  const type = one('type');
+  if (type !== undefined && !(WEBHOOK_TYPES as readonly string[]).includes(type))
+    problems.push(`type must be one of ${WEBHOOK_TYPES.join(', ')}`);
+  const since = parseTime('since', one('since'), problems);
+  const until = parseTime('until', one('until'), problems);
+  const limitText = one('limit');
+  const limit = limitText === undefined ? DEFAULT_PAGE_SIZE : Number(limitText);
+  if (!/^\d+$/.test(limitText ?? '1') || limit < 1 || limit > MAX_PAGE_SIZE)
+    problems.push(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}`);
+  const cursorText = one('cursor');
+  const after = cursorText === undefined ? undefined : decodeCursor(cursorText);
+  if (cursorText !== undefined && !after) problems.push('cursor is not one this API returned');
+  if (problems.length > 0) throw new InvalidQueryError(problems);
+  return {
+    ...(status && { status: status as store.DeliveryStatus }),
+    ...(type && { type }),
+    ...(since && { since }),
+    ...(until && { until }),
+    limit,
+    ...(after && { after }),
+  };
+}
+
+export async function listDeliveries(
+  deps: DeliveryDeps,
+  userId: string,
+  projectId: string,
+  query: Record<string, string | string[] | undefined>,
+): Promise<{ items: DeliveryView[]; nextCursor: string | null }> {
+  await assertMember(deps.db, projectId, userId);
+  const filter = parseListQuery(query);
+  const rows = await store.listDeliveries(deps.db, projectId, filter);
+  const page = rows.slice(0, filter.limit);
+  const last = page.at(-1);
+  return { items: page.map(view), nextCursor: rows.length > filter.limit && last ? encodeCursor(last) : null };
+}
+
+export async function getDelivery(
+  deps: DeliveryDeps,
+  userId: string,
+  projectId: string,
+  id: string,
+): Promise<DeliveryView & { attemptLog: AttemptView[] }> {
+  await assertMember(deps.db, projectId, userId);
+  const row = await store.findDelivery(deps.db, projectId, id);
+  if (!row) throw new DeliveryNotFoundError(id);
+  const attempts = await store.listDeliveryAttempts(deps.db, id);
+  return { ...view(row), attemptLog: attempts.map(attemptView) };
+}
+
+/**
+ * Sends a delivered or failed event again, with its X-Webhook-Id, to the current registration. The claim moves it
+ * to pending first, so a second redelivery of it is refused (409) until this one ends.
+ */
+export async function redeliver(
+  deps: DeliveryDeps,
+  userId: string,
+  projectId: string,
+  id: string,
+): Promise<{ id: string; redeliveryOf: string }> {
+  await assertMember(deps.db, projectId, userId);
+  return redeliverAsOperator(deps, projectId, id);
+}
+
+/** The redelivery itself, without the membership check: the operator CLI calls it directly. */
+export async function redeliverAsOperator(
+  deps: DeliveryDeps,
+  projectId: string,
+  id: string,
+): Promise<{ id: string; redeliveryOf: string }> {
+  if (!deps.redelivery) throw new RedeliveryUnavailableError();
+  const claimed = await store.claimRedelivery(deps.db, projectId, id);
+  if (!claimed) {
+    const row = await store.findDelivery(deps.db, projectId, id);
+    if (!row) throw new DeliveryNotFoundError(id);
+    throw new DeliveryNotRedeliverableError(id, row.status);
+  }
+  const workflowId = await startOrRelease(deps, deps.redelivery, claimed, 0);
+  return { id: workflowId, redeliveryOf: id };
+}
+
+/**
+ * Redelivers every failed delivery created in [since, until), oldest first, spaced by Temporal's start delay so
+ * the receiver sees at most RECOVER_RATE_PER_SECOND of them per second. Returns how many were started.
+ */
+export async function recoverDeliveries(
+  deps: DeliveryDeps,
+  userId: string,
+  projectId: string,
+  body: unknown,
+): Promise<{ count: number }> {
+  await assertMember(deps.db, projectId, userId);
+  // After membership: a non-member learns nothing from the validation either.
+  return recoverAsOperator(deps, projectId, validateRecoverBody(body));
+}
+
+/** The recovery itself, without the membership check: the operator CLI calls it directly. */
+export async function recoverAsOperator(
+  deps: DeliveryDeps,
+  projectId: string,
+  window: { since: string; until?: string },
+): Promise<{ count: number }> {
+  if (!deps.redelivery) throw new RedeliveryUnavailableError();
+  const since = new Date(window.since);
+  const until = window.until === undefined ? undefined : new Date(window.until);
+  const failed = await store.failedDeliveries(deps.db, projectId, since, until, MAX_RECOVER_BATCH);
+  const spacingMs = 1000 / (deps.recoverRatePerSecond ?? 10);
+  let count = 0;
+  for (const row of failed) {
+    const claimed = await store.claimRedelivery(deps.db, projectId, row.id);
+    if (!claimed) continue;
+    try {
+      await startOrRelease(deps, deps.redelivery, claimed, Math.round(count * spacingMs));
+      count += 1;
+    } catch (error) {
+      // One event past Temporal's retention does not stop the others.
+      if (!(error instanceof ApiError)) throw error;
+    }
+  }
+  return { count };
+}
+
+async function startOrRelease(
+  deps: DeliveryDeps,
+  start: RedeliveryStarter,
+  claimed: store.DeliveryRow,
+  startDelayMs: number,
+): Promise<string> {
+  try {
+    return await start(claimed, startDelayMs);
+  } catch (error) {
+    await store.releaseRedelivery(deps.db, claimed);
+    throw error;
+  }
+}
+
+export async function getEndpointHealth(
+  deps: DeliveryDeps,
+  userId: string,
+  projectId: string,
+): Promise<EndpointHealthView> {
+  await assertMember(deps.db, projectId, userId);
+  const row = await store.findEndpointHealth(deps.db, projectId);
+  if (!row)
+    return { state: 'unknown', consecutiveFailures: 0, lastSuccessAt: null, lastFailureAt: null, lastError: null };
+  return {
+    state: row.consecutiveFailures > 0 ? 'failing' : 'healthy',
+    consecutiveFailures: row.consecutiveFailures,
+    lastSuccessAt: iso(row.lastSuccessAt),
+    lastFailureAt: iso(row.lastFailureAt),
+    lastError: row.lastError,
+  };
+}

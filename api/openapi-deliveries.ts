@@ -1,0 +1,226 @@
+import { WEBHOOK_TYPES } from '../common/contract';
+import { DELIVERY_STATUSES } from '../db/deliveries';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './deliveries';
+import { recoverBodySchema } from './delivery-schemas';
+import type { HttpMethod, OpenApiOperation } from './openapi';
+import { projectIdSchema } from './schemas';
+
+// The delivery log's part of the OpenAPI document (issue 13); ./openapi spreads these into its paths and schemas.
+
+const ref = (kind: 'schemas' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+const json = (schema: object) => ({ 'application/json': { schema } });
+const problem = (description: string) => ({
+  description,
+  content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
+});
+
+const timestamp = { type: 'string', format: 'date-time' } as const;
+const nullable = (type: string) => ({ type: [type, 'null'] }) as const;
+
+const deliveryProperties = {
+  id: { type: 'string', description: 'The event’s X-Webhook-Id; a redelivery keeps it.' },
+  type: { type: 'string', enum: [...WEBHOOK_TYPES] },
+  status: { type: 'string', enum: [...DELIVERY_STATUSES] },
+  attempts: { type: 'integer', minimum: 0, description: 'POSTs made, redeliveries included.' },
+  lastStatusCode: { ...nullable('integer'), description: 'Status of the last answer, null when none.' },
+  lastError: { ...nullable('string'), description: 'Last error in words (status or error code); never a body.' },
+  createdAt: timestamp,
+  updatedAt: timestamp,
+} as const;
+
+const deliverySchema = {
+  type: 'object',
+  description: 'One event’s delivery: status, counts, codes and times; never the payload or a response body.',
+  properties: deliveryProperties,
+  required: Object.keys(deliveryProperties),
+  additionalProperties: false,
+} as const;
+
+const attemptSchema = {
+  type: 'object',
+  properties: {
+    attempt: { type: 'integer', minimum: 1 },
+    at: timestamp,
+    statusCode: { type: 'integer', description: 'The receiver’s status, when it answered.' },
+    errorCode: { type: 'string', description: 'Why there was no answer: TIMEOUT, ECONNREFUSED, …' },
+    durationMs: { type: 'integer', minimum: 0 },
+  },
+  required: ['attempt', 'at', 'durationMs'],
+  additionalProperties: false,
+} as const;
+
+const deliveryDetailSchema = {
+  type: 'object',
+  properties: { ...deliveryProperties, attemptLog: { type: 'array', items: ref('schemas', 'DeliveryAttempt') } },
+  required: [...Object.keys(deliveryProperties), 'attemptLog'],
+  additionalProperties: false,
+} as const;
+
+const deliveryPageSchema = {
+  type: 'object',
+  properties: {
+    items: { type: 'array', items: ref('schemas', 'Delivery') },
+    nextCursor: { ...nullable('string'), description: 'Pass as cursor for the next page; null on the last.' },
+  },
+  required: ['items', 'nextCursor'],
+  additionalProperties: false,
+} as const;
+
+const redeliverySchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string', description: 'Temporal workflow id of this redelivery.' },
+    redeliveryOf: { type: 'string', description: 'The delivery (X-Webhook-Id) sent again.' },
+  },
+  required: ['id', 'redeliveryOf'],
+  additionalProperties: false,
+} as const;
+
+const endpointHealthSchema = {
+  type: 'object',
+  properties: {
+    state: { type: 'string', enum: ['unknown', 'healthy', 'failing'], description: 'unknown: no attempt yet.' },
+    consecutiveFailures: { type: 'integer', minimum: 0 },
+    lastSuccessAt: nullable('string'),
+    lastFailureAt: nullable('string'),
+    lastError: nullable('string'),
+  },
+  required: ['state', 'consecutiveFailures', 'lastSuccessAt', 'lastFailureAt', 'lastError'],
+  additionalProperties: false,
+} as const;
+
+const path = (name: string, description: string, schema: object = { type: 'string' }) =>
+  ({ name, in: 'path', required: true, description, schema }) as const;
+const query = (name: string, description: string, schema: object) =>
+  ({ name, in: 'query', required: false, description, schema }) as const;
+
+const projectId = path('projectId', 'Identifier of the project.', projectIdSchema);
+const deliveryId = path('id', 'The delivery’s id (its X-Webhook-Id).');
+const common = {
+  '401': ref('responses', 'Unauthorized'),
+  '403': ref('responses', 'Forbidden'),
+} as const;
+const notFound = problem('No such project, or no delivery with this id in it.');
+const unavailable = problem('This API instance has no Temporal connection to start redeliveries.');
+
+export const deliverySchemas = {
+  Delivery: deliverySchema,
+  DeliveryAttempt: attemptSchema,
+  DeliveryDetail: deliveryDetailSchema,
+  DeliveryPage: deliveryPageSchema,
+  Redelivery: redeliverySchema,
+  RecoverBody: recoverBodySchema,
+  EndpointHealth: endpointHealthSchema,
+} as const;
+
+export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOperation>>> = {
+  '/webhooks/project/{projectId}/deliveries': {
+    get: {
+      operationId: 'listDeliveries',
+      summary: 'List the project’s deliveries, newest first',
+      tags: ['deliveries'],
+      parameters: [
+        projectId,
+        query('status', 'Only deliveries in this status.', { type: 'string', enum: [...DELIVERY_STATUSES] }),
+        query('type', 'Only events of this type.', { type: 'string', enum: [...WEBHOOK_TYPES] }),
+        query('since', 'Created at or after.', timestamp),
+        query('until', 'Created before.', timestamp),
+        query('limit', 'Page size.', {
+          type: 'integer',
+          minimum: 1,
+          maximum: MAX_PAGE_SIZE,
+          default: DEFAULT_PAGE_SIZE,
+        }),
+        query('cursor', 'nextCursor of the previous page.', { type: 'string' }),
+      ],
+      responses: {
+        '200': { description: 'A page of deliveries.', content: json(ref('schemas', 'DeliveryPage')) },
+        '400': problem('A query parameter is invalid (each problem named in detail).'),
+        ...common,
+        '404': problem('No such project.'),
+      },
+    },
+  },
+  '/webhooks/project/{projectId}/deliveries/{id}': {
+    get: {
+      operationId: 'getDelivery',
+      summary: 'One delivery with its attempt log',
+      tags: ['deliveries'],
+      parameters: [projectId, deliveryId],
+      responses: {
+        '200': { description: 'The delivery and every attempt.', content: json(ref('schemas', 'DeliveryDetail')) },
+        ...common,
+        '404': notFound,
+      },
+    },
+  },
+  '/webhooks/project/{projectId}/deliveries/{id}/redeliver': {
+    post: {
+      operationId: 'redeliver',
+      summary: 'Send a delivered or failed event again, with the same X-Webhook-Id, signed afresh',
+      description: 'It goes to the current registration; receivers deduplicate on X-Webhook-Id.',
+      tags: ['deliveries'],
+      parameters: [projectId, deliveryId],
+      responses: {
+        '202': { description: 'The redelivery started.', content: json(ref('schemas', 'Redelivery')) },
+        ...common,
+        '404': notFound,
+        '409': problem('The delivery is pending (or was skipped): nothing to redeliver now.'),
+        '410': problem('The event is past Temporal’s retention: its payload is gone.'),
+        '503': unavailable,
+      },
+    },
+  },
+  '/webhooks/project/{projectId}/deliveries/recover': {
+    post: {
+      operationId: 'recoverDeliveries',
+      summary: 'Redeliver every failed delivery created in a window, at a bounded rate',
+      description: 'At most 500 per call, spaced to RECOVER_RATE_PER_SECOND; call again for the rest.',
+      tags: ['deliveries'],
+      parameters: [projectId],
+      requestBody: { required: true, content: json(ref('schemas', 'RecoverBody')) },
+      responses: {
+        '202': {
+          description: 'How many redeliveries started.',
+          content: json({
+            type: 'object',
+            properties: { count: { type: 'integer', minimum: 0 } },
+            required: ['count'],
+            additionalProperties: false,
+          }),
+        },
+        '400': ref('responses', 'InvalidBody'),
+        ...common,
+        '404': problem('No such project.'),
+        '413': ref('responses', 'TooLarge'),
+        '415': ref('responses', 'UnsupportedMediaType'),
+        '503': unavailable,
+      },
+    },
+  },
+  '/webhooks/project/{projectId}/health': {
+    get: {
+      operationId: 'getEndpointHealth',
+      summary: 'Health of the project’s endpoint as deliveries saw it',
+      tags: ['deliveries'],
+      parameters: [projectId],
+      responses: {
+        '200': { description: 'The endpoint’s health.', content: json(ref('schemas', 'EndpointHealth')) },
+        ...common,
+        '404': problem('No such project.'),
+      },
+    },
+  },
+  '/metrics': {
+    get: {
+      operationId: 'metrics',
+      summary: 'Prometheus metrics: requests by route and status, and delivery counters when the worker runs here',
+      tags: ['operations'],
+      security: [],
+      responses: {
+        '200': { description: 'Prometheus text format.', content: { 'text/plain': { schema: { type: 'string' } } } },
+        '401': problem('METRICS_TOKEN is set and the bearer token differs.'),
+      },
+    },
+  },
+};

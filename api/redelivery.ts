@@ -1,0 +1,48 @@
+import { randomUUID } from 'node:crypto';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
+import type { Config } from '../common/config';
+import { DELIVER_WORKFLOW_TYPE, type DeliverWebhookEventInput } from '../common/contract';
+import type { DeliveryRow } from '../db';
+import { ApiError } from './errors';
+
+/** Starts a redelivery of a logged delivery, after `startDelayMs`; resolves to the new workflow's id. */
+export type RedeliveryStarter = (delivery: DeliveryRow, startDelayMs: number) => Promise<string>;
+
+export class EventNoLongerRetainedError extends ApiError {
+  constructor(id: string) {
+    super(410, `The event of delivery ${id} is past Temporal's retention and can no longer be redelivered`);
+  }
+}
+
+/**
+ * The log never holds payloads: a redelivery reads the event back from the input of its latest workflow run in
+ * Temporal's history, and starts a new run with the original X-Webhook-Id, signed afresh by the attempt.
+ */
+export function createRedeliveryStarter(
+  client: Client,
+  config: Pick<Config, 'TEMPORAL_TASK_QUEUE'>,
+): RedeliveryStarter {
+  return async (delivery, startDelayMs) => {
+    let input: DeliverWebhookEventInput | undefined;
+    try {
+      const history = await client.workflow.getHandle(delivery.workflowId).fetchHistory();
+      const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+      [input] = (await decodeArrayFromPayloads(client.options.loadedDataConverter, started?.input?.payloads)) as (
+        DeliverWebhookEventInput | undefined
+      )[];
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new EventNoLongerRetainedError(delivery.id);
+      throw error;
+    }
+    if (!input) throw new EventNoLongerRetainedError(delivery.id);
+    const workflowId = `webhook-redelivery-${randomUUID()}`;
+    await client.workflow.start(DELIVER_WORKFLOW_TYPE, {
+      args: [{ ...input, webhookId: delivery.id } satisfies DeliverWebhookEventInput],
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      workflowId,
+      ...(startDelayMs > 0 && { startDelay: startDelayMs }),
+    });
+    return workflowId;
+  };
+}

@@ -1,0 +1,37 @@
+import { Router, type RouterContext } from '@koa/router';
+import { callerId } from '../auth';
+import * as deliveries from '../deliveries';
+
+type Context = RouterContext<{ user?: unknown }>;
+
+/** A project's delivery log, redelivery, recovery and endpoint health, for its members. */
+export function deliveriesRouter(deps: deliveries.DeliveryDeps): Router {
+  const project = (ctx: Context) => ctx.params.projectId ?? '';
+  const handlers = {
+    list: async (ctx: Context) => {
+      ctx.body = await deliveries.listDeliveries(deps, callerId(ctx.state), project(ctx), ctx.query);
+    },
+    get: async (ctx: Context) => {
+      ctx.body = await deliveries.getDelivery(deps, callerId(ctx.state), project(ctx), ctx.params.id ?? '');
+    },
+    redeliver: async (ctx: Context) => {
+      ctx.body = await deliveries.redeliver(deps, callerId(ctx.state), project(ctx), ctx.params.id ?? '');
+      ctx.status = 202;
+    },
+    recover: async (ctx: Context) => {
+      ctx.body = await deliveries.recoverDeliveries(deps, callerId(ctx.state), project(ctx), ctx.request.body);
+      ctx.status = 202;
+    },
+    health: async (ctx: Context) => {
+      ctx.body = await deliveries.getEndpointHealth(deps, callerId(ctx.state), project(ctx));
+    },
+  };
+
+  const router = new Router({ prefix: '/webhooks/project/:projectId' });
+  router.get('/deliveries', handlers.list);
+  router.post('/deliveries/recover', handlers.recover);
+  router.get('/deliveries/:id', handlers.get);
+  router.post('/deliveries/:id/redeliver', handlers.redeliver);
+  router.get('/health', handlers.health);
+  return router;
+}

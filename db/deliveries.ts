@@ -1,0 +1,337 @@
+import type { Db } from './connection';
+
+/** Where a delivery stands: pending until delivered, given up (failed) or not sent at all (skipped). */
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'skipped'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** One event's delivery as the log keeps it: status, error code and timing only, never the payload. */
+export interface DeliveryRow {
+  id: string;
+  projectId: string;
+  type: string;
+  status: DeliveryStatus;
+  attempts: number;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  workflowId: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface DeliveryAttemptRow {
+  attempt: number;
+  at: Date;
+  statusCode: number | null;
+  errorCode: string | null;
+  durationMs: number;
+}
+
+export interface EndpointHealthRow {
+  projectId: string;
+  consecutiveFailures: number;
+  failingSince: Date | null;
+  lastSuccessAt: Date | null;
+  lastFailureAt: Date | null;
+  lastError: string | null;
+  alertedAt: Date | null;
+}
+
+interface DeliveryColumns {
+  id: string;
+  project_id: string;
+  type: string;
+  status: DeliveryStatus;
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  workflow_id: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+interface HealthColumns {
+  project_id: string;
+  consecutive_failures: number;
+  failing_since: Date | null;
+  last_success_at: Date | null;
+  last_failure_at: Date | null;
+  last_error: string | null;
+  alerted_at: Date | null;
+}
+
+const DELIVERIES = 'deliveries';
+const ATTEMPTS = 'delivery_attempts';
+const HEALTH = 'endpoint_health';
+
+const toDelivery = (c: DeliveryColumns): DeliveryRow => ({
+  id: c.id,
+  projectId: c.project_id,
+  type: c.type,
+  status: c.status,
+  attempts: c.attempts,
+  lastStatusCode: c.last_status_code,
+  lastError: c.last_error,
+  workflowId: c.workflow_id,
+  createdAt: c.created_at,
+  updatedAt: c.updated_at,
+});
+
+const toHealth = (c: HealthColumns): EndpointHealthRow => ({
+  projectId: c.project_id,
+  consecutiveFailures: c.consecutive_failures,
+  failingSince: c.failing_since,
+  lastSuccessAt: c.last_success_at,
+  lastFailureAt: c.last_failure_at,
+  lastError: c.last_error,
+  alertedAt: c.alerted_at,
+});
+
+/** Who a delivery is: the event's X-Webhook-Id, its project and type, and the workflow run carrying it now. */
+export interface DeliveryKey {
+  id: string;
+  projectId: string;
+  type: string;
+  workflowId: string;
+}
+
+/**
+ * Writes the delivery's row in a status (insert, or update of the same project's row). A row of another project
+ * with this id is never touched: returns undefined then.
+ */
+export async function upsertDelivery(
+  db: Db,
+  key: DeliveryKey,
+  status: DeliveryStatus,
+  lastError: string | null = null,
+): Promise<DeliveryRow | undefined> {
+  const [columns] = await db<DeliveryColumns>(DELIVERIES)
+    .insert({
+      id: key.id,
+      project_id: key.projectId,
+      type: key.type,
+      status,
+      workflow_id: key.workflowId,
+      last_error: lastError,
+    })
+    .onConflict('id')
+    .merge({
+      status,
+      workflow_id: key.workflowId,
+      ...(lastError !== null && { last_error: lastError }),
+      updated_at: db.fn.now() as unknown as Date,
+    })
+    .where(`${DELIVERIES}.project_id`, key.projectId)
+    .returning('*');
+  return columns && toDelivery(columns);
+}
+
+export interface AttemptRecord {
+  runAttempt: number;
+  statusCode?: number;
+  errorCode?: string;
+  durationMs: number;
+  /** What went wrong in words (status or error code), absent when delivered. */
+  error?: string;
+  delivered: boolean;
+}
+
+/**
+ * Logs one attempt once (a retried report of the same run attempt is ignored) and moves the delivery's counters;
+ * a delivered attempt ends the delivery. Returns the delivery row, or undefined when the id is another project's.
+ */
+export async function recordDeliveryAttempt(
+  db: Db,
+  key: DeliveryKey,
+  attempt: AttemptRecord,
+): Promise<DeliveryRow | undefined> {
+  return db.transaction(async (trx) => {
+    const row = await upsertDelivery(trx, key, attempt.delivered ? 'delivered' : 'pending');
+    if (!row) return undefined;
+    const inserted = await trx(ATTEMPTS)
+      .insert({
+        delivery_id: key.id,
+        workflow_id: key.workflowId,
+        run_attempt: attempt.runAttempt,
+        status_code: attempt.statusCode ?? null,
+        error_code: attempt.errorCode ?? null,
+        duration_ms: attempt.durationMs,
+      })
+      .onConflict(['delivery_id', 'workflow_id', 'run_attempt'])
+      .ignore()
+      .returning('seq');
+    if (inserted.length === 0) return row;
+    const [columns] = await trx<DeliveryColumns>(DELIVERIES)
+      .where({ id: key.id })
+      .update({
+        attempts: trx.raw('attempts + 1') as unknown as number,
+        last_status_code: attempt.statusCode ?? null,
+        last_error: attempt.delivered ? null : (attempt.error ?? null),
+      })
+      .returning('*');
+    return columns && toDelivery(columns);
+  });
+}
+
+/** The delivery gave up: failed, with the last error in words. */
+export async function markDeliveryFailed(
+  db: Db,
+  key: DeliveryKey,
+  lastError: string,
+): Promise<DeliveryRow | undefined> {
+  return db.transaction(async (trx) => {
+    // The last attempt's error says more than Temporal's "giving up retrying": it stays when there is one.
+    const row = await trx<DeliveryColumns>(DELIVERIES).where({ id: key.id }).forUpdate().first();
+    return upsertDelivery(trx, key, 'failed', row?.attempts ? (row.last_error ?? lastError) : lastError);
+  });
+}
+
+export interface DeliveryFilter {
+  status?: DeliveryStatus;
+  type?: string;
+  since?: Date;
+  until?: Date;
+  limit: number;
+  /** Resume after this (createdAt, id), newest first. */
+  after?: { createdAt: Date; id: string };
+}
+
+/** A project's deliveries, newest first; one more than `limit` tells the caller another page exists. */
+export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<DeliveryRow[]> {
+  const query = db<DeliveryColumns>(DELIVERIES).where({ project_id: projectId });
+  if (filter.status) void query.where({ status: filter.status });
+  if (filter.type) void query.where({ type: filter.type });
+  if (filter.since) void query.where('created_at', '>=', filter.since);
+  if (filter.until) void query.where('created_at', '<', filter.until);
+  if (filter.after) void query.whereRaw('(created_at, id) < (?, ?)', [filter.after.createdAt, filter.after.id]);
+  const rows = await query
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(filter.limit + 1);
+  return rows.map(toDelivery);
+}
+
+export async function findDelivery(db: Db, projectId: string, id: string): Promise<DeliveryRow | undefined> {
+  const columns = await db<DeliveryColumns>(DELIVERIES).where({ id, project_id: projectId }).first();
+  return columns && toDelivery(columns);
+}
+
+/** Every attempt of a delivery in order, numbered across its redeliveries. */
+export async function listDeliveryAttempts(db: Db, id: string): Promise<DeliveryAttemptRow[]> {
+  const rows = await db(ATTEMPTS)
+    .where({ delivery_id: id })
+    .orderBy('seq')
+    .select<{ at: Date; status_code: number | null; error_code: string | null; duration_ms: number }[]>(
+      'at',
+      'status_code',
+      'error_code',
+      'duration_ms',
+    );
+  return rows.map((r, i) => ({
+    attempt: i + 1,
+    at: r.at,
+    statusCode: r.status_code,
+    errorCode: r.error_code,
+    durationMs: r.duration_ms,
+  }));
+}
+
+/**
+ * Moves a delivered or failed delivery back to pending for a redelivery, atomically: of two concurrent
+ * redeliveries only one wins. Returns the row as it was, or undefined when it is not redeliverable.
+ */
+export async function claimRedelivery(db: Db, projectId: string, id: string): Promise<DeliveryRow | undefined> {
+  // The FROM copy of the row shows it before the update: the caller learns what it was.
+  const result = await db.raw<{ rows: DeliveryColumns[] }>(
+    `UPDATE ${DELIVERIES} AS d SET status = 'pending', updated_at = now() FROM ${DELIVERIES} AS before
+     WHERE before.id = d.id AND d.id = ? AND d.project_id = ? AND d.status IN ('delivered', 'failed')
+     RETURNING before.*`,
+    [id, projectId],
+  );
+  const [columns] = result.rows;
+  return columns && toDelivery(columns);
+}
+
+/** Puts a claimed delivery back as it was when its redelivery could not be started. */
+export async function releaseRedelivery(db: Db, row: DeliveryRow): Promise<void> {
+  await db(DELIVERIES).where({ id: row.id, status: 'pending' }).update({ status: row.status });
+}
+
+/** The project's failed deliveries created in [since, until), oldest first. */
+export async function failedDeliveries(
+  db: Db,
+  projectId: string,
+  since: Date,
+  until: Date | undefined,
+  limit: number,
+): Promise<DeliveryRow[]> {
+  const query = db<DeliveryColumns>(DELIVERIES)
+    .where({ project_id: projectId, status: 'failed' })
+    .where('created_at', '>=', since);
+  if (until) void query.where('created_at', '<', until);
+  return (await query.orderBy('created_at').limit(limit)).map(toDelivery);
+}
+
+/** Deletes the log of deliveries untouched for `retentionDays` (their attempts go with them). */
+export async function purgeDeliveries(db: Db, retentionDays: number): Promise<number> {
+  return db(DELIVERIES)
+    .where('updated_at', '<', db.raw(`now() - make_interval(days => ?)`, [retentionDays]))
+    .delete();
+}
+
+/** A success ends the failure episode; a failure extends it (or starts one). Returns the endpoint's health. */
+export async function recordEndpointOutcome(
+  db: Db,
+  projectId: string,
+  outcome: { delivered: true } | { delivered: false; error: string },
+): Promise<EndpointHealthRow> {
+  const now = db.fn.now();
+  const changes = outcome.delivered
+    ? { consecutive_failures: 0, failing_since: null, last_success_at: now, alerted_at: null }
+    : {
+        consecutive_failures: db.raw(`${HEALTH}.consecutive_failures + 1`),
+        failing_since: db.raw(`coalesce(${HEALTH}.failing_since, now())`),
+        last_failure_at: now,
+        last_error: outcome.error,
+      };
+  const insert = outcome.delivered
+    ? { project_id: projectId, last_success_at: now }
+    : {
+        project_id: projectId,
+        consecutive_failures: 1,
+        failing_since: now,
+        last_failure_at: now,
+        last_error: outcome.error,
+      };
+  const [columns] = await db<HealthColumns>(HEALTH)
+    .insert(insert)
+    .onConflict('project_id')
+    .merge(changes)
+    .returning('*');
+  return toHealth(columns as HealthColumns);
+}
+
+/**
+ * Claims the alert of the endpoint's current failure episode: true for exactly one caller per episode. With
+ * `failingForMs`, only once the endpoint has failed continuously that long.
+ */
+export async function claimEpisodeAlert(
+  db: Db,
+  projectId: string,
+  failingForMs?: number,
+): Promise<EndpointHealthRow | undefined> {
+  const query = db<HealthColumns>(HEALTH)
+    .where({ project_id: projectId })
+    .whereNull('alerted_at')
+    .where('consecutive_failures', '>', 0);
+  if (failingForMs !== undefined)
+    void query.where('failing_since', '<=', db.raw(`now() - make_interval(secs => ?)`, [failingForMs / 1000]));
+  const [columns] = await query.update({ alerted_at: db.fn.now() as unknown as Date }).returning('*');
+  return columns && toHealth(columns);
+}
+
+export async function findEndpointHealth(db: Db, projectId: string): Promise<EndpointHealthRow | undefined> {
+  const columns = await db<HealthColumns>(HEALTH).where({ project_id: projectId }).first();
+  return columns && toHealth(columns);
+}

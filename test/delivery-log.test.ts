@@ -1,0 +1,684 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { Worker } from '@temporalio/worker';
+import { createApp, type AppDeps } from '../api/app';
+import { main as cli } from '../cli';
+import { loadConfig } from '../common/config';
+import { createRedeliveryStarter } from '../api/redelivery';
+import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../activities';
+import type { DeliverWebhookEventInput } from '../common/contract';
+import * as store from '../db';
+import type { deliverWebhookEvent } from '../workflows';
+import { startDeliveryLogRetention } from '../worker/delivery-log-retention';
+import { captureLogger, fallEvent, fastConfig, newProjectId } from './support/deliveries';
+import { useDeliveryFixture } from './support/delivery-fixture';
+import { listenLocal, type LocalServer } from './support/jwks-server';
+import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
+import { createLocalEnvironment, uniqueTaskQueue, workflowBundle } from './support/temporal';
+import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
+
+/** Retries stop after 1.5 s, so a receiver answering 500 makes a delivery give up quickly. */
+const givingUp: ActivityConfig = { ...fastConfig, DELIVERY_GIVE_UP_AFTER_MS: 1_500 };
+const ALERT_SECRET = 'alert-secret-0123456789abcdef';
+
+interface Item {
+  id: string;
+  type: string;
+  status: string;
+  attempts: number;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  createdAt: string;
+  updatedAt: string;
+  attemptLog?: { attempt: number; at: string; statusCode?: number; errorCode?: string; durationMs: number }[];
+}
+
+interface Reply<T = Record<string, unknown>> {
+  status: number;
+  body: T;
+  text: string;
+  contentType: string;
+}
+
+/** One sample line of the Prometheus text format: name, labels, value. */
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** A small parser of the Prometheus text exposition format: fails on any line it cannot read. */
+function parsePrometheus(text: string): Sample[] {
+  const samples: Sample[] = [];
+  const typed = new Set<string>();
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const type = /^# TYPE ([a-zA-Z_:][\w:]*) (counter|gauge|histogram|summary|untyped)$/.exec(line);
+    if (type) typed.add(type[1]!);
+    if (line.startsWith('#')) continue;
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (-?[\d.e+-]+|NaN|[+-]Inf)$/.exec(line);
+    assert.ok(match, `not a Prometheus sample line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const [, key, value] of (match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[key!] = value!;
+    const name = match[1]!;
+    assert.ok(
+      [...typed].some((t) => name === t || name.startsWith(`${t}_`)),
+      `${name} has no # TYPE`,
+    );
+    samples.push({ name, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+const sampleValue = (samples: Sample[], name: string, labels: Record<string, string>) =>
+  samples
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0);
+
+describe('delivery log: list, detail, redelivery, recovery, health, retention, alerts and metrics', function () {
+  this.timeout(60_000);
+  const fx = useDeliveryFixture(createLocalEnvironment);
+  let api: LocalServer;
+  let alertReceiver: TestReceiver;
+  let taskQueue: string;
+  let log: ReturnType<typeof captureLogger>;
+  const appDeps = {} as AppDeps;
+
+  before(async () => {
+    Object.assign(appDeps, {
+      db: fx.database.db,
+      secretBox: fx.registrations.secretBox,
+      logger: captureLogger().logger,
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => Promise.reject(new Error('not used here')),
+      // Each test's worker polls its own queue: redeliveries go there.
+      redelivery: (row, delayMs) =>
+        createRedeliveryStarter(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue })(row, delayMs),
+      recoverRatePerSecond: 10,
+    } satisfies AppDeps);
+    api = await listenLocal(createApp(appDeps).callback());
+  });
+  after(() => api?.close());
+  beforeEach(async () => {
+    taskQueue = uniqueTaskQueue('log');
+    log = captureLogger();
+    alertReceiver = await startTestReceiver();
+    appDeps.metricsToken = undefined;
+  });
+  afterEach(() => alertReceiver.close());
+
+  /** A real worker with the real activities on this test's queue, alerts going to the alert receiver. */
+  async function withWorker<T>(work: () => Promise<T>, config = givingUp, alertAfterMs = 600_000): Promise<T> {
+    const http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
+    const worker = await Worker.create({
+      connection: fx.env.nativeConnection,
+      taskQueue,
+      workflowBundle: await workflowBundle(),
+      activities: createActivities({
+        db: fx.database.db,
+        secretBox: fx.registrations.secretBox,
+        logger: log.logger,
+        config,
+        http,
+        alerts: { alertAfterMs, webhook: { url: alertReceiver.url, secret: ALERT_SECRET } },
+      }),
+    });
+    try {
+      return await worker.runUntil(work());
+    } finally {
+      await http.close();
+    }
+  }
+
+  /** Delivers one event and waits for its workflow to end (delivered, skipped or failed); returns its id. */
+  async function deliver(input: DeliverWebhookEventInput): Promise<string> {
+    const workflowId = `webhook-event-${randomUUID()}`;
+    const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+      args: [input],
+      taskQueue,
+      workflowId,
+    });
+    await handle.result().catch(() => undefined);
+    return workflowId;
+  }
+
+  async function call<T = Record<string, unknown>>(
+    method: string,
+    path: string,
+    options: { user?: string; body?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<Reply<T>> {
+    const headers: Record<string, string> = { ...(options.user && bearer(hsToken(options.user))), ...options.headers };
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const body = options.body === undefined ? undefined : JSON.stringify(options.body);
+    const response = await fetch(api.url + path, { method, headers, body });
+    const text = await response.text();
+    const contentType = response.headers.get('content-type') ?? '';
+    return {
+      status: response.status,
+      body: (/json/.test(contentType) ? JSON.parse(text) : {}) as T,
+      text,
+      contentType,
+    };
+  }
+
+  async function project(...members: string[]): Promise<string> {
+    const id = newProjectId();
+    await store.addProject(fx.database.db, id);
+    for (const member of members) await store.addMember(fx.database.db, id, member);
+    return id;
+  }
+
+  const list = (projectId: string, query = '', user = 'alice') =>
+    call<{ items: Item[]; nextCursor: string | null; detail?: string }>(
+      'GET',
+      `/webhooks/project/${projectId}/deliveries${query}`,
+      {
+        user,
+      },
+    );
+  const detail = (projectId: string, id: string, user = 'alice') =>
+    call<Item & { detail?: string }>('GET', `/webhooks/project/${projectId}/deliveries/${encodeURIComponent(id)}`, {
+      user,
+    });
+
+  it('logs a delivered, a failed-then-delivered, a given-up and a skipped event; never a payload', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    const q = await project('alice');
+    const [delivered, retried, gaveUp, skipped] = await withWorker(async () => {
+      const first = await deliver(fallEvent(p));
+      fx.receiver.script({ status: 500 });
+      const second = await deliver(fallEvent(p));
+      fx.receiver.fallback = { status: 500 };
+      const third = await deliver(fallEvent(p));
+      // q has no webhook: the event is skipped.
+      const fourth = await deliver(fallEvent(q));
+      return [first, second, third, fourth];
+    });
+
+    const page = await list(p);
+    assert.equal(page.status, 200);
+    assert.deepEqual(
+      page.body.items.map((item) => [item.id, item.status]),
+      [
+        [gaveUp, 'failed'],
+        [retried, 'delivered'],
+        [delivered, 'delivered'],
+      ],
+    );
+    assert.equal(page.body.nextCursor, null);
+    for (const item of page.body.items)
+      assert.deepEqual(Object.keys(item).sort(), [
+        'attempts',
+        'createdAt',
+        'id',
+        'lastError',
+        'lastStatusCode',
+        'status',
+        'type',
+        'updatedAt',
+      ]);
+    assert.ok(!/Ada|Lovelace|example\.com|userUUID/.test(page.text), 'the log shows no personal data');
+
+    const first = await detail(p, delivered);
+    assert.equal(first.body.attempts, 1);
+    assert.equal(first.body.lastStatusCode, 200);
+    assert.equal(first.body.lastError, null);
+    assert.deepEqual(
+      first.body.attemptLog!.map((a) => [a.attempt, a.statusCode]),
+      [[1, 200]],
+    );
+
+    const second = await detail(p, retried);
+    assert.equal(second.body.status, 'delivered');
+    assert.equal(second.body.attempts, 2);
+    assert.deepEqual(
+      second.body.attemptLog!.map((a) => [a.attempt, a.statusCode]),
+      [
+        [1, 500],
+        [2, 200],
+      ],
+    );
+    assert.ok(second.body.attemptLog!.every((a) => a.durationMs >= 0 && !Number.isNaN(Date.parse(a.at))));
+
+    const third = await detail(p, gaveUp);
+    assert.equal(third.body.status, 'failed');
+    assert.equal(third.body.type, 'FALL_DETECTION');
+    assert.ok(third.body.attempts >= 2, `attempts: ${third.body.attempts}`);
+    assert.equal(third.body.attemptLog!.length, third.body.attempts);
+    assert.equal(third.body.lastStatusCode, 500);
+    assert.equal(third.body.lastError, 'Receiver answered HTTP 500');
+
+    const skippedPage = await list(q);
+    assert.deepEqual(
+      skippedPage.body.items.map((item) => [item.id, item.status, item.attempts, item.lastError]),
+      [[skipped, 'skipped', 0, 'No webhook is registered for the project']],
+    );
+
+    const health = await call('GET', `/webhooks/project/${p}/health`, { user: 'alice' });
+    assert.equal(health.status, 200);
+    assert.equal(health.body.state, 'failing');
+    assert.equal(health.body.consecutiveFailures, third.body.attempts);
+    assert.equal(health.body.lastError, 'Receiver answered HTTP 500');
+    assert.ok(Date.parse(String(health.body.lastSuccessAt)) <= Date.parse(String(health.body.lastFailureAt)));
+    const unknown = await call('GET', `/webhooks/project/${q}/health`, { user: 'alice' });
+    assert.deepEqual(unknown.body, {
+      state: 'unknown',
+      consecutiveFailures: 0,
+      lastSuccessAt: null,
+      lastFailureAt: null,
+      lastError: null,
+    });
+  });
+
+  it('logs an event of a type the webhook does not subscribe to as skipped, with the spec text', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['VITAL_THRESHOLD']);
+    const id = await withWorker(() => deliver(fallEvent(p)));
+    assert.equal(fx.receiver.requests.length, 0);
+    const page = await list(p);
+    assert.deepEqual(
+      page.body.items.map((item) => [item.id, item.status, item.attempts, item.lastError]),
+      [[id, 'skipped', 0, `Project ${p} has not registered a webhook for event: FALL_DETECTION`]],
+    );
+  });
+
+  /** Log rows written directly, `minutesAgo` apart, for the pure query tests. */
+  async function seed(projectId: string, count: number): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i += 1) {
+      const id = `webhook-event-${projectId}-${String(i).padStart(2, '0')}`;
+      const type = i % 2 === 0 ? 'FALL_DETECTION' : 'VITAL_THRESHOLD';
+      await store.upsertDelivery(
+        fx.database.db,
+        { id, projectId, type, workflowId: id },
+        i % 3 === 0 ? 'failed' : 'delivered',
+      );
+      await fx.database
+        .db('deliveries')
+        .where({ id })
+        .update({ created_at: new Date(Date.UTC(2026, 0, 1, 0, i)) });
+      ids.push(id);
+    }
+    return ids.reverse();
+  }
+
+  it('pages newest first with an opaque cursor, and filters by status, type and time', async () => {
+    const p = await project('alice');
+    const newestFirst = await seed(p, 25);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const reply: Reply<{ items: Item[]; nextCursor: string | null }> = await list(
+        p,
+        `?limit=10${cursor ? `&cursor=${cursor}` : ''}`,
+      );
+      assert.equal(reply.status, 200);
+      seen.push(...reply.body.items.map((item) => item.id));
+      cursor = reply.body.nextCursor;
+      pages += 1;
+    } while (cursor);
+    assert.equal(pages, 3);
+    assert.deepEqual(seen, newestFirst);
+    assert.equal((await list(p)).body.items.length, 20, 'the default page holds 20');
+
+    const failed = await list(p, '?status=failed&limit=100');
+    assert.deepEqual(
+      failed.body.items.map((item) => item.id),
+      newestFirst.filter((id) => Number(id.slice(-2)) % 3 === 0),
+    );
+    const vital = await list(p, '?type=VITAL_THRESHOLD&status=delivered&limit=100');
+    assert.ok(vital.body.items.length > 0);
+    assert.ok(vital.body.items.every((item) => item.type === 'VITAL_THRESHOLD' && item.status === 'delivered'));
+    const window = await list(p, '?since=2026-01-01T00:05:00Z&until=2026-01-01T00:08:00Z');
+    assert.deepEqual(
+      window.body.items.map((item) => item.id.slice(-2)),
+      ['07', '06', '05'],
+    );
+
+    for (const [query, problem] of [
+      ['?limit=0', 'limit must be an integer from 1 to 100'],
+      ['?limit=101', 'limit must be an integer from 1 to 100'],
+      ['?status=lost', 'status must be one of pending, delivered, failed, skipped'],
+      ['?type=FALL', 'type must be one of FALL_DETECTION, VITAL_THRESHOLD, TEST'],
+      ['?since=yesterday', 'since must be an ISO 8601 date-time'],
+      ['?cursor=bm90LWEtY3Vyc29y', 'cursor is not one this API returned'],
+    ] as const) {
+      const reply = await list(p, query);
+      assert.equal(reply.status, 400, query);
+      assert.match(reply.contentType, /^application\/problem\+json/);
+      assert.equal(reply.body.detail, `The query is invalid: ${problem}`);
+    }
+  });
+
+  it('BOLA: a member of another project gets 403 on every route and never sees another project’s ids', async () => {
+    const a = await project('alice');
+    const b = await project('bob');
+    const [aId] = await seed(a, 2);
+    const routes: [string, string, unknown?][] = [
+      ['GET', `/webhooks/project/${a}/deliveries`],
+      ['GET', `/webhooks/project/${a}/deliveries/${aId}`],
+      ['POST', `/webhooks/project/${a}/deliveries/${aId}/redeliver`],
+      ['POST', `/webhooks/project/${a}/deliveries/recover`, { since: '2026-01-01T00:00:00Z' }],
+      ['GET', `/webhooks/project/${a}/health`],
+    ];
+    for (const [method, path, body] of routes) {
+      const forbidden = await call(method, path, { user: 'bob', body });
+      assert.equal(forbidden.status, 403, `${method} ${path}`);
+      assert.equal(forbidden.body.detail, 'The caller is not a member of this project');
+      assert.ok(!forbidden.text.includes(aId!), 'a 403 names no delivery');
+      const unknown = await call(method, path.replace(a, 'no-such-project'), { user: 'bob', body });
+      assert.equal(unknown.status, 404, `${method} ${path}`);
+      assert.equal(unknown.body.detail, 'No project with id no-such-project was found');
+      assert.equal((await call(method, path, { body })).status, 401);
+    }
+    // Through bob's own project, alice's delivery does not exist.
+    const viaB = await detail(b, aId!, 'bob');
+    assert.equal(viaB.status, 404);
+    assert.equal(viaB.body.detail, `No delivery with id ${aId} was found`);
+    const redeliverViaB = await call('POST', `/webhooks/project/${b}/deliveries/${aId}/redeliver`, { user: 'bob' });
+    assert.equal(redeliverViaB.status, 404);
+    assert.equal(redeliverViaB.body.detail, `No delivery with id ${aId} was found`);
+    const recoverViaB = await call('POST', `/webhooks/project/${b}/deliveries/recover`, {
+      user: 'bob',
+      body: { since: '2020-01-01T00:00:00Z' },
+    });
+    assert.deepEqual(recoverViaB.body, { count: 0 });
+    assert.deepEqual((await list(b, '', 'bob')).body.items, []);
+    assert.equal((await store.findDelivery(fx.database.db, a, aId!))?.status, 'delivered', 'untouched');
+  });
+
+  it('redelivers with the same X-Webhook-Id and a valid fresh signature; 409 while pending or skipped', async () => {
+    const p = await project('alice');
+    const secret = await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    const q = await project('alice');
+    await withWorker(async () => {
+      const id = await deliver(fallEvent(p));
+      const skipped = await deliver(fallEvent(q));
+      // The receiver holds the redelivery's answer, so it is still pending for the second request.
+      fx.receiver.script({ status: 200, delayMs: 600 });
+      const started = await call('POST', `/webhooks/project/${p}/deliveries/${id}/redeliver`, { user: 'alice' });
+      assert.equal(started.status, 202);
+      assert.equal(started.body.redeliveryOf, id);
+      assert.match(String(started.body.id), /^webhook-redelivery-/);
+      const again = await call('POST', `/webhooks/project/${p}/deliveries/${id}/redeliver`, { user: 'alice' });
+      assert.equal(again.status, 409);
+      assert.match(String(again.body.detail), new RegExp(`^Delivery ${id} is pending`));
+      await fx.env.client.workflow.getHandle(String(started.body.id)).result();
+
+      const [original, redelivery] = fx.receiver.requests;
+      assert.equal(fx.receiver.requests.length, 2);
+      assert.equal(redelivery!.headers['x-webhook-id'], id);
+      assert.equal(original!.headers['x-webhook-id'], id);
+      assert.deepEqual(redelivery!.rawBody, original!.rawBody);
+      assert.ok(independentSignatureValid(secret, redelivery!), 'the redelivery is signed with the current secret');
+      assert.ok(Number(redelivery!.headers['x-timestamp']) >= Number(original!.headers['x-timestamp']));
+
+      const logged = await detail(p, id);
+      assert.equal(logged.body.status, 'delivered');
+      assert.equal(logged.body.attempts, 2);
+      assert.equal(logged.body.attemptLog!.length, 2);
+
+      const notSent = await call('POST', `/webhooks/project/${q}/deliveries/${skipped}/redeliver`, { user: 'alice' });
+      assert.equal(notSent.status, 409);
+      assert.match(String(notSent.body.detail), /was skipped/);
+      const none = await call('POST', `/webhooks/project/${p}/deliveries/nope/redeliver`, { user: 'alice' });
+      assert.equal(none.status, 404);
+      assert.equal(none.body.detail, 'No delivery with id nope was found');
+    }, fastConfig);
+  });
+
+  it('recover redelivers exactly the failed deliveries of the window, spaced by the rate', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    await withWorker(async () => {
+      const delivered = await deliver(fallEvent(p));
+      fx.receiver.fallback = { status: 500 };
+      const [old, failedA, failedB] = await Promise.all([1, 2, 3].map(() => deliver(fallEvent(p))));
+      const since = new Date();
+      await fx.database
+        .db('deliveries')
+        .where({ id: old })
+        .update({ created_at: new Date(Date.now() - 3_600_000) });
+      await fx.database
+        .db('deliveries')
+        .whereIn('id', [failedA!, failedB!])
+        .update({ created_at: new Date(since.getTime() + 1_000) });
+      fx.receiver.fallback = { status: 200 };
+      const before = fx.receiver.requests.length;
+
+      const bad = await call('POST', `/webhooks/project/${p}/deliveries/recover`, { user: 'alice', body: {} });
+      assert.equal(bad.status, 400);
+      const recovered = await call('POST', `/webhooks/project/${p}/deliveries/recover`, {
+        user: 'alice',
+        body: { since: since.toISOString() },
+      });
+      assert.equal(recovered.status, 202);
+      assert.deepEqual(recovered.body, { count: 2 });
+
+      const requests = (await fx.receiver.waitForRequests(before + 2)).slice(before);
+      assert.deepEqual(requests.map((r) => r.headers['x-webhook-id']).sort(), [failedA, failedB].sort());
+      // Recovery claimed them: a second call finds nothing left in the window.
+      const second = await call('POST', `/webhooks/project/${p}/deliveries/recover`, {
+        user: 'alice',
+        body: { since: since.toISOString() },
+      });
+      assert.deepEqual(second.body, { count: 0 });
+      // Spaced by 1/RECOVER_RATE_PER_SECOND (10/s here): Temporal holds the second run's start 100 ms longer.
+      const runs = await listRedeliveries(p);
+      assert.equal(runs.length, 2);
+      const delays = await Promise.all(
+        runs.map(async (id) => {
+          const handle = fx.env.client.workflow.getHandle(id);
+          await handle.result();
+          const started = (await handle.fetchHistory()).events?.[0]?.workflowExecutionStartedEventAttributes;
+          const backoff = started?.firstWorkflowTaskBackoff;
+          return Number(backoff?.seconds ?? 0) * 1000 + Math.round((backoff?.nanos ?? 0) / 1e6);
+        }),
+      );
+      assert.deepEqual(
+        delays.sort((x, y) => x - y),
+        [0, 100],
+      );
+      assert.equal((await store.findDelivery(fx.database.db, p, old!))?.status, 'failed');
+      assert.equal((await store.findDelivery(fx.database.db, p, delivered))?.attempts, 1);
+      for (const id of [failedA!, failedB!])
+        assert.equal((await store.findDelivery(fx.database.db, p, id))?.status, 'delivered');
+    });
+  });
+
+  /** The redelivery workflows of a project, from the delivery rows' latest runs. */
+  async function listRedeliveries(projectId: string): Promise<string[]> {
+    const rows = await fx.database
+      .db('deliveries')
+      .where({ project_id: projectId })
+      .select<{ workflow_id: string }[]>('workflow_id');
+    return rows.map((r) => r.workflow_id).filter((id) => id.startsWith('webhook-redelivery-'));
+  }
+
+  it('purges log entries past DELIVERY_LOG_RETENTION_DAYS with their attempts, and keeps the rest', async () => {
+    const p = await project('alice');
+    const [fresh, old] = await seed(p, 2);
+    const key = { id: old!, projectId: p, type: 'FALL_DETECTION', workflowId: old! };
+    await store.recordDeliveryAttempt(fx.database.db, key, {
+      runAttempt: 1,
+      statusCode: 500,
+      durationMs: 3,
+      delivered: false,
+    });
+    await fx.database
+      .db('deliveries')
+      .where({ id: old })
+      .update({ updated_at: new Date(Date.now() - 31 * 86_400_000) });
+    const purgeLog = captureLogger();
+    const stop = startDeliveryLogRetention(fx.database.db, 30, purgeLog.logger);
+    try {
+      // The first purge runs at start.
+      for (let i = 0; i < 100 && (await store.findDelivery(fx.database.db, p, old!)); i += 1)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      stop();
+    }
+    assert.equal(await store.findDelivery(fx.database.db, p, old!), undefined);
+    assert.deepEqual(await store.listDeliveryAttempts(fx.database.db, old!), []);
+    assert.ok(await store.findDelivery(fx.database.db, p, fresh!));
+    assert.equal(await store.purgeDeliveries(fx.database.db, 30), 0);
+  });
+
+  it('raises one signed alert per failure episode; a delivery in between ends the episode', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    await withWorker(async () => {
+      fx.receiver.fallback = { status: 500 };
+      const first = await deliver(fallEvent(p));
+      await deliver(fallEvent(p));
+      assert.equal(alertReceiver.requests.length, 1, 'two give-ups, one episode: one alert');
+      const [alert] = alertReceiver.requests;
+      assert.ok(independentSignatureValid(ALERT_SECRET, alert!), 'signed like a delivery');
+      const body = JSON.parse(alert!.rawBody.toString('utf8')) as Record<string, unknown>;
+      assert.equal(body.alert, 'delivery-gave-up');
+      assert.equal(body.projectId, p);
+      assert.equal(body.webhookType, 'FALL_DETECTION');
+      assert.deepEqual(body.deliveryIds, [first]);
+      assert.ok(Number(body.consecutiveFailures) >= 2);
+      assert.ok(!/Ada|Lovelace|example\.com|3f2b8c1e/.test(alert!.rawBody.toString('utf8')), 'no personal data');
+      const lines = log.lines.filter((l) => String(l.msg).startsWith('operator alert:'));
+      assert.equal(lines.length, 1);
+      assert.equal(lines[0]!.level, 50);
+
+      fx.receiver.fallback = { status: 200 };
+      await deliver(fallEvent(p));
+      assert.equal((await call('GET', `/webhooks/project/${p}/health`, { user: 'alice' })).body.state, 'healthy');
+      fx.receiver.fallback = { status: 500 };
+      const third = await deliver(fallEvent(p));
+      assert.equal(alertReceiver.requests.length, 2, 'a new episode: a new alert');
+      assert.deepEqual(
+        (JSON.parse(alertReceiver.requests[1]!.rawBody.toString()) as { deliveryIds: string[] }).deliveryIds,
+        [third],
+      );
+    });
+  });
+
+  it('alerts once when an endpoint has failed for ALERT_AFTER_MS, before the delivery gives up', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.fallback = { status: 500 };
+    await withWorker(() => deliver(fallEvent(p)), givingUp, 1_000);
+    assert.equal(alertReceiver.requests.length, 1);
+    const body = JSON.parse(alertReceiver.requests[0]!.rawBody.toString()) as Record<string, unknown>;
+    assert.equal(body.alert, 'endpoint-failing');
+    assert.ok(Date.parse(String(body.raisedAt)) - Date.parse(String(body.failingSince)) >= 1_000);
+  });
+
+  it('CLI: deliveries list, redeliver and recover, for operators', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    const lines: string[] = [];
+    const errors: string[] = [];
+    const io = {
+      env: {
+        DATABASE_URL: fx.database.url,
+        TEMPORAL_ADDRESS: fx.env.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        NODE_ENV: 'test',
+      },
+      out: (line: string) => void lines.push(line),
+      err: (line: string) => void errors.push(line),
+    };
+    await withWorker(async () => {
+      const delivered = await deliver(fallEvent(p));
+      fx.receiver.fallback = { status: 500 };
+      const failed = await deliver(fallEvent(p));
+      fx.receiver.fallback = { status: 200 };
+
+      assert.equal(await cli(['deliveries', 'list', p, '--status', 'failed'], io), 0, errors.join('\n'));
+      assert.deepEqual(
+        lines.map((line) => line.split('\t').slice(0, 3)),
+        [[failed, 'failed', 'FALL_DETECTION']],
+      );
+      lines.length = 0;
+      assert.equal(await cli(['deliveries', 'list', p, '--status', 'lost'], io), 2);
+      assert.match(errors.join('\n'), /status must be one of pending, delivered, failed, skipped/);
+
+      assert.equal(await cli(['deliveries', 'redeliver', p, delivered], io), 0, errors.join('\n'));
+      const redelivery = lines.pop()!;
+      assert.match(redelivery, /^webhook-redelivery-/);
+      await fx.env.client.workflow.getHandle(redelivery).result();
+      assert.equal(fx.receiver.requests.at(-1)!.headers['x-webhook-id'], delivered);
+      assert.equal(await cli(['deliveries', 'redeliver', p, 'nope'], io), 1);
+      assert.match(errors.at(-1)!, /No delivery with id nope was found/);
+
+      assert.equal(await cli(['deliveries', 'recover', p], io), 2, 'without --since');
+      const before = fx.receiver.requests.length;
+      assert.equal(await cli(['deliveries', 'recover', p, '--since', '2000-01-01T00:00:00Z'], io), 0);
+      assert.equal(lines.pop(), `1 failed deliveries of project ${p} redelivering`);
+      const [again] = (await fx.receiver.waitForRequests(before + 1)).slice(before);
+      assert.equal(again!.headers['x-webhook-id'], failed);
+    });
+  });
+
+  it('config: ALERT_WEBHOOK_URL needs ALERT_WEBHOOK_SECRET; defaults for retention, alerts and recovery', () => {
+    const config = loadConfig({});
+    assert.equal(config.DELIVERY_LOG_RETENTION_DAYS, 30);
+    assert.equal(config.ALERT_AFTER_MS, 900_000);
+    assert.equal(config.RECOVER_RATE_PER_SECOND, 10);
+    assert.equal(config.WORKER_METRICS_PORT, undefined);
+    assert.throws(
+      () => loadConfig({ ALERT_WEBHOOK_URL: 'https://alerts.example/hook' }),
+      /ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL/,
+    );
+    assert.throws(() => loadConfig({ DELIVERY_LOG_RETENTION_DAYS: '0' }), /DELIVERY_LOG_RETENTION_DAYS/);
+    assert.throws(() => loadConfig({ METRICS_TOKEN: 'short' }), /METRICS_TOKEN/);
+  });
+
+  it('/metrics: Prometheus text with request counts by route and status and delivery counters; METRICS_TOKEN', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    const route = { method: 'GET', route: '/webhooks/project/:projectId/deliveries', status: '200' };
+    const delivered = { type: 'FALL_DETECTION', outcome: 'delivered' };
+    const scrape = async () => {
+      const reply = await call('GET', '/metrics');
+      assert.equal(reply.status, 200);
+      assert.match(reply.contentType, /^text\/plain/);
+      return parsePrometheus(reply.text);
+    };
+    const before = await scrape();
+    await list(p);
+    await list(p);
+    await withWorker(() => deliver(fallEvent(p)));
+    const after = await scrape();
+    assert.equal(
+      sampleValue(after, 'http_requests_total', route) - sampleValue(before, 'http_requests_total', route),
+      2,
+    );
+    assert.equal(
+      sampleValue(after, 'http_request_duration_seconds_count', route) -
+        sampleValue(before, 'http_request_duration_seconds_count', route),
+      2,
+    );
+    assert.equal(
+      sampleValue(after, 'webhook_deliveries_total', delivered) -
+        sampleValue(before, 'webhook_deliveries_total', delivered),
+      1,
+    );
+    assert.equal(
+      sampleValue(after, 'webhook_delivery_latency_seconds_count', { type: 'FALL_DETECTION' }) -
+        sampleValue(before, 'webhook_delivery_latency_seconds_count', { type: 'FALL_DETECTION' }),
+      1,
+    );
+    assert.ok(!after.some((s) => s.labels.route?.includes(p)), 'routes are templates, never raw paths');
+
+    appDeps.metricsToken = 'metrics-token-0123456789';
+    const refused = await call('GET', '/metrics');
+    assert.equal(refused.status, 401);
+    assert.match(refused.contentType, /^application\/problem\+json/);
+    assert.equal(
+      (await call('GET', '/metrics', { headers: { authorization: 'Bearer wrong-token-0123456789' } })).status,
+      401,
+    );
+    const allowed = await call('GET', '/metrics', { headers: { authorization: 'Bearer metrics-token-0123456789' } });
+    assert.equal(allowed.status, 200);
+    assert.ok(parsePrometheus(allowed.text).length > 0);
+  });
+});
