@@ -9,6 +9,7 @@ import type { SendTestEvent } from './test-event';
 import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
+import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
 
 export interface AppDeps {
   db: Knex;
@@ -18,6 +19,8 @@ export interface AppDeps {
   sendTestEvent: SendTestEvent;
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
+  /** Temporal's remote codec endpoint for operators (POST /codec/encode, /codec/decode); absent when not given. */
+  codec?: CodecDeps;
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -57,11 +60,13 @@ export function createApp(deps: AppDeps): Koa {
   app.use(requestLog(deps.logger));
   app.use(problemDetails(deps.logger));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
+  if (deps.codec) app.use(codecCors(deps.codec));
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   app.use(webhooks.routes());
   app.use(webhooks.allowedMethods());
+  if (deps.codec) app.use(codecRouter(deps.codec).routes());
 
   // Only errors thrown outside the problem-details middleware land here.
   app.on('error', (err: unknown) => deps.logger.error({ err }, 'unhandled error'));

@@ -13,6 +13,8 @@ import { createApp } from './app';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
 import { healthRouter, readinessConnection } from './routes/health';
+import { codecCorsOrigins, operatorPolicyFromConfig } from './routes/codec';
+import { payloadCodecFromConfig } from '../common/payload-codec';
 
 /** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
 export interface StartApiDeps {
@@ -54,6 +56,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter()],
+      codec: {
+        codec: payloadCodecFromConfig(config, logger),
+        operators: operatorPolicyFromConfig(config),
+        corsOrigins: codecCorsOrigins(config),
+      },
     });
     const server = app.listen(config.PORT);
     await new Promise<void>((resolve, reject) => {

@@ -1,5 +1,6 @@
 import Ajv, { type JSONSchemaType } from 'ajv';
 import { DEFAULT_TASK_QUEUE } from './contract';
+import { PAYLOAD_KEY_RING_PATTERN, parsePayloadKeyRing } from './payload-codec';
 
 /** Everything the processes read from the environment, validated once at start-up. */
 export interface Config {
@@ -41,6 +42,16 @@ export interface Config {
   DEV_TEMPORAL_UI_PORT?: number;
   TEMPORAL_CLI_PATH?: string;
   TEMPORAL_TEST_SERVER_PATH?: string;
+  /** Temporal payload encryption key ring: `id:base64key[,…]`; the first encrypts, all decrypt. */
+  PAYLOAD_ENCRYPTION_KEYS?: string;
+  /** Token subjects (comma-separated) allowed to use the codec endpoint; project members are not operators. */
+  OPERATOR_SUBJECTS?: string;
+  /** A token whose `roles` (or `role`) claim holds this value is an operator too. */
+  OPERATOR_ROLE?: string;
+  /** Origins (comma-separated) of the Temporal UI allowed to call the codec endpoint from the browser. */
+  CODEC_CORS_ORIGINS?: string;
+  /** In production receivers must be https:// unless this is true. */
+  ALLOW_HTTP_WEBHOOK_URLS: boolean;
 }
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
@@ -90,6 +101,11 @@ const schema: JSONSchemaType<Config> = {
     DEV_TEMPORAL_UI_PORT: { type: 'integer', minimum: 1, maximum: 65535, nullable: true },
     TEMPORAL_CLI_PATH: optionalString,
     TEMPORAL_TEST_SERVER_PATH: optionalString,
+    PAYLOAD_ENCRYPTION_KEYS: { type: 'string', pattern: PAYLOAD_KEY_RING_PATTERN, nullable: true },
+    OPERATOR_SUBJECTS: optionalString,
+    OPERATOR_ROLE: optionalString,
+    CODEC_CORS_ORIGINS: { type: 'string', pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$', nullable: true },
+    ALLOW_HTTP_WEBHOOK_URLS: { type: 'boolean', default: false },
   },
   required: [],
   additionalProperties: true,
@@ -143,6 +159,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     );
   if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
     problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
+  if (config.NODE_ENV === 'production' && !config.PAYLOAD_ENCRYPTION_KEYS)
+    problems.push('PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))');
+  if (config.PAYLOAD_ENCRYPTION_KEYS && validate.errors == null) {
+    try {
+      parsePayloadKeyRing(config.PAYLOAD_ENCRYPTION_KEYS);
+    } catch (error) {
+      problems.push((error as Error).message);
+    }
+  }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
 }

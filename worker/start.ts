@@ -6,6 +6,7 @@ import { temporalConnectionOptions } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
+import { payloadCodecFromConfig } from '../common/payload-codec';
 import { createDb } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
@@ -62,6 +63,8 @@ export async function startWorker(
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
   installRuntimeLogger(logger);
+  // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
+  const payloadCodec = payloadCodecFromConfig(config, logger);
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
   const { address, tls } = temporalConnectionOptions(config);
@@ -91,6 +94,7 @@ export async function startWorker(
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       ...source,
       activities,
+      dataConverter: { payloadCodecs: [payloadCodec] },
       maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
       maxConcurrentLocalActivityExecutions: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
       maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
