@@ -160,7 +160,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
     problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
   if (config.NODE_ENV === 'production' && !config.PAYLOAD_ENCRYPTION_KEYS)
-    problems.push('PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))');
+    problems.push(
+      'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
+    );
   if (config.PAYLOAD_ENCRYPTION_KEYS && validate.errors == null) {
     try {
       parsePayloadKeyRing(config.PAYLOAD_ENCRYPTION_KEYS);

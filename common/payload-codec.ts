@@ -17,7 +17,8 @@ const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** One entry of PAYLOAD_ENCRYPTION_KEYS: `id:base64` of 32 bytes. */
-export const PAYLOAD_KEY_RING_PATTERN = '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=)*$';
+export const PAYLOAD_KEY_RING_PATTERN =
+  '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=)*$';
 
 export interface PayloadKey {
   id: string;
@@ -73,12 +74,13 @@ export class EncryptionCodec implements PayloadCodec {
     this.byId = new Map(ring.map(({ id, key }) => [id, key]));
   }
 
+  // A throw inside the executor becomes a rejection, as callers of a codec expect.
   encode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.resolve(payloads.map((payload) => this.encrypt(payload)));
+    return new Promise((resolve) => resolve(payloads.map((payload) => this.encrypt(payload))));
   }
 
   decode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.resolve(payloads.map((payload) => this.decrypt(payload)));
+    return new Promise((resolve) => resolve(payloads.map((payload) => this.decrypt(payload))));
   }
 
   private encrypt(payload: Payload): Payload {
@@ -115,7 +117,10 @@ export class EncryptionCodec implements PayloadCodec {
       });
       decipher.setAAD(Buffer.from(id, 'utf8'));
       decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
-      const plain = Buffer.concat([decipher.update(data.subarray(NONCE_BYTES, data.length - TAG_BYTES)), decipher.final()]);
+      const plain = Buffer.concat([
+        decipher.update(data.subarray(NONCE_BYTES, data.length - TAG_BYTES)),
+        decipher.final(),
+      ]);
       return deserialize(plain);
     } catch {
       throw new PayloadDecryptionError(

@@ -3,12 +3,7 @@ import type { Middleware } from 'koa';
 import Ajv from 'ajv';
 import type { PayloadCodec } from '@temporalio/common';
 import type { Config } from '../../common/config';
-import {
-  PayloadDecryptionError,
-  payloadFromJson,
-  payloadToJson,
-  type JsonPayload,
-} from '../../common/payload-codec';
+import { PayloadDecryptionError, payloadFromJson, payloadToJson, type JsonPayload } from '../../common/payload-codec';
 import { ApiError, InvalidRequestError } from '../errors';
 
 /** Who may read decoded payloads: listed subjects, or tokens carrying the operator role. Project members are not. */
@@ -50,7 +45,10 @@ export const codecCorsOrigins = (config: Pick<Config, 'CODEC_CORS_ORIGINS'>): st
   list(config.CODEC_CORS_ORIGINS);
 
 /** Whether verified claims make the caller an operator. */
-export function isOperator(policy: OperatorPolicy, claims: { sub?: unknown; roles?: unknown; role?: unknown }): boolean {
+export function isOperator(
+  policy: OperatorPolicy,
+  claims: { sub?: unknown; roles?: unknown; role?: unknown },
+): boolean {
   if (typeof claims.sub === 'string' && policy.subjects.has(claims.sub)) return true;
   if (!policy.role) return false;
   const roles = Array.isArray(claims.roles) ? claims.roles : [claims.roles ?? claims.role];
