@@ -11,6 +11,7 @@ import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload }
 import { connectTemporalClient } from '../common/temporal-connection';
 import { temporalCliPath } from '../dev/temporal-binaries';
 import { startWorker, type RunningWorker } from '../worker/start';
+import type { deliverWebhookEvent } from '../workflows';
 import { captureLogger, fallEvent, fallPayload, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';
 import { listenLocal, type LocalServer } from './support/jwks-server';
@@ -167,7 +168,7 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
     const workflowId = `webhook-event-${randomUUID()}`;
     await fx.runWorker(async (taskQueue) => {
-      const handle = await fx.env.client.workflow.start('deliverWebhookEvent', {
+      const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
         args: [fallEvent(projectId)],
         taskQueue,
         workflowId,

@@ -45,14 +45,11 @@ export const codecCorsOrigins = (config: Pick<Config, 'CODEC_CORS_ORIGINS'>): st
   list(config.CODEC_CORS_ORIGINS);
 
 /** Whether verified claims make the caller an operator. */
-export function isOperator(
-  policy: OperatorPolicy,
-  claims: { sub?: unknown; roles?: unknown; role?: unknown },
-): boolean {
-  if (typeof claims.sub === 'string' && policy.subjects.has(claims.sub)) return true;
+export function isOperator(policy: OperatorPolicy, claims: object): boolean {
+  const { sub, roles, role } = claims as { sub?: unknown; roles?: unknown; role?: unknown };
+  if (typeof sub === 'string' && policy.subjects.has(sub)) return true;
   if (!policy.role) return false;
-  const roles = Array.isArray(claims.roles) ? claims.roles : [claims.roles ?? claims.role];
-  return roles.includes(policy.role);
+  return (Array.isArray(roles) ? (roles as unknown[]) : [roles ?? role]).includes(policy.role);
 }
 
 const CODEC_PATH = /^\/codec\/(encode|decode)$/;
@@ -63,7 +60,10 @@ const CODEC_PATH = /^\/codec\/(encode|decode)$/;
  */
 export function codecCors(deps: Pick<CodecDeps, 'corsOrigins'>): Middleware {
   return async (ctx, next) => {
-    if (!CODEC_PATH.test(ctx.path)) return next();
+    if (!CODEC_PATH.test(ctx.path)) {
+      await next();
+      return;
+    }
     const origin = ctx.get('Origin');
     const allowed = origin !== '' && deps.corsOrigins.includes(origin);
     if (allowed) {
@@ -109,7 +109,7 @@ type Context = RouterContext<{ user?: unknown }>;
 /** Temporal's remote codec protocol (`{payloads: [...]}` both ways), for operators only. */
 export function codecRouter(deps: CodecDeps): Router {
   const transform = (direction: 'encode' | 'decode') => async (ctx: Context) => {
-    if (!isOperator(deps.operators, (ctx.state.user ?? {}) as Record<string, unknown>)) throw new NotOperatorError();
+    if (!isOperator(deps.operators, ctx.state.user ?? {})) throw new NotOperatorError();
     const body: unknown = ctx.request.body;
     if (!validateBody(body))
       throw new InvalidRequestError(
