@@ -10,6 +10,7 @@ import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
 import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
+import type { WebhookUrlPolicy } from '../common/webhook-url';
 
 export interface AppDeps {
   db: Knex;
@@ -21,6 +22,8 @@ export interface AppDeps {
   publicRoutes?: Router[];
   /** Temporal's remote codec endpoint for operators (POST /codec/encode, /codec/decode); absent when not given. */
   codec?: CodecDeps;
+  /** https-only receivers (production unless ALLOW_HTTP_WEBHOOK_URLS=true); http and https allowed when absent. */
+  webhookUrlPolicy?: WebhookUrlPolicy;
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;

@@ -15,6 +15,7 @@ import { docsRouter } from './routes/docs';
 import { healthRouter, readinessConnection } from './routes/health';
 import { codecCorsOrigins, operatorPolicyFromConfig } from './routes/codec';
 import { payloadCodecFromConfig } from '../common/payload-codec';
+import { webhookUrlPolicy } from '../common/webhook-url';
 
 /** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
 export interface StartApiDeps {
@@ -56,6 +57,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter()],
+      webhookUrlPolicy: webhookUrlPolicy(config),
       codec: {
         codec: payloadCodecFromConfig(config, logger),
         operators: operatorPolicyFromConfig(config),
