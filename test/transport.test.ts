@@ -3,6 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { createApp } from '../api';
+import { createTestEventSender, describeReceiverError } from '../api/test-event';
+import { freePort } from '../dev/ports';
 import { FailureType, type DeliveryFailedDetails } from '../common/contract';
 import { HTTPS_REQUIRED, webhookUrlPolicy } from '../common/webhook-url';
 import * as store from '../db';
@@ -92,5 +94,59 @@ describe('transport: https-only receivers in production (real Postgres, Temporal
     const outcome = await deliver({ ...fastConfig, NODE_ENV: 'production', ALLOW_HTTP_WEBHOOK_URLS: true });
     assert.equal((outcome as { status?: string }).status, 'delivered');
     assert.equal(fx.receiver.requests.length, 1);
+  });
+});
+
+describe('test endpoint failures name a category, never an internal address (Temporal dev server)', function () {
+  this.timeout(60_000);
+  const fx = useDeliveryFixture(createLocalEnvironment);
+
+  const sendTest = (projectId: string, config = fastConfig) =>
+    fx.runWorker(
+      (taskQueue) =>
+        createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(
+          projectId,
+        ),
+      { config },
+    );
+
+  it('maps receiver error codes to categories', () => {
+    assert.equal(describeReceiverError('TIMEOUT').category, 'timeout');
+    assert.equal(describeReceiverError('UND_ERR_HEADERS_TIMEOUT').category, 'timeout');
+    assert.equal(describeReceiverError('ECONNREFUSED').category, 'refused');
+    assert.equal(describeReceiverError('UNABLE_TO_VERIFY_LEAF_SIGNATURE').category, 'tls');
+    assert.equal(describeReceiverError('ERR_TLS_CERT_ALTNAME_INVALID').category, 'tls');
+    assert.equal(describeReceiverError('ERR_WEBHOOK_TARGET_FORBIDDEN').category, 'forbidden-target');
+    assert.equal(describeReceiverError('ENOTFOUND').category, 'unreachable');
+  });
+
+  it('refused: names the category and code, not the address', async () => {
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, `http://127.0.0.1:${await freePort()}/hook`, ['FALL_DETECTION']);
+    const outcome = await sendTest(projectId);
+    assert.ok(!outcome.delivered);
+    assert.equal(outcome.category, 'refused');
+    assert.match(outcome.reason, /connection was refused \(ECONNREFUSED\)/);
+    assert.doesNotMatch(outcome.reason, /127\.0\.0\.1/);
+  });
+
+  it('forbidden target: the SSRF guard refusal says so without the resolved address', async () => {
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const outcome = await sendTest(projectId, { ...fastConfig, ALLOW_PRIVATE_WEBHOOK_URLS: false });
+    assert.ok(!outcome.delivered);
+    assert.equal(outcome.category, 'forbidden-target');
+    assert.doesNotMatch(outcome.reason, /127\.0\.0\.1|loopback address/);
+    assert.equal(fx.receiver.requests.length, 0);
+  });
+
+  it('HTTP status: the category and the status', async () => {
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.fallback = { status: 503 };
+    const outcome = await sendTest(projectId);
+    assert.ok(!outcome.delivered);
+    assert.equal(outcome.category, 'http-status');
+    assert.equal(outcome.statusCode, 503);
   });
 });
