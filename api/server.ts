@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { Client } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
 import { createLogger, prettyLogs, type Logger } from '../common/logger';
-import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
+import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { onShutdownSignal } from '../common/signals';
 import type { SendTestEvent } from './test-event';
 import { createDb, migrateToLatest } from '../db';
@@ -52,7 +52,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       createTestEventSender(deps.temporal ?? (ownTemporal = await connectTemporalClient(config)), config);
     const app = createApp({
       db,
-      secretBox: deps.secretBox ?? createSecretBox(resolveSecretKey(config, logger)),
+      secretBox: deps.secretBox ?? createSecretBox(resolveSecretKeyRing(config, logger)),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,

@@ -8,6 +8,7 @@ import { projectAdd } from './commands/project';
 import { token } from './commands/token';
 import { eventEmit } from './commands/event';
 import { start } from './commands/start';
+import { secretsReseal } from './commands/secrets';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -18,6 +19,7 @@ export const commands: Record<string, CliCommand> = {
   token,
   'event emit': eventEmit,
   start,
+  'secrets reseal': secretsReseal,
 };
 
 export function usage(): string {

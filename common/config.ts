@@ -14,6 +14,8 @@ export interface Config {
   JWT_ISSUER?: string;
   JWT_AUDIENCE?: string;
   WEBHOOK_SECRET_KEY?: string;
+  /** At-rest key ring `id:key[,…]` (key: 64 hex digits or base64); the first seals, all open. */
+  WEBHOOK_SECRET_KEYS?: string;
   TEMPORAL_ADDRESS?: string;
   TEMPORAL_NAMESPACE: string;
   TEMPORAL_TASK_QUEUE: string;
@@ -75,6 +77,12 @@ const schema: JSONSchemaType<Config> = {
     JWT_ISSUER: optionalString,
     JWT_AUDIENCE: optionalString,
     WEBHOOK_SECRET_KEY: { type: 'string', pattern: '^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$', nullable: true },
+    WEBHOOK_SECRET_KEYS: {
+      type: 'string',
+      pattern:
+        '^[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)(?:,[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=))*$',
+      nullable: true,
+    },
     TEMPORAL_ADDRESS: optionalString,
     TEMPORAL_NAMESPACE: { type: 'string', minLength: 1, default: 'default' },
     TEMPORAL_TASK_QUEUE: { type: 'string', minLength: 1, default: DEFAULT_TASK_QUEUE },
@@ -157,8 +165,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push(
       'DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts: at least 2 × WEBHOOK_TIMEOUT_MS + DELIVERY_MAX_INTERVAL_MS',
     );
-  if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
-    problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
+  if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
+    problems.push(
+      'WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64), or the ring WEBHOOK_SECRET_KEYS',
+    );
   if (config.NODE_ENV === 'production' && !config.PAYLOAD_ENCRYPTION_KEYS)
     problems.push(
       'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',

@@ -5,7 +5,7 @@ import { createActivities, createWebhookHttpClient } from '../activities';
 import { temporalConnectionOptions } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
-import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
+import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { payloadCodecFromConfig } from '../common/payload-codec';
 import { createDb } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
@@ -59,7 +59,7 @@ export async function startWorker(
   config: Config,
   logger: Logger,
   /** Opens registration secrets; made from WEBHOOK_SECRET_KEY when not given. */
-  secretBox: SecretBox = createSecretBox(resolveSecretKey(config, logger)),
+  secretBox: SecretBox = createSecretBox(resolveSecretKeyRing(config, logger)),
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
   installRuntimeLogger(logger);
