@@ -241,6 +241,38 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     assert.deepEqual(leaked([member]), [], 'a member who is no operator reads nothing');
   });
 
+  it('`temporal workflow start --codec-endpoint` (a foreign client) stores ciphertext through the codec', async () => {
+    const cli = temporalCliPath();
+    assert.ok(cli, 'the Temporal CLI is installed (TEMPORAL_CLI_PATH)');
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const config = configWith(`${k2},${k1}`, uniqueTaskQueue('foreign'));
+    await worker(config);
+    const workflowId = `webhook-event-${randomUUID()}`;
+    await run(cli, [
+      'workflow',
+      'start',
+      '--type',
+      'deliverWebhookEvent',
+      '--task-queue',
+      config.TEMPORAL_TASK_QUEUE,
+      '--workflow-id',
+      workflowId,
+      '--input',
+      JSON.stringify(fallEvent(projectId)),
+      '--address',
+      fx.env.address,
+      '--codec-endpoint',
+      `${api.url}/codec`,
+      '--codec-auth',
+      `Bearer ${hsToken(OPERATOR)}`,
+    ]);
+    const result = await (await client(config)).workflow.getHandle(workflowId).result();
+    assert.equal(result.status, 'delivered');
+    assert.equal(fx.receiver.requests[0]!.rawBody.toString('utf8'), JSON.stringify(fallPayload));
+    assert.deepEqual(leaked(readableText(await rawHistory(workflowId))), []);
+  });
+
   it('after rotation a client still reads old results and encrypts new events with the new key', async () => {
     const { workflowId } = await deliverEncrypted(k1);
     const rotated = await client(configWith(`${k2},${k1}`, uniqueTaskQueue('rotated')));
