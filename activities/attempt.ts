@@ -11,7 +11,13 @@ import {
 import type { Logger } from '../common/logger';
 import { registrationSecretAad, type SecretBox } from '../common/secrets';
 import { signPayload, standardWebhookSignatureHeader } from '../common/signature';
-import { parseWebhookUrl } from '../common/webhook-url';
+import {
+  HTTPS_REQUIRED,
+  parseWebhookUrl,
+  refusedScheme,
+  webhookUrlPolicy,
+  type WebhookUrlPolicy,
+} from '../common/webhook-url';
 import { eraseExpiredPreviousSecrets, findRegistration, type Db, type RegistrationRow } from '../db';
 import { createDeliveryLog, type DeliveryLog } from './delivery-log';
 import type { ActivityDeps } from './deps';
@@ -53,7 +59,7 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
       return { status: 'skipped', reason: 'registration-deleted', attempt: context.attempt };
     }
     assertSubscribed(registration, webhookType);
-    const url = receiverUrl(registration);
+    const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
     const headers = signedHeaders(secrets, context.webhookId, body);
 
@@ -90,8 +96,15 @@ function assertSubscribed(registration: RegistrationRow, webhookType: string): v
   });
 }
 
-function receiverUrl(registration: RegistrationRow): URL {
+/** The same rule as registration: a URL registered before https became required is not delivered to either. */
+function receiverUrl(registration: RegistrationRow, policy: WebhookUrlPolicy): URL {
   const url = parseWebhookUrl(registration.url);
+  if (url && refusedScheme(url, policy))
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidUrl,
+      message: `The registered webhook URL ${HTTPS_REQUIRED} (ALLOW_HTTP_WEBHOOK_URLS=false)`,
+      nonRetryable: true,
+    });
   if (url) return url;
   throw ApplicationFailure.create({
     type: FailureType.InvalidUrl,

@@ -13,7 +13,9 @@ export type ActivityConfig = Pick<
   | 'DELIVERY_BACKOFF_COEFFICIENT'
   | 'DELIVERY_MAX_INTERVAL_MS'
   | 'DELIVERY_GIVE_UP_AFTER_MS'
->;
+> &
+  // Optional so a bare test config delivers to http://127.0.0.1; production sets NODE_ENV (https only).
+  Partial<Pick<Config, 'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS'>>;
 
 /** What the activities need from the worker; tests pass their own. */
 export interface ActivityDeps {

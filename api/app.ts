@@ -12,6 +12,8 @@ import { webhooksRouter } from './routes/webhooks';
 import { deliveriesRouter } from './routes/deliveries';
 import { metricsRouter, requestMetrics } from './metrics';
 import type { RedeliveryStarter } from './redelivery';
+import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
+import type { WebhookUrlPolicy } from '../common/webhook-url';
 
 export interface AppDeps {
   db: Knex;
@@ -26,6 +28,10 @@ export interface AppDeps {
   recoverRatePerSecond?: number;
   /** GET /metrics asks for this bearer token when set (METRICS_TOKEN). */
   metricsToken?: string;
+  /** Temporal's remote codec endpoint for operators (POST /codec/encode, /codec/decode); absent when not given. */
+  codec?: CodecDeps;
+  /** https-only receivers (production unless ALLOW_HTTP_WEBHOOK_URLS=true); http and https allowed when absent. */
+  webhookUrlPolicy?: WebhookUrlPolicy;
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -67,6 +73,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(problemDetails(deps.logger));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(metricsRouter(deps).routes());
+  if (deps.codec) app.use(codecCors(deps.codec));
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
@@ -75,6 +82,7 @@ export function createApp(deps: AppDeps): Koa {
   const deliveries = deliveriesRouter(deps);
   app.use(deliveries.routes());
   app.use(deliveries.allowedMethods());
+  if (deps.codec) app.use(codecRouter(deps.codec).routes());
 
   // Only errors thrown outside the problem-details middleware land here.
   app.on('error', (err: unknown) => deps.logger.error({ err }, 'unhandled error'));

@@ -150,6 +150,12 @@ const testDeliveryProblemSchema = {
       properties: {
         workflowId: { type: 'string', description: 'Temporal workflow id of the failed delivery.' },
         statusCode: { type: 'integer', description: 'Status the receiver answered, when it answered.' },
+        category: {
+          type: 'string',
+          enum: ['timeout', 'refused', 'tls', 'forbidden-target', 'http-status', 'unreachable', 'no-outcome'],
+          description:
+            'Why the TEST event was not acknowledged; the detail says it in words, without internal addresses.',
+        },
       },
       required: ['workflowId'],
     },

@@ -130,6 +130,7 @@ export async function testWebhook(
   if (!outcome.delivered) {
     throw new TestDeliveryFailedError(`The receiver did not acknowledge the TEST event: ${outcome.reason}`, {
       workflowId: outcome.workflowId,
+      ...(outcome.category !== undefined && { category: outcome.category }),
       ...(outcome.statusCode !== undefined && { statusCode: outcome.statusCode }),
     });
   }

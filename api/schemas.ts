@@ -1,7 +1,13 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { MAX_PROJECT_ID_LENGTH, SUBSCRIBABLE_TYPES, type SubscribableType } from '../common/contract';
-import { MAX_WEBHOOK_URL_LENGTH, parseWebhookUrl } from '../common/webhook-url';
+import {
+  HTTPS_REQUIRED,
+  MAX_WEBHOOK_URL_LENGTH,
+  parseWebhookUrl,
+  refusedScheme,
+  type WebhookUrlPolicy,
+} from '../common/webhook-url';
 import { InvalidRequestError, type FieldError } from './errors';
 
 // Plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI document can reuse them.
@@ -76,7 +82,7 @@ const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false });
 addFormats(ajv, ['uri']);
 
 /** A request body check: returns the typed body or throws InvalidRequestError listing every problem. */
-export type BodyValidator<T> = (body: unknown) => T;
+export type BodyValidator<T> = (body: unknown, urlPolicy?: WebhookUrlPolicy) => T;
 
 function fieldErrors(errors: ErrorObject[]): FieldError[] {
   const result: FieldError[] = [];
@@ -94,12 +100,14 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
 
 function compileBody<T extends object>(schema: object): BodyValidator<T> {
   const validate: ValidateFunction = ajv.compile(schema);
-  return (body) => {
+  return (body, urlPolicy = { httpsOnly: false }) => {
     const errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
     const url = (body as { url?: unknown } | null)?.url;
     const urlFailed = errors.some((e) => e.pointer === '/url');
-    if (!urlFailed && typeof url === 'string' && !parseWebhookUrl(url))
+    const parsed = !urlFailed && typeof url === 'string' ? parseWebhookUrl(url) : undefined;
+    if (!urlFailed && typeof url === 'string' && !parsed)
       errors.push({ pointer: '/url', detail: 'must be an absolute http or https URL without credentials' });
+    if (parsed && refusedScheme(parsed, urlPolicy)) errors.push({ pointer: '/url', detail: HTTPS_REQUIRED });
     if (errors.length > 0) throw new InvalidRequestError(errors);
     return body as T;
   };

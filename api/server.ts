@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { Client } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
 import { createLogger, prettyLogs, type Logger } from '../common/logger';
-import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
+import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { onShutdownSignal } from '../common/signals';
 import type { SendTestEvent } from './test-event';
 import { createDb, migrateToLatest } from '../db';
@@ -14,6 +14,9 @@ import { createRedeliveryStarter } from './redelivery';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
 import { healthRouter, readinessConnection } from './routes/health';
+import { codecCorsOrigins, operatorPolicyFromConfig } from './routes/codec';
+import { payloadCodecFromConfig } from '../common/payload-codec';
+import { webhookUrlPolicy } from '../common/webhook-url';
 
 /** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
 export interface StartApiDeps {
@@ -51,7 +54,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     const temporal = deps.temporal ?? ownTemporal;
     const app = createApp({
       db,
-      secretBox: deps.secretBox ?? createSecretBox(resolveSecretKey(config, logger)),
+      secretBox: deps.secretBox ?? createSecretBox(resolveSecretKeyRing(config, logger)),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,
@@ -59,6 +62,12 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       redelivery: temporal && createRedeliveryStarter(temporal, config),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       metricsToken: config.METRICS_TOKEN,
+      webhookUrlPolicy: webhookUrlPolicy(config),
+      codec: {
+        codec: payloadCodecFromConfig(config, logger),
+        operators: operatorPolicyFromConfig(config),
+        corsOrigins: codecCorsOrigins(config),
+      },
     });
     const server = app.listen(config.PORT);
     await new Promise<void>((resolve, reject) => {

@@ -12,7 +12,29 @@ import {
 /** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
 export type TestDeliveryOutcome =
   | { delivered: true; statusCode: number; durationMs: number; workflowId: string }
-  | { delivered: false; reason: string; statusCode?: number; workflowId: string };
+  | { delivered: false; reason: string; statusCode?: number; workflowId: string; category?: TestFailureCategory };
+
+/** Why a TEST event was not acknowledged, in words a customer can act on, without internal addresses. */
+export type TestFailureCategory =
+  'timeout' | 'refused' | 'tls' | 'forbidden-target' | 'http-status' | 'unreachable' | 'no-outcome';
+
+const TLS_CODE = /^(ERR_TLS|ERR_SSL|CERT_|UNABLE_TO_|DEPTH_ZERO|SELF_SIGNED|EPROTO$|HOSTNAME_MISMATCH|ERR_CERT)/;
+const TIMEOUT_CODE = /^(TIMEOUT|ETIMEDOUT|UND_ERR_(CONNECT|HEADERS|BODY)_TIMEOUT)$/;
+
+/** The category and a customer-facing reason for a receiver error code; never the address it resolved to. */
+export function describeReceiverError(errorCode: string): { category: TestFailureCategory; reason: string } {
+  if (TIMEOUT_CODE.test(errorCode))
+    return { category: 'timeout', reason: `the receiver did not answer in time (${errorCode})` };
+  if (errorCode === 'ECONNREFUSED') return { category: 'refused', reason: 'the connection was refused (ECONNREFUSED)' };
+  if (TLS_CODE.test(errorCode))
+    return { category: 'tls', reason: `the TLS handshake failed: check the receiver's certificate (${errorCode})` };
+  if (errorCode === 'ERR_WEBHOOK_TARGET_FORBIDDEN')
+    return {
+      category: 'forbidden-target',
+      reason: 'the URL resolves to an address receivers may not use (private, loopback or reserved)',
+    };
+  return { category: 'unreachable', reason: `the receiver could not be reached (${errorCode})` };
+}
 
 /** Sends one TEST event to the project's registered webhook and waits (bounded) for the outcome. */
 export type SendTestEvent = (projectId: string) => Promise<TestDeliveryOutcome>;
@@ -53,6 +75,7 @@ export function createTestEventSender(
         return {
           delivered: false,
           workflowId,
+          category: 'no-outcome',
           reason: `No delivery outcome within ${config.TEST_DELIVERY_WAIT_MS} ms`,
         };
       throw error;
@@ -75,8 +98,10 @@ function failedOutcome(error: WorkflowFailedError, workflowId: string): TestDeli
       delivered: false,
       workflowId,
       statusCode: details.statusCode,
+      category: 'http-status',
       reason: `The receiver answered HTTP ${details.statusCode}`,
     };
-  if (details?.errorCode !== undefined) return { delivered: false, workflowId, reason: details.lastError };
+  if (details?.errorCode !== undefined)
+    return { delivered: false, workflowId, ...describeReceiverError(details.errorCode) };
   return { delivered: false, workflowId, reason: failure?.message ?? error.message };
 }

@@ -169,6 +169,9 @@ async function main(): Promise<number> {
       JWT_SECRET: jwtSecret,
       PORT: String(apiPort),
       ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      // The bench receiver is plain http on 127.0.0.1; payloads are encrypted as in production.
+      ALLOW_HTTP_WEBHOOK_URLS: 'true',
+      PAYLOAD_ENCRYPTION_KEYS: `bench:${randomBytes(32).toString('base64')}`,
       LOG_PRETTY: 'false',
     };
     const [worker, api, emptyWorker] = await Promise.all([

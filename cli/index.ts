@@ -9,6 +9,7 @@ import { token } from './commands/token';
 import { eventEmit } from './commands/event';
 import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
+import { secretsReseal } from './commands/secrets';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -22,6 +23,7 @@ export const commands: Record<string, CliCommand> = {
   'deliveries list': deliveriesList,
   'deliveries redeliver': deliveriesRedeliver,
   'deliveries recover': deliveriesRecover,
+  'secrets reseal': secretsReseal,
 };
 
 export function usage(): string {

@@ -9,6 +9,8 @@ export {
 } from './emit';
 export { InvalidWebhookEventError, validateEvent, validateDeliveryInput } from '../common/contract/validate';
 export { connectTemporalClient } from '../common/temporal-connection';
+/** For a monitoring system that builds its own Temporal Client: `dataConverter: { payloadCodecs: [codec] }`. */
+export { EncryptionCodec, parsePayloadKeyRing, type PayloadKey } from '../common/payload-codec';
 export {
   verifyWebhookSignature,
   checkWebhookSignature,

@@ -1,5 +1,6 @@
 import Ajv, { type JSONSchemaType } from 'ajv';
 import { DEFAULT_TASK_QUEUE } from './contract';
+import { PAYLOAD_KEY_RING_PATTERN, parsePayloadKeyRing } from './payload-codec';
 
 /** Everything the processes read from the environment, validated once at start-up. */
 export interface Config {
@@ -13,6 +14,8 @@ export interface Config {
   JWT_ISSUER?: string;
   JWT_AUDIENCE?: string;
   WEBHOOK_SECRET_KEY?: string;
+  /** At-rest key ring `id:key[,…]` (key: 64 hex digits or base64); the first seals, all open. */
+  WEBHOOK_SECRET_KEYS?: string;
   TEMPORAL_ADDRESS?: string;
   TEMPORAL_NAMESPACE: string;
   TEMPORAL_TASK_QUEUE: string;
@@ -51,6 +54,16 @@ export interface Config {
   ALERT_WEBHOOK_SECRET?: string;
   METRICS_TOKEN?: string;
   WORKER_METRICS_PORT?: number;
+  /** Temporal payload encryption key ring: `id:base64key[,…]`; the first encrypts, all decrypt. */
+  PAYLOAD_ENCRYPTION_KEYS?: string;
+  /** Token subjects (comma-separated) allowed to use the codec endpoint; project members are not operators. */
+  OPERATOR_SUBJECTS?: string;
+  /** A token whose `roles` (or `role`) claim holds this value is an operator too. */
+  OPERATOR_ROLE?: string;
+  /** Origins (comma-separated) of the Temporal UI allowed to call the codec endpoint from the browser. */
+  CODEC_CORS_ORIGINS?: string;
+  /** In production receivers must be https:// unless this is true. */
+  ALLOW_HTTP_WEBHOOK_URLS: boolean;
 }
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
@@ -74,6 +87,12 @@ const schema: JSONSchemaType<Config> = {
     JWT_ISSUER: optionalString,
     JWT_AUDIENCE: optionalString,
     WEBHOOK_SECRET_KEY: { type: 'string', pattern: '^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$', nullable: true },
+    WEBHOOK_SECRET_KEYS: {
+      type: 'string',
+      pattern:
+        '^[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)(?:,[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=))*$',
+      nullable: true,
+    },
     TEMPORAL_ADDRESS: optionalString,
     TEMPORAL_NAMESPACE: { type: 'string', minLength: 1, default: 'default' },
     TEMPORAL_TASK_QUEUE: { type: 'string', minLength: 1, default: DEFAULT_TASK_QUEUE },
@@ -108,6 +127,11 @@ const schema: JSONSchemaType<Config> = {
     ALERT_WEBHOOK_SECRET: { type: 'string', minLength: 16, nullable: true },
     METRICS_TOKEN: { type: 'string', minLength: 16, nullable: true },
     WORKER_METRICS_PORT: { type: 'integer', minimum: 1, maximum: 65535, nullable: true },
+    PAYLOAD_ENCRYPTION_KEYS: { type: 'string', pattern: PAYLOAD_KEY_RING_PATTERN, nullable: true },
+    OPERATOR_SUBJECTS: optionalString,
+    OPERATOR_ROLE: optionalString,
+    CODEC_CORS_ORIGINS: { type: 'string', pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$', nullable: true },
+    ALLOW_HTTP_WEBHOOK_URLS: { type: 'boolean', default: false },
   },
   required: [],
   additionalProperties: true,
@@ -159,8 +183,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push(
       'DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts: at least 2 × WEBHOOK_TIMEOUT_MS + DELIVERY_MAX_INTERVAL_MS',
     );
-  if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
-    problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
+  if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
+    problems.push(
+      'WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64), or the ring WEBHOOK_SECRET_KEYS',
+    );
+  if (config.NODE_ENV === 'production' && !config.PAYLOAD_ENCRYPTION_KEYS)
+    problems.push(
+      'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
+    );
+  if (config.PAYLOAD_ENCRYPTION_KEYS && validate.errors == null) {
+    try {
+      parsePayloadKeyRing(config.PAYLOAD_ENCRYPTION_KEYS);
+    } catch (error) {
+      problems.push((error as Error).message);
+    }
+  }
   if (config.ALERT_WEBHOOK_URL && !config.ALERT_WEBHOOK_SECRET)
     problems.push('ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL (alerts are signed like deliveries)');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);

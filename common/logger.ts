@@ -1,5 +1,6 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { Config } from './config';
+import { deepRedaction, redactChildBindings } from './log-redaction';
 
 export type { Logger };
 
@@ -48,7 +49,9 @@ export function createLogger(
     // An unknown level is left to loadConfig to report, naming LOG_LEVEL, rather than thrown from here.
     level: level in pino.levels.values || level === 'silent' ? level : 'info',
     redact: { paths: REDACT, censor: '[redacted]' },
+    // The fixed paths above catch the usual places; this walks every depth (common/log-redaction.ts).
+    ...deepRedaction,
   };
-  if (destination) return pino(options, destination);
-  return pino(pretty ? { ...options, transport: { target: 'pino-pretty' } } : options);
+  if (destination) return redactChildBindings(pino(options, destination));
+  return redactChildBindings(pino(pretty ? { ...options, transport: { target: 'pino-pretty' } } : options));
 }

@@ -5,7 +5,12 @@ import type { Config } from './config';
 import type { Logger } from './logger';
 
 const SECRET_PREFIX = 'whsec_';
-const SEALED_VERSION = 'v1';
+/** Today's sealed format `v2:keyId:iv:tag:ciphertext`; `v1:iv:tag:ciphertext` (no key id) is still read. */
+const SEALED_VERSION = 'v2';
+const LEGACY_VERSION = 'v1';
+const GCM_TAG_BYTES = 16;
+/** The key id WEBHOOK_SECRET_KEY (a single key) gets in a ring. */
+export const SINGLE_KEY_ID = 'k0';
 
 /**
  * A new signing secret: `whsec_` and 32 CSPRNG bytes in standard base64, the format Standard Webhooks libraries
@@ -19,33 +24,95 @@ export function generateWebhookSecret(): string {
 export interface SecretBox {
   seal(plaintext: string, aad: string): string;
   open(sealed: string, aad: string): string;
+  /** Whether a sealed value is not under the newest key (or in the old format): `secrets reseal` rewrites it. */
+  isStale(sealed: string): boolean;
 }
 
-export function createSecretBox(key: Buffer): SecretBox {
-  if (key.length !== 32) throw new Error('secret key must be 32 bytes');
+/** One key of the at-rest key ring. */
+export interface SecretKey {
+  id: string;
+  key: Buffer;
+}
+
+function decrypt(key: Buffer, iv: string, tag: string, ciphertext: string, aad: string): string {
+  const authTag = Buffer.from(tag, 'base64');
+  // A shorter tag would let a forger try 2^32 guesses instead of 2^128: only full 16-byte tags are accepted.
+  if (authTag.length !== GCM_TAG_BYTES) throw new Error('sealed secret has a GCM tag that is not 16 bytes');
+  const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'), { authTagLength: GCM_TAG_BYTES });
+  decipher.setAAD(Buffer.from(aad, 'utf8'));
+  decipher.setAuthTag(authTag);
+  return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64')), decipher.final()]).toString('utf8');
+}
+
+/**
+ * A secret box over a key ring: the first key seals (its id is written into the sealed value), every key opens, so
+ * a key can be rotated and old rows still open until `secrets reseal` rewrites them. A single key is ring `k0`.
+ */
+export function createSecretBox(keys: Buffer | SecretKey[]): SecretBox {
+  const ring = Buffer.isBuffer(keys) ? [{ id: SINGLE_KEY_ID, key: keys }] : keys;
+  if (ring.length === 0) throw new Error('the secret key ring is empty');
+  for (const { key } of ring) if (key.length !== 32) throw new Error('secret key must be 32 bytes');
+  const current = ring[0]!;
+  const byId = new Map(ring.map(({ id, key }) => [id, key]));
   return {
     seal(plaintext, aad) {
       const iv = randomBytes(12);
-      const cipher = createCipheriv('aes-256-gcm', key, iv);
+      const cipher = createCipheriv('aes-256-gcm', current.key, iv, { authTagLength: GCM_TAG_BYTES });
       cipher.setAAD(Buffer.from(aad, 'utf8'));
       const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
       return [
         SEALED_VERSION,
+        current.id,
         iv.toString('base64'),
         cipher.getAuthTag().toString('base64'),
         ciphertext.toString('base64'),
       ].join(':');
     },
     open(sealed, aad) {
-      const [version, iv, tag, ciphertext] = sealed.split(':');
-      if (version !== SEALED_VERSION || !iv || !tag || ciphertext === undefined)
-        throw new Error('unknown sealed secret format');
-      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'));
-      decipher.setAAD(Buffer.from(aad, 'utf8'));
-      decipher.setAuthTag(Buffer.from(tag, 'base64'));
-      return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64')), decipher.final()]).toString('utf8');
+      const parts = sealed.split(':');
+      if (parts[0] === SEALED_VERSION && parts.length === 5) {
+        const [, id, iv, tag, ciphertext] = parts as [string, string, string, string, string];
+        const key = byId.get(id);
+        if (!key) throw new Error(`sealed with key ${id}, which is not in the secret key ring`);
+        return decrypt(key, iv, tag, ciphertext, aad);
+      }
+      if (parts[0] === LEGACY_VERSION && parts.length === 4) {
+        // v1 carries no key id: it was sealed with the single key of its time, whichever of the ring that is.
+        const [, iv, tag, ciphertext] = parts as [string, string, string, string];
+        for (const { key } of ring) {
+          try {
+            return decrypt(key, iv, tag, ciphertext, aad);
+          } catch {
+            // not this key
+          }
+        }
+        throw new Error('no key of the ring opens this v1 sealed secret');
+      }
+      throw new Error('unknown sealed secret format');
+    },
+    isStale(sealed) {
+      const [version, id] = sealed.split(':');
+      return version !== SEALED_VERSION || id !== current.id;
     },
   };
+}
+
+/** `id:key[,id:key…]` (each key 64 hex digits or base64 of 32 bytes): WEBHOOK_SECRET_KEYS, the first one seals. */
+export function parseSecretKeyRing(text: string): SecretKey[] {
+  const ring = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
+    .map((entry, i) => {
+      const separator = entry.indexOf(':');
+      const id = entry.slice(0, separator);
+      if (separator < 1 || !/^[A-Za-z0-9._-]{1,64}$/.test(id))
+        throw new Error(`WEBHOOK_SECRET_KEYS entry ${i + 1} must be id:key`);
+      return { id, key: parseSecretKey(entry.slice(separator + 1)) };
+    });
+  if (ring.length === 0) throw new Error('WEBHOOK_SECRET_KEYS has no key');
+  if (new Set(ring.map((k) => k.id)).size !== ring.length) throw new Error('WEBHOOK_SECRET_KEYS has a key id twice');
+  return ring;
 }
 
 /** 32 bytes from 64 hex digits or base64 (the forms WEBHOOK_SECRET_KEY accepts). */
@@ -87,6 +154,18 @@ export function resolveSecretKey(config: Config, logger: Logger): Buffer {
     'WEBHOOK_SECRET_KEY is not set: using a development key from the data folder; set it in production',
   );
   return parseSecretKey(value);
+}
+
+/**
+ * The at-rest key ring: WEBHOOK_SECRET_KEYS when set (WEBHOOK_SECRET_KEY, if also set, stays readable as `k0`);
+ * otherwise WEBHOOK_SECRET_KEY alone, or outside production the development key (resolveSecretKey).
+ */
+export function resolveSecretKeyRing(config: Config, logger: Logger): SecretKey[] {
+  if (!config.WEBHOOK_SECRET_KEYS) return [{ id: SINGLE_KEY_ID, key: resolveSecretKey(config, logger) }];
+  const ring = parseSecretKeyRing(config.WEBHOOK_SECRET_KEYS);
+  if (config.WEBHOOK_SECRET_KEY && !ring.some((k) => k.id === SINGLE_KEY_ID))
+    ring.push({ id: SINGLE_KEY_ID, key: parseSecretKey(config.WEBHOOK_SECRET_KEY) });
+  return ring;
 }
 
 /** Additional authenticated data for a registration's sealed secret: a ciphertext opens only on its own row. */

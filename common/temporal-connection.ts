@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import type { Config } from './config';
+import { payloadCodecFromConfig } from './payload-codec';
 
 type TemporalSettings = Pick<
   Config,
@@ -28,9 +29,15 @@ export function temporalConnectionOptions(config: TemporalSettings): ConnectionO
   return { address: config.TEMPORAL_ADDRESS ?? 'localhost:7233', tls, apiKey: config.TEMPORAL_API_KEY };
 }
 
+/** A client that encrypts what it sends and decrypts what it reads (PAYLOAD_ENCRYPTION_KEYS), like the worker. */
 export async function connectTemporalClient(
-  config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE'>,
+  config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
 ): Promise<Client> {
+  const payloadCodec = payloadCodecFromConfig(config);
   const connection = await Connection.connect(temporalConnectionOptions(config));
-  return new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  return new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    dataConverter: { payloadCodecs: [payloadCodec] },
+  });
 }

@@ -1,3 +1,5 @@
+import type { Config } from './config';
+
 /** The longest receiver URL a registration may have. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 
@@ -12,3 +14,21 @@ export function parseWebhookUrl(text: string): URL | undefined {
     (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '' && !url.username && !url.password;
   return usable ? url : undefined;
 }
+
+/** Which schemes this deployment delivers to: https only in production unless ALLOW_HTTP_WEBHOOK_URLS=true. */
+export interface WebhookUrlPolicy {
+  httpsOnly: boolean;
+}
+
+export function webhookUrlPolicy(
+  config: Partial<Pick<Config, 'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS'>>,
+): WebhookUrlPolicy {
+  return { httpsOnly: config.NODE_ENV === 'production' && config.ALLOW_HTTP_WEBHOOK_URLS !== true };
+}
+
+/** What registration answers (400) and delivery fails with for a plain http:// receiver under an https-only policy. */
+export const HTTPS_REQUIRED = 'must be an https URL: health data is only delivered over TLS';
+
+/** Whether the policy refuses this (parsed) receiver URL for its scheme. */
+export const refusedScheme = (url: URL, policy: WebhookUrlPolicy): boolean =>
+  policy.httpsOnly && url.protocol !== 'https:';

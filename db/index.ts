@@ -3,3 +3,4 @@ export * from './projects';
 export * from './registrations';
 export * from './secret-rotation';
 export * from './deliveries';
+export * from './secret-reseal';

@@ -168,7 +168,12 @@ describe('cli: operator commands', function () {
       'user-42',
     );
 
-    const production = { NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'ab'.repeat(32), DATA_DIR: dataDir };
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+      PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')}`,
+      DATA_DIR: dataDir,
+    };
     const noSecret = await cli(['token', 'user-42'], production);
     assert.equal(noSecret.code, 1);
     assert.match(noSecret.stderr, /JWT_SECRET is not set/);

@@ -42,6 +42,7 @@ const userEnv = {
   POSTGRES_PASSWORD: 'c0ffee',
   WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
   JWT_SECRET: 'j'.repeat(40),
+  PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
 };
 
 /**
@@ -131,14 +132,45 @@ describe('docker-compose.yml', () => {
     assert.match(resolved, /namespace='default'/);
   });
 
-  it('temporal-ui serves on port 8080 against the temporal service', () => {
+  it('temporal-ui serves on 127.0.0.1:8080 only, against the temporal service', () => {
     const ui = service('temporal-ui');
     assert.deepEqual(
       ui.ports?.map((p) => interpolate(p, {})),
-      ['8080:8080'],
+      ['127.0.0.1:8080:8080'],
     );
     assert.equal(resolvedEnvironment('temporal-ui', userEnv).TEMPORAL_ADDRESS, 'temporal:7233');
     assert.deepEqual(ui.depends_on, { temporal: { condition: 'service_healthy' } });
+  });
+
+  it('temporal-ui is read-only and decodes through the API codec endpoint with the signed-in operator token', () => {
+    const ui = resolvedEnvironment('temporal-ui', userEnv);
+    assert.equal(ui.TEMPORAL_DISABLE_WRITE_ACTIONS, 'true');
+    assert.equal(ui.TEMPORAL_CODEC_ENDPOINT, 'http://localhost:3000/codec');
+    assert.equal(ui.TEMPORAL_CODEC_PASS_ACCESS_TOKEN, 'true');
+    const api = loadConfig(resolvedEnvironment('api', userEnv));
+    assert.equal(api.CODEC_CORS_ORIGINS, 'http://localhost:8080', 'the API lets the UI origin call /codec');
+    const signedIn = resolvedEnvironment('temporal-ui', {
+      ...userEnv,
+      TEMPORAL_AUTH_ENABLED: 'true',
+      TEMPORAL_AUTH_PROVIDER_URL: 'https://idp.example',
+    });
+    assert.equal(signedIn.TEMPORAL_AUTH_ENABLED, 'true');
+    assert.equal(signedIn.TEMPORAL_AUTH_PROVIDER_URL, 'https://idp.example');
+  });
+
+  it('publishes only the API on the network, the UI on loopback, nothing else', () => {
+    const published = Object.entries(compose.services)
+      .filter(([, s]) => s.ports?.length)
+      .map(([name, s]) => [name, s.ports!.map((p) => interpolate(p, {}))]);
+    assert.deepEqual(Object.fromEntries(published), { 'temporal-ui': ['127.0.0.1:8080:8080'], api: ['3000:3000'] });
+  });
+
+  it('api and worker encrypt Temporal payloads and deliver to https:// receivers only', () => {
+    for (const name of ['api', 'worker']) {
+      const config = loadConfig(resolvedEnvironment(name, userEnv));
+      assert.equal(config.PAYLOAD_ENCRYPTION_KEYS, userEnv.PAYLOAD_ENCRYPTION_KEYS, name);
+      assert.equal(config.ALLOW_HTTP_WEBHOOK_URLS, false, name);
+    }
   });
 
   const appDependsOn = {
@@ -189,7 +221,11 @@ describe('docker-compose.yml', () => {
     }
     const api = loadConfig(resolvedEnvironment('api', userEnv));
     assert.equal(api.JWT_SECRET, userEnv.JWT_SECRET);
-    const jwks = { POSTGRES_PASSWORD: 'pw', WEBHOOK_SECRET_KEY: userEnv.WEBHOOK_SECRET_KEY };
+    const jwks = {
+      POSTGRES_PASSWORD: 'pw',
+      WEBHOOK_SECRET_KEY: userEnv.WEBHOOK_SECRET_KEY,
+      PAYLOAD_ENCRYPTION_KEYS: userEnv.PAYLOAD_ENCRYPTION_KEYS,
+    };
     const withJwks = loadConfig(
       resolvedEnvironment('api', { ...jwks, JWT_JWKS_URI: 'https://idp.example/jwks', JWT_ISSUER: 'https://idp' }),
       { auth: true },
@@ -200,10 +236,10 @@ describe('docker-compose.yml', () => {
   });
 
   it('refuses to start without the required secrets (${VAR:?message})', () => {
-    for (const missing of ['POSTGRES_PASSWORD', 'WEBHOOK_SECRET_KEY'] as const) {
+    for (const missing of ['POSTGRES_PASSWORD', 'WEBHOOK_SECRET_KEY', 'PAYLOAD_ENCRYPTION_KEYS'] as const) {
       const env: Record<string, string> = { ...userEnv };
       delete env[missing];
-      for (const name of missing === 'WEBHOOK_SECRET_KEY'
+      for (const name of missing !== 'POSTGRES_PASSWORD'
         ? ['api', 'worker']
         : ['postgres', 'temporal', 'api', 'worker'])
         assert.throws(() => resolvedEnvironment(name, env), new RegExp(missing), `${name} requires ${missing}`);

@@ -69,7 +69,10 @@ describe('config', () => {
 
   it('requires WEBHOOK_SECRET_KEY in production', () => {
     assert.match(configError({ NODE_ENV: 'production' }), /WEBHOOK_SECRET_KEY is required in production/);
-    assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'a'.repeat(64) }));
+    const payloadKeys = `k1:${Buffer.alloc(32).toString('base64')}`;
+    assert.doesNotThrow(() =>
+      loadConfig({ NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'a'.repeat(64), PAYLOAD_ENCRYPTION_KEYS: payloadKeys }),
+    );
   });
 
   it('stops the API server at start-up with a message naming the missing variable', function () {

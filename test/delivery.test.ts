@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import type { ActivityConfig } from '../activities';
@@ -22,6 +22,7 @@ import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
 import { freePort } from '../dev/ports';
 import { loadConfig } from '../common/config';
 import { startWorker } from '../worker/start';
+import { connectTemporalClient } from '../common/temporal-connection';
 
 describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)', function () {
   this.timeout(60_000);
@@ -413,12 +414,19 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
         TEMPORAL_TASK_QUEUE: taskQueue,
         WEBHOOK_SECRET_KEY: fx.registrations.key,
         ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+        PAYLOAD_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('base64')}`,
       },
       { database: true },
     );
     const running = await startWorker(config, log.logger);
+    // The worker encrypts what it writes: its result is read by a client holding the same key ring.
+    const client = await connectTemporalClient(config);
     try {
-      const handle = await start(taskQueue, fallEvent(projectId));
+      const handle = await client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+        args: [fallEvent(projectId)],
+        taskQueue,
+        workflowId: `webhook-event-${randomUUID()}`,
+      });
       const result = await handle.result();
       assert.equal(result.status, 'delivered');
       assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
@@ -427,6 +435,7 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
       assert.ok(!log.lines.some((l) => String(l.msg).startsWith('search attributes missing')));
     } finally {
       await running.shutdown();
+      await client.connection.close();
     }
     assert.equal(running.worker.getState(), 'STOPPED');
   });

@@ -230,6 +230,7 @@ describe('dev stack with configuration', () => {
       NODE_ENV: 'production',
       DATA_DIR: dataDir,
       WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')}`,
       TEMPORAL_ADDRESS: '127.0.0.1:1',
     };
     await assert.rejects(startDevStack({ config: loadConfig(production), logger, env: {} }), /DATABASE_URL/);

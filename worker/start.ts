@@ -5,7 +5,8 @@ import { createActivities, createWebhookHttpClient } from '../activities';
 import { temporalConnectionOptions } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
-import { createSecretBox, resolveSecretKey, type SecretBox } from '../common/secrets';
+import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
+import { payloadCodecFromConfig } from '../common/payload-codec';
 import { createDb } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
@@ -60,10 +61,12 @@ export async function startWorker(
   config: Config,
   logger: Logger,
   /** Opens registration secrets; made from WEBHOOK_SECRET_KEY when not given. */
-  secretBox: SecretBox = createSecretBox(resolveSecretKey(config, logger)),
+  secretBox: SecretBox = createSecretBox(resolveSecretKeyRing(config, logger)),
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
   installRuntimeLogger(logger, config.WORKER_METRICS_PORT);
+  // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
+  const payloadCodec = payloadCodecFromConfig(config, logger);
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
   const { address, tls } = temporalConnectionOptions(config);
@@ -104,6 +107,7 @@ export async function startWorker(
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       ...source,
       activities,
+      dataConverter: { payloadCodecs: [payloadCodec] },
       maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
       maxConcurrentLocalActivityExecutions: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
       maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,

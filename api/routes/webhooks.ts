@@ -2,18 +2,27 @@ import { Router, type RouterContext } from '@koa/router';
 import { callerId } from '../auth';
 import * as registrations from '../registrations';
 import { validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
+import type { WebhookUrlPolicy } from '../../common/webhook-url';
 
 type Context = RouterContext<{ user?: unknown }>;
 
 /** The management endpoints of spec section 4; handlers validate, call the domain, shape the response. */
-export function webhooksRouter(deps: registrations.RegistrationDeps): Router {
+export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookUrlPolicy?: WebhookUrlPolicy }): Router {
   const handlers = {
     register: async (ctx: Context) => {
-      ctx.body = await registrations.registerWebhook(deps, callerId(ctx.state), validateRegisterBody(ctx.request.body));
+      ctx.body = await registrations.registerWebhook(
+        deps,
+        callerId(ctx.state),
+        validateRegisterBody(ctx.request.body, deps.webhookUrlPolicy),
+      );
       ctx.status = 201;
     },
     update: async (ctx: Context) => {
-      ctx.body = await registrations.updateWebhook(deps, callerId(ctx.state), validateUpdateBody(ctx.request.body));
+      ctx.body = await registrations.updateWebhook(
+        deps,
+        callerId(ctx.state),
+        validateUpdateBody(ctx.request.body, deps.webhookUrlPolicy),
+      );
     },
     get: async (ctx: Context) => {
       ctx.body = await registrations.getWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');

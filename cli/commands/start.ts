@@ -4,7 +4,7 @@ import { connectTemporalClient } from '../../common/temporal-connection';
 import { loadConfig } from '../../common/config';
 import { startDevStack, type DevStack } from '../../dev/stack';
 import { createLogger, prettyLogs, type Logger } from '../../common/logger';
-import { createSecretBox, resolveSecretKey } from '../../common/secrets';
+import { createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
 import { onShutdownSignal } from '../../common/signals';
 import { startWorker, type RunningWorker } from '../../worker/start';
 import { type CliCommand, parseCommandArgs } from '../command';
@@ -75,7 +75,7 @@ export const start: CliCommand = {
         stack.dev.env.TEMPORAL_ADDRESS || stack.dev.env.DATABASE_URL ? { ALLOW_PRIVATE_WEBHOOK_URLS: 'true' } : {};
       const config = loadConfig({ ...devDefaults, ...io.env, ...stack.dev.env }, { database: true, auth: true });
       // One key for both: read (and, in development, warned about) once.
-      const secretBox = createSecretBox(resolveSecretKey(config, logger));
+      const secretBox = createSecretBox(resolveSecretKeyRing(config, logger));
       stack.temporal = await connectTemporalClient(config);
       stack.worker = await startWorker(config, logger, secretBox);
       stack.api = await startApi(config, logger, { temporal: stack.temporal, secretBox });

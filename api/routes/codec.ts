@@ -1,0 +1,131 @@
+import { Router, type RouterContext } from '@koa/router';
+import type { Middleware } from 'koa';
+import Ajv from 'ajv';
+import type { PayloadCodec } from '@temporalio/common';
+import type { Config } from '../../common/config';
+import { PayloadDecryptionError, payloadFromJson, payloadToJson, type JsonPayload } from '../../common/payload-codec';
+import { ApiError, InvalidRequestError } from '../errors';
+
+/** Who may read decoded payloads: listed subjects, or tokens carrying the operator role. Project members are not. */
+export interface OperatorPolicy {
+  subjects: ReadonlySet<string>;
+  role?: string;
+}
+
+export interface CodecDeps {
+  codec: PayloadCodec;
+  operators: OperatorPolicy;
+  /** Browser origins (the Temporal UI) allowed to call the endpoint. */
+  corsOrigins: readonly string[];
+}
+
+export class NotOperatorError extends ApiError {
+  constructor() {
+    super(403, 'The caller is not an operator: the codec endpoint is for subjects listed in OPERATOR_SUBJECTS');
+  }
+}
+
+export class UndecodablePayloadError extends ApiError {
+  constructor(detail: string) {
+    super(400, detail);
+  }
+}
+
+const list = (text: string | undefined): string[] =>
+  (text ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+
+export function operatorPolicyFromConfig(config: Pick<Config, 'OPERATOR_SUBJECTS' | 'OPERATOR_ROLE'>): OperatorPolicy {
+  return { subjects: new Set(list(config.OPERATOR_SUBJECTS)), role: config.OPERATOR_ROLE };
+}
+
+export const codecCorsOrigins = (config: Pick<Config, 'CODEC_CORS_ORIGINS'>): string[] =>
+  list(config.CODEC_CORS_ORIGINS);
+
+/** Whether verified claims make the caller an operator. */
+export function isOperator(policy: OperatorPolicy, claims: object): boolean {
+  const { sub, roles, role } = claims as { sub?: unknown; roles?: unknown; role?: unknown };
+  if (typeof sub === 'string' && policy.subjects.has(sub)) return true;
+  if (!policy.role) return false;
+  return (Array.isArray(roles) ? (roles as unknown[]) : [roles ?? role]).includes(policy.role);
+}
+
+const CODEC_PATH = /^\/codec\/(encode|decode)$/;
+
+/**
+ * CORS for the codec endpoint, mounted before authentication: the UI's preflight carries no token, and a 401 must
+ * still be readable by the page. Only the configured origins are echoed; other paths are untouched.
+ */
+export function codecCors(deps: Pick<CodecDeps, 'corsOrigins'>): Middleware {
+  return async (ctx, next) => {
+    if (!CODEC_PATH.test(ctx.path)) {
+      await next();
+      return;
+    }
+    const origin = ctx.get('Origin');
+    const allowed = origin !== '' && deps.corsOrigins.includes(origin);
+    if (allowed) {
+      ctx.set('Access-Control-Allow-Origin', origin);
+      ctx.set('Access-Control-Allow-Credentials', 'true');
+      ctx.vary('Origin');
+    }
+    if (ctx.method === 'OPTIONS') {
+      if (allowed) {
+        ctx.set('Access-Control-Allow-Methods', 'POST, OPTIONS');
+        ctx.set('Access-Control-Allow-Headers', 'Authorization, Content-Type, X-Namespace');
+        ctx.set('Access-Control-Max-Age', '600');
+      }
+      ctx.status = 204;
+      return;
+    }
+    await next();
+  };
+}
+
+const bodySchema = {
+  type: 'object',
+  properties: {
+    payloads: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          metadata: { type: ['object', 'null'], additionalProperties: { type: 'string' } },
+          data: { type: ['string', 'null'] },
+        },
+      },
+    },
+  },
+  required: ['payloads'],
+} as const;
+const validateBody = new Ajv({ allErrors: true, allowUnionTypes: true }).compile<{ payloads: JsonPayload[] }>(
+  bodySchema,
+);
+
+type Context = RouterContext<{ user?: unknown }>;
+
+/** Temporal's remote codec protocol (`{payloads: [...]}` both ways), for operators only. */
+export function codecRouter(deps: CodecDeps): Router {
+  const transform = (direction: 'encode' | 'decode') => async (ctx: Context) => {
+    if (!isOperator(deps.operators, ctx.state.user ?? {})) throw new NotOperatorError();
+    const body: unknown = ctx.request.body;
+    if (!validateBody(body))
+      throw new InvalidRequestError(
+        (validateBody.errors ?? []).map((e) => ({ pointer: e.instancePath || '/', detail: e.message ?? 'is invalid' })),
+      );
+    const payloads = body.payloads.map(payloadFromJson);
+    try {
+      const result = await deps.codec[direction](payloads);
+      ctx.body = { payloads: result.map(payloadToJson) };
+    } catch (error) {
+      if (error instanceof PayloadDecryptionError) throw new UndecodablePayloadError(error.message);
+      throw error;
+    }
+  };
+  const router = new Router({ prefix: '/codec' });
+  router.post('/encode', transform('encode'));
+  router.post('/decode', transform('decode'));
+  return router;
+}

@@ -1,0 +1,23 @@
+import pino from 'pino';
+import { createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
+import { resealRegistrationSecrets } from '../../db';
+import { CliError, type CliCommand, parseCommandArgs, withDb } from '../command';
+
+export const secretsReseal: CliCommand = {
+  usage: 'secrets reseal',
+  summary: 'seal every stored webhook secret again under the newest key of WEBHOOK_SECRET_KEYS',
+  async run(args, io) {
+    parseCommandArgs(args, {}, []);
+    // Warnings (a development key in use) go to stderr, apart from the result.
+    const logger = pino({ level: 'warn' }, { write: (line: string) => io.err(line.trimEnd()) });
+    const report = await withDb(io, async (db, config) => {
+      const ring = resolveSecretKeyRing(config, logger);
+      try {
+        return { ...(await resealRegistrationSecrets(db, createSecretBox(ring))), keyId: ring[0]!.id };
+      } catch (error) {
+        throw new CliError((error as Error).message);
+      }
+    });
+    io.out(`Resealed ${report.resealed} of ${report.total} webhook secrets under key ${report.keyId}`);
+  },
+};

@@ -1,0 +1,186 @@
+// Encryption of everything Temporal stores for us (workflow inputs, activity arguments, results, failure details):
+// Temporal's data-encryption model, a PayloadCodec every client and worker applies. Health data never reaches the
+// Temporal server, its database or its UI in plain text; operators decode through the API's codec endpoint.
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';
+import type { Config } from './config';
+import type { Logger } from './logger';
+import { readOrCreateDevSecret } from './secrets';
+
+/** The `encoding` of an encrypted payload (Temporal's convention, shown as such in the UI without the codec). */
+export const ENCRYPTED_ENCODING = 'binary/encrypted';
+/** Which key of the ring sealed a payload, so a rotated key still opens old histories. */
+export const KEY_ID_METADATA_KEY = 'encryption-key-id';
+
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
+const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** One entry of PAYLOAD_ENCRYPTION_KEYS: `id:base64` of 32 bytes. */
+export const PAYLOAD_KEY_RING_PATTERN =
+  '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=)*$';
+
+export interface PayloadKey {
+  id: string;
+  key: Buffer;
+}
+
+/** A payload this process cannot open; the message names the key id only, never any content. */
+export class PayloadDecryptionError extends Error {
+  override name = 'PayloadDecryptionError';
+}
+
+/**
+ * Parses `id:base64key[,id:base64key…]`: the first key encrypts, every key decrypts (rotation keeps old histories
+ * readable). Throws naming the entry's position, never the key.
+ */
+export function parsePayloadKeyRing(text: string): PayloadKey[] {
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  if (entries.length === 0) throw new Error('PAYLOAD_ENCRYPTION_KEYS has no key');
+  const ring = entries.map((entry, i) => {
+    const separator = entry.indexOf(':');
+    const id = entry.slice(0, separator);
+    const key = Buffer.from(entry.slice(separator + 1), 'base64');
+    if (separator < 1 || !KEY_ID.test(id))
+      throw new Error(`PAYLOAD_ENCRYPTION_KEYS entry ${i + 1} must be id:base64key (id of letters, digits, . _ -)`);
+    if (key.length !== 32) throw new Error(`PAYLOAD_ENCRYPTION_KEYS key ${id} must decode to 32 bytes`);
+    return { id, key };
+  });
+  const ids = new Set(ring.map((k) => k.id));
+  if (ids.size !== ring.length) throw new Error('PAYLOAD_ENCRYPTION_KEYS has a key id twice');
+  return ring;
+}
+
+/** A new key-ring entry: a dated id and 32 CSPRNG bytes. */
+export function generatePayloadKey(now = new Date()): string {
+  return `key-${now.toISOString().slice(0, 10)}-${randomBytes(3).toString('hex')}:${randomBytes(32).toString('base64')}`;
+}
+
+/**
+ * AES-256-GCM per payload: the whole payload (metadata and data) is sealed under a random 12-byte nonce; the result
+ * carries only `encoding: binary/encrypted` and the key id. The key id is authenticated (AAD), so it cannot be swapped.
+ * Payloads that are not encrypted (a foreign client's plain `temporal workflow start`) pass through decode unchanged.
+ */
+export class EncryptionCodec implements PayloadCodec {
+  private readonly byId: Map<string, Buffer>;
+  private readonly current: PayloadKey;
+
+  constructor(ring: PayloadKey[]) {
+    if (ring.length === 0) throw new Error('an encryption codec needs at least one key');
+    this.current = ring[0]!;
+    this.byId = new Map(ring.map(({ id, key }) => [id, key]));
+  }
+
+  // A throw inside the executor becomes a rejection, as callers of a codec expect.
+  encode(payloads: Payload[]): Promise<Payload[]> {
+    return new Promise((resolve) => resolve(payloads.map((payload) => this.encrypt(payload))));
+  }
+
+  decode(payloads: Payload[]): Promise<Payload[]> {
+    return new Promise((resolve) => resolve(payloads.map((payload) => this.decrypt(payload))));
+  }
+
+  private encrypt(payload: Payload): Payload {
+    const { id, key } = this.current;
+    const nonce = randomBytes(NONCE_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
+    cipher.setAAD(Buffer.from(id, 'utf8'));
+    const sealed = Buffer.concat([cipher.update(serialize(payload)), cipher.final()]);
+    return {
+      metadata: {
+        [METADATA_ENCODING_KEY]: Buffer.from(ENCRYPTED_ENCODING),
+        [KEY_ID_METADATA_KEY]: Buffer.from(id),
+      },
+      data: Buffer.concat([nonce, sealed, cipher.getAuthTag()]),
+    };
+  }
+
+  private decrypt(payload: Payload): Payload {
+    const encoding = payload.metadata?.[METADATA_ENCODING_KEY];
+    if (!encoding || Buffer.from(encoding).toString() !== ENCRYPTED_ENCODING) return payload;
+    const idBytes = payload.metadata?.[KEY_ID_METADATA_KEY];
+    const id = idBytes ? Buffer.from(idBytes).toString() : '';
+    const key = this.byId.get(id);
+    if (!key)
+      throw new PayloadDecryptionError(
+        `Payload encrypted with key ${JSON.stringify(id)}, which is not in this process's PAYLOAD_ENCRYPTION_KEYS`,
+      );
+    const data = Buffer.from(payload.data ?? new Uint8Array());
+    if (data.length < NONCE_BYTES + TAG_BYTES)
+      throw new PayloadDecryptionError(`Encrypted payload (key ${JSON.stringify(id)}) is truncated`);
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, NONCE_BYTES), {
+        authTagLength: TAG_BYTES,
+      });
+      decipher.setAAD(Buffer.from(id, 'utf8'));
+      decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
+      const plain = Buffer.concat([
+        decipher.update(data.subarray(NONCE_BYTES, data.length - TAG_BYTES)),
+        decipher.final(),
+      ]);
+      return deserialize(plain);
+    } catch {
+      throw new PayloadDecryptionError(
+        `Encrypted payload (key ${JSON.stringify(id)}) failed authentication: wrong key or altered data`,
+      );
+    }
+  }
+}
+
+/** A payload as JSON with base64 bytes (the shape of Temporal's remote codec protocol). */
+export interface JsonPayload {
+  metadata?: Record<string, string> | null;
+  data?: string | null;
+}
+
+export function payloadToJson(payload: Payload): JsonPayload {
+  return {
+    metadata: Object.fromEntries(
+      Object.entries(payload.metadata ?? {}).map(([name, value]) => [name, Buffer.from(value).toString('base64')]),
+    ),
+    data: Buffer.from(payload.data ?? new Uint8Array()).toString('base64'),
+  };
+}
+
+export function payloadFromJson(json: JsonPayload): Payload {
+  return {
+    metadata: Object.fromEntries(
+      Object.entries(json.metadata ?? {}).map(([name, value]) => [name, Buffer.from(value, 'base64')]),
+    ),
+    data: Buffer.from(json.data ?? '', 'base64'),
+  };
+}
+
+const serialize = (payload: Payload): Buffer => Buffer.from(JSON.stringify(payloadToJson(payload)), 'utf8');
+const deserialize = (bytes: Buffer): Payload => payloadFromJson(JSON.parse(bytes.toString('utf8')) as JsonPayload);
+
+export const PAYLOAD_KEYS_FILE = 'payload-encryption.keys';
+
+/**
+ * The key ring: PAYLOAD_ENCRYPTION_KEYS, or outside production a generated one kept under DATA_DIR, so `npm start`
+ * and the CLI in another terminal agree (loadConfig refuses production without it).
+ */
+export function resolvePayloadKeys(
+  config: Pick<Config, 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
+  logger?: Logger,
+): PayloadKey[] {
+  if (config.PAYLOAD_ENCRYPTION_KEYS) return parsePayloadKeyRing(config.PAYLOAD_ENCRYPTION_KEYS);
+  if (config.NODE_ENV === 'production') throw new Error('PAYLOAD_ENCRYPTION_KEYS is required in production');
+  const { value, created } = readOrCreateDevSecret(config.DATA_DIR, PAYLOAD_KEYS_FILE, () => generatePayloadKey());
+  logger?.warn(
+    { file: join(config.DATA_DIR, PAYLOAD_KEYS_FILE), created },
+    'PAYLOAD_ENCRYPTION_KEYS is not set: using a development key from the data folder; set it in production',
+  );
+  return parsePayloadKeyRing(value);
+}
+
+/** The codec every Temporal client and worker of this service uses. */
+export function payloadCodecFromConfig(
+  config: Pick<Config, 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
+  logger?: Logger,
+): EncryptionCodec {
+  return new EncryptionCodec(resolvePayloadKeys(config, logger));
+}

@@ -1,0 +1,317 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import type { Client } from '@temporalio/client';
+import type { Payload } from '@temporalio/common';
+import { createApp } from '../api';
+import { emitWebhookEvent } from '../client';
+import { loadConfig, type Config } from '../common/config';
+import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/payload-codec';
+import { connectTemporalClient } from '../common/temporal-connection';
+import { temporalCliPath } from '../dev/temporal-binaries';
+import { startWorker, type RunningWorker } from '../worker/start';
+import type { deliverWebhookEvent } from '../workflows';
+import { captureLogger, fallEvent, fallPayload, newProjectId } from './support/deliveries';
+import { useDeliveryFixture } from './support/delivery-fixture';
+import { listenLocal, type LocalServer } from './support/jwks-server';
+import { independentSignatureValid } from './support/receiver';
+import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
+import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
+
+const run = promisify(execFile);
+/** The personal fields of fallPayload, as they would appear if stored in plain text. */
+const PERSONAL = [fallPayload.email, fallPayload.lastName, `"firstName":"${fallPayload.firstName}"`];
+const UI_ORIGIN = 'http://localhost:8080';
+const OPERATOR = 'ops-anna';
+const keyEntry = (id: string) => `${id}:${randomBytes(32).toString('base64')}`;
+
+/** Every string and byte array of a history, as text: what anyone reading it without the codec can read. */
+function readableText(value: unknown, out: string[] = []): string[] {
+  if (typeof value === 'string') out.push(value);
+  else if (value instanceof Uint8Array) out.push(Buffer.from(value).toString('utf8'));
+  else if (Array.isArray(value)) for (const item of value) readableText(item, out);
+  else if (value && typeof value === 'object') for (const item of Object.values(value)) readableText(item, out);
+  return out;
+}
+
+const leaked = (texts: string[]) => PERSONAL.filter((field) => texts.some((text) => text.includes(field)));
+
+/**
+ * The payloads a history stores that come from our code: workflow input, activity inputs and results, the workflow
+ * result. Left out: the SDK's own local-activity marker bookkeeping (`details.data`: sequence number, activity type).
+ */
+function historyPayloads(history: unknown): Payload[] {
+  const found: Payload[] = [];
+  const walk = (value: unknown, key = '') => {
+    if (!value || typeof value !== 'object' || value instanceof Uint8Array || key === 'data') return;
+    if (Array.isArray(value)) return value.forEach((item) => walk(item));
+    const record = value as Record<string, unknown>;
+    if (Array.isArray(record.payloads)) found.push(...(record.payloads as Payload[]));
+    else for (const [name, item] of Object.entries(record)) walk(item, name);
+  };
+  walk(history);
+  return found;
+}
+
+/** What `temporal workflow show --output json` lets a reader see: its text and every payload's data, decoded. */
+function cliReadableText(stdout: string): string[] {
+  const texts = [stdout];
+  const walk = (value: unknown): void => {
+    if (Array.isArray(value)) return value.forEach(walk);
+    if (!value || typeof value !== 'object') return;
+    const record = value as Record<string, unknown>;
+    if (typeof record.data === 'string' && record.metadata) texts.push(Buffer.from(record.data, 'base64').toString());
+    Object.values(record).forEach(walk);
+  };
+  walk(JSON.parse(stdout));
+  return texts;
+}
+
+describe('payload encryption and the codec server (Temporal dev server, Postgres, receiver on 127.0.0.1)', function () {
+  this.timeout(120_000);
+  const fx = useDeliveryFixture(createLocalEnvironment);
+  const k1 = keyEntry('k1');
+  const k2 = keyEntry('k2');
+  const k9 = keyEntry('k9');
+  let api: LocalServer;
+  const workers: RunningWorker[] = [];
+  const clients: Client[] = [];
+
+  before(async () => {
+    const app = createApp({
+      db: fx.database.db,
+      secretBox: fx.registrations.secretBox,
+      logger: captureLogger().logger,
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => Promise.reject(new Error('not used')),
+      codec: {
+        // The API after rotation: k2 encrypts, k1 still decrypts.
+        codec: new EncryptionCodec(parsePayloadKeyRing(`${k2},${k1}`)),
+        operators: { subjects: new Set([OPERATOR]), role: 'webhook-operator' },
+        corsOrigins: [UI_ORIGIN],
+      },
+    });
+    api = await listenLocal(app.callback());
+  });
+  after(() => api?.close());
+  afterEach(async () => {
+    await Promise.allSettled(workers.splice(0).map((worker) => worker.shutdown()));
+    await Promise.allSettled(clients.splice(0).map((client) => client.connection.close()));
+  });
+
+  function configWith(keys: string, taskQueue: string): Config {
+    return loadConfig(
+      {
+        DATABASE_URL: fx.database.url,
+        TEMPORAL_ADDRESS: fx.env.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        WEBHOOK_SECRET_KEY: fx.registrations.key,
+        ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+        PAYLOAD_ENCRYPTION_KEYS: keys,
+      },
+      { database: true },
+    );
+  }
+  async function worker(config: Config, log = captureLogger()): Promise<RunningWorker> {
+    const running = await startWorker(config, log.logger);
+    workers.push(running);
+    return running;
+  }
+  async function client(config: Config): Promise<Client> {
+    const connected = await connectTemporalClient(config);
+    clients.push(connected);
+    return connected;
+  }
+  /** Delivers one FALL_DETECTION through emitWebhookEvent with key ring `keys`; returns the workflow id and secret. */
+  async function deliverEncrypted(keys: string) {
+    const projectId = newProjectId();
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const config = configWith(keys, uniqueTaskQueue('encrypted'));
+    await worker(config);
+    const emitter = await client(config);
+    const workflowId = await emitWebhookEvent(emitter, fallEvent(projectId), { taskQueue: config.TEMPORAL_TASK_QUEUE });
+    const result = await emitter.workflow.getHandle(workflowId).result();
+    return { workflowId, secret, result, config };
+  }
+  const rawHistory = (workflowId: string) => fx.env.client.workflow.getHandle(workflowId).fetchHistory();
+  async function decode(token: string | undefined, payloads: JsonPayload[], headers: Record<string, string> = {}) {
+    const response = await fetch(`${api.url}/codec/decode`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token && bearer(token)), ...headers },
+      body: JSON.stringify({ payloads }),
+    });
+    return {
+      status: response.status,
+      headers: response.headers,
+      body: (await response.json()) as Record<string, unknown>,
+    };
+  }
+
+  it('delivers byte for byte as before while the raw history holds no personal field', async () => {
+    const { workflowId, secret, result } = await deliverEncrypted(k1);
+    assert.equal(result.status, 'delivered');
+    assert.equal(fx.receiver.requests.length, 1);
+    assert.equal(fx.receiver.requests[0]!.rawBody.toString('utf8'), JSON.stringify(fallPayload));
+    assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
+
+    const history = await rawHistory(workflowId);
+    const stored = historyPayloads(history);
+    assert.ok(stored.length >= 3, 'workflow input, activity input and results are stored');
+    for (const payload of stored)
+      assert.equal(Buffer.from(payload.metadata!.encoding!).toString(), 'binary/encrypted', 'every payload sealed');
+    assert.deepEqual(leaked(readableText(history)), []);
+  });
+
+  it('control: a history written without the codec does show the personal fields (the check above can fail)', async () => {
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const workflowId = `webhook-event-${randomUUID()}`;
+    await fx.runWorker(async (taskQueue) => {
+      const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+        args: [fallEvent(projectId)],
+        taskQueue,
+        workflowId,
+      });
+      return handle.result();
+    });
+    assert.deepEqual(leaked(readableText(await rawHistory(workflowId))), PERSONAL);
+  });
+
+  it('an operator decodes the history through /codec/decode (after a key rotation); others get 401/403', async () => {
+    const { workflowId } = await deliverEncrypted(k1);
+    const payloads = historyPayloads(await rawHistory(workflowId)).map(payloadToJson);
+
+    const operator = await decode(hsToken(OPERATOR), payloads, { origin: UI_ORIGIN, 'x-namespace': 'default' });
+    assert.equal(operator.status, 200);
+    assert.equal(operator.headers.get('access-control-allow-origin'), UI_ORIGIN);
+    const decoded = operator.body.payloads as JsonPayload[];
+    assert.equal(decoded.length, payloads.length);
+    const plain = decoded.map((p) => Buffer.from(p.data ?? '', 'base64').toString('utf8'));
+    assert.deepEqual(leaked(plain), PERSONAL, 'the decoded history holds the event');
+    assert.ok(decoded.every((p) => Buffer.from(p.metadata!.encoding!, 'base64').toString() === 'json/plain'));
+
+    const byRole = await decode(hsToken('someone-else', { claims: { roles: ['webhook-operator'] } }), payloads);
+    assert.equal(byRole.status, 200);
+
+    const none = await decode(undefined, payloads, { origin: UI_ORIGIN });
+    assert.equal(none.status, 401);
+    assert.equal(none.headers.get('access-control-allow-origin'), UI_ORIGIN, 'the UI can read the refusal');
+    const member = await decode(hsToken('alice'), payloads);
+    assert.equal(member.status, 403);
+    assert.match(String(member.body.detail), /not an operator/);
+    assert.equal(JSON.stringify(member.body).includes(fallPayload.email), false);
+    const forged = await decode(hsToken(OPERATOR, { secret: 'x'.repeat(40) }), payloads);
+    assert.equal(forged.status, 401);
+  });
+
+  it('answers the UI preflight for its origin only', async () => {
+    const preflight = (origin: string) =>
+      fetch(`${api.url}/codec/decode`, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization' },
+      });
+    const ui = await preflight(UI_ORIGIN);
+    assert.equal(ui.status, 204);
+    assert.equal(ui.headers.get('access-control-allow-origin'), UI_ORIGIN);
+    assert.match(ui.headers.get('access-control-allow-headers') ?? '', /Authorization/);
+    const other = await preflight('https://evil.example');
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
+  });
+
+  it('`temporal workflow show` reads ciphertext without the codec and the event through --codec-endpoint', async function () {
+    const cli = temporalCliPath();
+    assert.ok(cli, 'the Temporal CLI is installed (TEMPORAL_CLI_PATH)');
+    const { workflowId } = await deliverEncrypted(k1);
+    const show = (...extra: string[]) =>
+      run(cli, ['workflow', 'show', '-w', workflowId, '--address', fx.env.address, '--output', 'json', ...extra]);
+    const without = await show();
+    assert.deepEqual(leaked(cliReadableText(without.stdout)), []);
+    const withCodec = await show('--codec-endpoint', `${api.url}/codec`, '--codec-auth', `Bearer ${hsToken(OPERATOR)}`);
+    assert.deepEqual(leaked(cliReadableText(withCodec.stdout)), PERSONAL, 'the operator reads the event');
+    const member = await show(
+      '--codec-endpoint',
+      `${api.url}/codec`,
+      '--codec-auth',
+      `Bearer ${hsToken('alice')}`,
+    ).then(
+      (r) => r.stdout,
+      (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ''}${error.stderr ?? ''}`,
+    );
+    assert.deepEqual(leaked([member]), [], 'a member who is no operator reads nothing');
+  });
+
+  it('`temporal workflow start --codec-endpoint` (a foreign client) stores ciphertext through the codec', async () => {
+    const cli = temporalCliPath();
+    assert.ok(cli, 'the Temporal CLI is installed (TEMPORAL_CLI_PATH)');
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const config = configWith(`${k2},${k1}`, uniqueTaskQueue('foreign'));
+    await worker(config);
+    const workflowId = `webhook-event-${randomUUID()}`;
+    await run(cli, [
+      'workflow',
+      'start',
+      '--type',
+      'deliverWebhookEvent',
+      '--task-queue',
+      config.TEMPORAL_TASK_QUEUE,
+      '--workflow-id',
+      workflowId,
+      '--input',
+      JSON.stringify(fallEvent(projectId)),
+      '--address',
+      fx.env.address,
+      '--codec-endpoint',
+      `${api.url}/codec`,
+      '--codec-auth',
+      `Bearer ${hsToken(OPERATOR)}`,
+    ]);
+    const result = await (await client(config)).workflow.getHandle(workflowId).result();
+    assert.equal(result.status, 'delivered');
+    assert.equal(fx.receiver.requests[0]!.rawBody.toString('utf8'), JSON.stringify(fallPayload));
+    assert.deepEqual(leaked(readableText(await rawHistory(workflowId))), []);
+  });
+
+  it('after rotation a client still reads old results and encrypts new events with the new key', async () => {
+    const { workflowId } = await deliverEncrypted(k1);
+    const rotated = await client(configWith(`${k2},${k1}`, uniqueTaskQueue('rotated')));
+    const old = await rotated.workflow.getHandle(workflowId).result();
+    assert.equal((old as { status: string }).status, 'delivered');
+    const { workflowId: fresh } = await deliverEncrypted(`${k2},${k1}`);
+    const keyIds = historyPayloads(await rawHistory(fresh)).map((p) =>
+      Buffer.from(p.metadata!['encryption-key-id']!).toString(),
+    );
+    assert.ok(keyIds.length > 0 && keyIds.every((id) => id === 'k2'), keyIds.join());
+  });
+
+  it('a worker without the key fails the workflow task with a clear, non-leaking error, and delivers once given it', async () => {
+    const projectId = newProjectId();
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const taskQueue = uniqueTaskQueue('missing-key');
+    const log = captureLogger();
+    const keyless = await worker(configWith(k9, taskQueue), log);
+    // The emitter knows k9 too, so it can read the result the key-holding worker writes with k9.
+    const emitter = await client(configWith(`${k1},${k9}`, taskQueue));
+    const workflowId = await emitWebhookEvent(emitter, fallEvent(projectId), { taskQueue });
+
+    let failure: string | undefined;
+    for (let i = 0; i < 200 && !failure; i++) {
+      const history = await rawHistory(workflowId);
+      const failed = history.events?.find((e) => e.workflowTaskFailedEventAttributes);
+      failure = failed?.workflowTaskFailedEventAttributes?.failure?.message ?? undefined;
+      if (!failure) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(failure, 'the workflow task failed');
+    assert.match(failure, /key "k1", which is not in this process's PAYLOAD_ENCRYPTION_KEYS/);
+    assert.deepEqual(leaked([failure, ...log.raw]), []);
+    assert.equal(fx.receiver.requests.length, 0, 'nothing delivered without the key');
+
+    await keyless.shutdown();
+    await worker(configWith(`${k9},${k1}`, taskQueue));
+    const result = await emitter.workflow.getHandle(workflowId).result();
+    assert.equal(result.status, 'delivered');
+    assert.equal(fx.receiver.requests.length, 1);
+    assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
+  });
+});

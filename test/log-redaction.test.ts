@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import fc from 'fast-check';
+import { createLogger } from '../common/logger';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+
+/** A logger as shipped (createLogger), writing to memory. */
+function memoryLogger() {
+  const raw: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      raw.push(chunk.toString());
+      done();
+    },
+  });
+  return { logger: createLogger('trace', 'webhooks', sink), raw };
+}
+
+const PERSONAL_KEYS = [
+  'email',
+  'firstName',
+  'lastName',
+  'payload',
+  'secret',
+  'token',
+  'triggeredVitals',
+  'badValue',
+  'password',
+  'authorization',
+  'apiKey',
+  'accessToken',
+  'secretSealed',
+  'first_name',
+];
+const HARMLESS_KEYS = ['projectId', 'webhookType', 'attempt', 'context', 'details', 'items', 'cause', 'meta', 'req'];
+
+/** A marker that cannot occur in a log line by accident. */
+const marker = fc.stringMatching(/^[a-z]{6,12}$/).map((s) => `PHI-${s}-MARK`);
+
+/** Wraps `leaf` under a path of harmless keys and arrays, `depth` levels deep. */
+const nested = (leaf: Record<string, unknown>) =>
+  fc
+    .array(fc.oneof(fc.constantFrom(...HARMLESS_KEYS), fc.constant('[]')), { maxLength: 14 })
+    .map((path) => path.reduceRight<unknown>((inner, step) => (step === '[]' ? [inner] : { [step]: inner }), leaf));
+
+describe('log redaction at any depth (property)', () => {
+  it('no logger call leaks a personal field, however deep and however passed (object, child, error)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...PERSONAL_KEYS),
+        marker,
+        fc.constantFrom('object', 'child', 'error-field', 'nested-error', 'array-root'),
+        fc.boolean(),
+        (key, secretValue, style, asObject) => {
+          const leafValue = asObject ? { value: secretValue } : secretValue;
+          const { logger, raw } = memoryLogger();
+          const sample = fc.sample(nested({ [key]: leafValue, projectId: 'p-visible' }), { numRuns: 1 })[0];
+          const wrapped = Array.isArray(sample) || style === 'array-root' ? { context: sample } : (sample as object);
+          if (style === 'object') logger.info(wrapped, 'event');
+          else if (style === 'child') logger.child(wrapped).warn('event');
+          else if (style === 'error-field') logger.error({ err: Object.assign(new Error('boom'), wrapped) }, 'failed');
+          else if (style === 'nested-error')
+            logger.error({ failure: { cause: Object.assign(new Error('boom'), wrapped) } }, 'failed');
+          else logger.info(wrapped, 'event');
+          const line = raw.join('');
+          assert.ok(!line.includes(secretValue), `${key} leaked (${style}): ${line}`);
+          return true;
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('keeps harmless fields at any depth (the redaction is not a blanket)', () => {
+    fc.assert(
+      fc.property(marker, (value) => {
+        const { logger, raw } = memoryLogger();
+        const sample = fc.sample(nested({ projectId: value }), { numRuns: 1 })[0];
+        logger.info({ context: sample }, 'event');
+        return raw.join('').includes(value);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('a real event logged by mistake shows none of its personal fields, and the original object is untouched', () => {
+    const { logger, raw } = memoryLogger();
+    const event = {
+      projectId: 'p1',
+      webhookType: 'VITAL_THRESHOLD',
+      data: {
+        triggeredVitals: [{ vitalType: 'heartrate', badValue: 182 }],
+        email: 'ada@example.com',
+        firstName: 'Ada',
+        lastName: 'Lovelace',
+      },
+    };
+    const circular: Record<string, unknown> = { event };
+    circular.self = circular;
+    logger.info({ circular }, 'event received');
+    const line = raw.join('');
+    for (const value of ['ada@example.com', 'Lovelace', 'heartrate', '182']) assert.ok(!line.includes(value), value);
+    assert.match(line, /"projectId":"p1"/);
+    assert.match(line, /\[circular\]/);
+    assert.equal(event.data.email, 'ada@example.com', 'the logged object is not modified');
+  });
+
+  describe('Knex errors (real PostgreSQL)', () => {
+    let t: TestDatabase;
+    before(async () => (t = await createTestDatabase()));
+    after(() => t?.destroy());
+
+    it('a failed query logs its SQLSTATE and table, never the bound values', async () => {
+      await t.db.schema.createTable('log_probe', (table) => {
+        table.text('email').primary();
+      });
+      await t.db('log_probe').insert({ email: 'grace@example.com' });
+      const error = await t
+        .db('log_probe')
+        .insert({ email: 'grace@example.com' })
+        .then(
+          () => assert.fail('the insert should violate the primary key'),
+          (e: unknown) => e as Error,
+        );
+      assert.match(String(error.message) + JSON.stringify(error), /grace@example\.com/, 'the raw error does hold it');
+      const { logger, raw } = memoryLogger();
+      logger.error({ err: error }, 'request failed');
+      const line = raw.join('');
+      assert.ok(!line.includes('grace@example.com'), line);
+      const logged = JSON.parse(line) as { err: { code: string; table: string; constraint: string; message: string } };
+      assert.equal(logged.err.code, '23505');
+      assert.equal(logged.err.table, 'log_probe');
+      assert.match(logged.err.message, /database error 23505/);
+    });
+  });
+});

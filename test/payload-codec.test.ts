@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { loadConfig } from '../common/config';
+import {
+  ENCRYPTED_ENCODING,
+  EncryptionCodec,
+  KEY_ID_METADATA_KEY,
+  PAYLOAD_KEYS_FILE,
+  PayloadDecryptionError,
+  parsePayloadKeyRing,
+  payloadFromJson,
+  payloadToJson,
+  resolvePayloadKeys,
+} from '../common/payload-codec';
+import { fallPayload } from './support/deliveries';
+
+const keyEntry = (id: string) => `${id}:${randomBytes(32).toString('base64')}`;
+const text = (bytes: Uint8Array | null | undefined) => Buffer.from(bytes ?? new Uint8Array()).toString('latin1');
+const event = () => defaultPayloadConverter.toPayload({ projectId: 'p1', payload: fallPayload });
+
+describe('payload codec (AES-256-GCM, key ring)', () => {
+  const oldKey = keyEntry('k-2025');
+  const newKey = keyEntry('k-2026');
+
+  it('seals the whole payload: only encoding and key id show, no personal field, and it opens again', async () => {
+    const codec = new EncryptionCodec(parsePayloadKeyRing(oldKey));
+    const plain = event();
+    const [sealed] = await codec.encode([plain]);
+    assert.deepEqual(Object.keys(sealed!.metadata ?? {}).sort(), ['encoding', KEY_ID_METADATA_KEY]);
+    assert.equal(text(sealed!.metadata!.encoding), ENCRYPTED_ENCODING);
+    assert.equal(text(sealed!.metadata![KEY_ID_METADATA_KEY]), 'k-2025');
+    for (const field of ['ada@example.com', 'Lovelace', 'json/plain', 'fall'])
+      assert.ok(!text(sealed!.data).includes(field), `${field} must not show in the ciphertext`);
+    const [opened] = await codec.decode([sealed!]);
+    assert.deepEqual(defaultPayloadConverter.fromPayload(opened!), { projectId: 'p1', payload: fallPayload });
+    assert.equal(text(opened!.metadata!.encoding), 'json/plain');
+  });
+
+  it('uses a fresh 12-byte nonce per payload (same input, different ciphertexts) and a 16-byte tag', async () => {
+    const codec = new EncryptionCodec(parsePayloadKeyRing(oldKey));
+    const [a, b] = await codec.encode([event(), event()]);
+    assert.notDeepEqual(Buffer.from(a!.data!), Buffer.from(b!.data!));
+    assert.notDeepEqual(Buffer.from(a!.data!).subarray(0, 12), Buffer.from(b!.data!).subarray(0, 12));
+    const inner = Buffer.from(JSON.stringify(payloadToJson(event())));
+    assert.equal(a!.data!.length, 12 + inner.length + 16);
+  });
+
+  it('after rotation encrypts with the first key and still opens payloads of the old one', async () => {
+    const before = new EncryptionCodec(parsePayloadKeyRing(oldKey));
+    const after = new EncryptionCodec(parsePayloadKeyRing(`${newKey},${oldKey}`));
+    const [old] = await before.encode([event()]);
+    const [fresh] = await after.encode([event()]);
+    assert.equal(text(fresh!.metadata![KEY_ID_METADATA_KEY]), 'k-2026');
+    const [a, b] = await after.decode([old!, fresh!]);
+    assert.deepEqual(defaultPayloadConverter.fromPayload(a!), defaultPayloadConverter.fromPayload(b!));
+  });
+
+  it('passes payloads that are not encrypted through decode (foreign clients keep working)', async () => {
+    const codec = new EncryptionCodec(parsePayloadKeyRing(oldKey));
+    const plain = event();
+    const [decoded] = await codec.decode([plain]);
+    assert.equal(decoded, plain);
+  });
+
+  it('refuses an unknown key id or altered data with an error naming the key id and nothing of the content', async () => {
+    const writer = new EncryptionCodec(parsePayloadKeyRing(newKey));
+    const reader = new EncryptionCodec(parsePayloadKeyRing(oldKey));
+    const [sealed] = await writer.encode([event()]);
+    await assert.rejects(reader.decode([sealed!]), (error: Error) => {
+      assert.ok(error instanceof PayloadDecryptionError);
+      assert.match(error.message, /key "k-2026", which is not in this process's PAYLOAD_ENCRYPTION_KEYS/);
+      assert.doesNotMatch(error.message, /ada|Lovelace/);
+      return true;
+    });
+    const tampered: Payload = { ...sealed!, data: Buffer.from(sealed!.data!) };
+    tampered.data![20]! ^= 1;
+    await assert.rejects(writer.decode([tampered]), /failed authentication: wrong key or altered data/);
+    // The key id is authenticated: relabelling a payload with another ring key fails too.
+    const both = new EncryptionCodec(parsePayloadKeyRing(`${newKey},${oldKey}`));
+    const relabelled = { ...sealed!, metadata: { ...sealed!.metadata, [KEY_ID_METADATA_KEY]: Buffer.from('k-2025') } };
+    await assert.rejects(both.decode([relabelled]), /failed authentication/);
+  });
+
+  it('round-trips the JSON form of the remote codec protocol', () => {
+    const payload = event();
+    assert.deepEqual(payloadFromJson(payloadToJson(payload)), {
+      metadata: { encoding: Buffer.from('json/plain') },
+      data: Buffer.from(payload.data!),
+    });
+  });
+
+  it('parses the key ring and refuses malformed ones, naming the entry but never the key', () => {
+    assert.deepEqual(
+      parsePayloadKeyRing(`${newKey},${oldKey}`).map((k) => k.id),
+      ['k-2026', 'k-2025'],
+    );
+    assert.throws(
+      () => parsePayloadKeyRing(`k1:${randomBytes(16).toString('base64')}`),
+      /key k1 must decode to 32 bytes/,
+    );
+    assert.throws(() => parsePayloadKeyRing(`${oldKey},${oldKey}`), /key id twice/);
+    assert.throws(() => parsePayloadKeyRing(randomBytes(32).toString('base64')), /entry 1 must be id:base64key/);
+  });
+
+  it('config: production refuses to start without PAYLOAD_ENCRYPTION_KEYS and rejects a malformed ring', () => {
+    const production = { NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'ab'.repeat(32) };
+    assert.throws(() => loadConfig(production), /PAYLOAD_ENCRYPTION_KEYS is required in production/);
+    assert.equal(loadConfig({ ...production, PAYLOAD_ENCRYPTION_KEYS: oldKey }).PAYLOAD_ENCRYPTION_KEYS, oldKey);
+    assert.throws(() => loadConfig({ PAYLOAD_ENCRYPTION_KEYS: 'not a key' }), /PAYLOAD_ENCRYPTION_KEYS/);
+    assert.throws(() => loadConfig({ PAYLOAD_ENCRYPTION_KEYS: `${oldKey},${oldKey}` }), /key id twice/);
+  });
+
+  it('outside production without keys, creates a development key ring in DATA_DIR (0600) and reuses it', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'payload-keys-'));
+    const config = loadConfig({ DATA_DIR: dataDir });
+    const first = resolvePayloadKeys(config);
+    const second = resolvePayloadKeys(config);
+    assert.equal(first.length, 1);
+    assert.deepEqual(second, first);
+    const file = join(dataDir, PAYLOAD_KEYS_FILE);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.ok(readFileSync(file, 'utf8').startsWith(`${first[0]!.id}:`));
+  });
+});
