@@ -9,6 +9,7 @@ import type { SendTestEvent } from './test-event';
 import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
+import { allowedMethods } from './methods';
 
 export interface AppDeps {
   db: Knex;
@@ -56,6 +57,7 @@ export function createApp(deps: AppDeps): Koa {
 
   app.use(requestLog(deps.logger));
   app.use(problemDetails(deps.logger));
+  app.use(allowedMethods([...(deps.publicRoutes ?? []), webhooks]));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);

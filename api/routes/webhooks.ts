@@ -1,7 +1,7 @@
 import { Router, type RouterContext } from '@koa/router';
 import { callerId } from '../auth';
 import * as registrations from '../registrations';
-import { validateRegisterBody, validateUpdateBody } from '../schemas';
+import { projectIdParam, validateRegisterBody, validateUpdateBody } from '../schemas';
 
 type Context = RouterContext<{ user?: unknown }>;
 
@@ -16,14 +16,14 @@ export function webhooksRouter(deps: registrations.RegistrationDeps): Router {
       ctx.body = await registrations.updateWebhook(deps, callerId(ctx.state), validateUpdateBody(ctx.request.body));
     },
     get: async (ctx: Context) => {
-      ctx.body = await registrations.getWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+      ctx.body = await registrations.getWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
     },
     delete: async (ctx: Context) => {
-      await registrations.deleteWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+      await registrations.deleteWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
       ctx.status = 204;
     },
     test: async (ctx: Context) => {
-      ctx.body = await registrations.testWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+      ctx.body = await registrations.testWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
     },
   };
 
