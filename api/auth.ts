@@ -34,7 +34,12 @@ export function authOptionsFromConfig(
   const claims: Claims = { issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE };
   if (config.JWT_SECRET) return { mode: 'secret', secret: config.JWT_SECRET, ...claims };
   if (config.JWT_JWKS_URI)
-    return { mode: 'jwks', jwksUri: config.JWT_JWKS_URI, maxAgeSeconds: config.JWT_MAX_AGE, ...claims };
+    return {
+      mode: 'jwks',
+      jwksUri: config.JWT_JWKS_URI,
+      ...(config.JWT_MAX_AGE !== undefined && { maxAgeSeconds: config.JWT_MAX_AGE }),
+      ...claims,
+    };
   throw new Error('JWT_SECRET or JWT_JWKS_URI is required to authenticate API callers');
 }
 

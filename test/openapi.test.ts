@@ -22,11 +22,11 @@ const UNDOCUMENTED = new Set(['GET /docs', 'GET /docs/swagger-initializer.js', '
 
 /** What the brief and the handlers promise, per operation. */
 const EXPECTED_STATUSES: Record<string, string[]> = {
-  'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415'],
-  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415'],
-  'GET /webhooks/project/{projectId}': ['200', '401', '403', '404'],
-  'DELETE /webhooks/project/{projectId}': ['204', '401', '403', '404'],
-  'POST /webhooks/test/project/{projectId}': ['200', '401', '403', '404', '502'],
+  'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415', '503'],
+  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415', '503'],
+  'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '503'],
+  'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '503'],
+  'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '502', '503'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
