@@ -10,6 +10,7 @@ import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../
 import { docsRouter } from '../api/routes/docs';
 import { healthRouter, type ReadinessDeps } from '../api/routes/health';
 import { registerWebhookBodySchema, updateWebhookBodySchema } from '../api/schemas';
+import { DependencyUnavailableError } from '../api/errors';
 import { createSecretBox } from '../common/secrets';
 import type { TestDeliveryOutcome } from '../api/test-event';
 import * as store from '../db';
@@ -166,14 +167,14 @@ describe('openapi: the document at /openapi.json', () => {
     async function expect(
       operation: string,
       status: number,
-      request: { path?: string; user?: string; body?: unknown; raw?: string; contentType?: string } = {},
+      request: { path?: string; user?: string; body?: unknown; raw?: string; contentType?: string; base?: string } = {},
     ): Promise<Record<string, unknown>> {
       const [method, path] = operation.split(' ') as [string, string];
       const headers: Record<string, string> = { ...(request.user && bearer(hsToken(request.user))) };
       let body = request.raw;
       if (request.body !== undefined) body = JSON.stringify(request.body);
       if (body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
-      const response = await fetch(server.url + (request.path ?? path), { method, headers, body });
+      const response = await fetch((request.base ?? server.url) + (request.path ?? path), { method, headers, body });
       const text = await response.text();
       assert.equal(response.status, status, `${operation}: ${text}`);
       seen.add(`${operation} ${status}`);
@@ -271,6 +272,43 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(DELETE, 401, { path: at(DELETE.slice(7), p) });
       await expect(DELETE, 403, { path: at(DELETE.slice(7), p), user: 'mallory' });
       await expect(DELETE, 204, { path: at(DELETE.slice(7), p), user: 'alice' });
+    });
+
+    it('every webhook operation: 400 for a projectId outside the safe alphabet, 503 when a dependency is down', async () => {
+      for (const operation of [GET, DELETE, TEST]) {
+        const problem = await expect(operation, 400, {
+          path: at(operation.slice(operation.indexOf(' ') + 1), 'bad%00id'),
+          user: 'alice',
+        });
+        assert.match(String(problem.detail), /The path parameter projectId must be/);
+      }
+      // The same API on a database that refuses connections and a Temporal that does not answer.
+      const deadDb = store.createDb('postgres://u:p@127.0.0.1:1/none', {
+        acquireTimeoutMs: 1_000,
+        connectTimeoutMs: 500,
+      });
+      const down = await listenLocal(
+        createApp({
+          db: deadDb,
+          secretBox: createSecretBox(randomBytes(32)),
+          logger: pino({ level: 'silent' }),
+          auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+          sendTestEvent: () => Promise.reject(new DependencyUnavailableError('Temporal')),
+        }).callback(),
+      );
+      try {
+        const base = down.url;
+        const p = 'p-down';
+        await expect(REGISTER, 503, { base, user: 'alice', body: body(p) });
+        await expect(UPDATE, 503, { base, user: 'alice', body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
+        await expect(GET, 503, { base, path: at(GET.slice(4), p), user: 'alice' });
+        await expect(DELETE, 503, { base, path: at(DELETE.slice(7), p), user: 'alice' });
+        const unavailable = await expect(TEST, 503, { base, path: at(TEST.slice(5), p), user: 'alice' });
+        assert.match(String(unavailable.detail), /is not answering/);
+      } finally {
+        await down.close();
+        await deadDb.destroy();
+      }
     });
 
     it('health and the document itself: 200, 503', async () => {
