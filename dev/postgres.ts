@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { Client as PgClient } from 'pg';
 import type { Logger } from '../common/logger';
 import { RecentLines, assertPortFree, untilGone, type RunningPart } from './processes';
+import { assertReachableByPostgresUser, embeddedPostgresBinDir } from './postgres-user';
 
 /** The application database the embedded PostgreSQL serves. */
 export const DEV_DATABASE_NAME = 'webhooks';
@@ -41,6 +42,9 @@ export async function startEmbeddedPostgres(options: {
   const databaseDir = resolve(options.dataDir);
   const password = 'postgres';
   const { default: EmbeddedPostgres } = await loadEmbeddedPostgres();
+  // As root the server runs as `postgres`: stop here with what to do, not at a bare `spawn initdb EACCES`.
+  if (process.getuid?.() === 0)
+    assertReachableByPostgresUser({ binDir: await embeddedPostgresBinDir(), dataDir: databaseDir });
   const server = new EmbeddedPostgres({
     databaseDir,
     port: options.port,
@@ -79,7 +83,7 @@ export async function startDevPostgres(
   } catch (error) {
     throw new Error(
       `embedded PostgreSQL did not start on 127.0.0.1:${pgPort} with data in ${databaseDir} ` +
-        `(port taken? set DEV_POSTGRES_PORT, or DATABASE_URL to use your own server)\n${recent.text()}`,
+        `(port taken? set DEV_POSTGRES_PORT, or DATABASE_URL to use your own server): ${(error as Error).message}\n${recent.text()}`,
       { cause: error },
     );
   }
