@@ -25,6 +25,7 @@ import {
   type FaultReceiver,
   type WorkerProcess,
 } from './support';
+import { startBoth } from '../support/setup';
 
 /** The 30 s outage by default. */
 const POSTGRES_OUTAGE_MS = Number(process.env.FAULT_POSTGRES_OUTAGE_MS ?? 30_000);
@@ -44,7 +45,12 @@ describe('faults: PostgreSQL down', function () {
   before(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'webhooks-faults-pg-'));
     port = await freePort();
-    [env] = await Promise.all([createLocalEnvironment(), startPostgres()]);
+    [env] = await startBoth(
+      createLocalEnvironment(),
+      startPostgres(),
+      (e) => e.teardown(),
+      (p) => p.stop(),
+    );
     receiver = await startFaultReceiver();
   });
   after(async () => {

@@ -15,6 +15,7 @@ import {
   type FaultReceiver,
   type WorkerProcess,
 } from './support';
+import { startBoth } from '../support/setup';
 
 /** The receiver outage; the 2 minutes by default, shorter in CI (the retry schedule below is the same). */
 const RECEIVER_OUTAGE_MS = Number(process.env.FAULT_RECEIVER_OUTAGE_MS ?? 120_000);
@@ -36,7 +37,12 @@ describe('faults: the worker process and the receiver', function () {
   const workers: WorkerProcess[] = [];
 
   before(async () => {
-    [env, database] = await Promise.all([createLocalEnvironment(), createTestDatabase()]);
+    [env, database] = await startBoth(
+      createLocalEnvironment(),
+      createTestDatabase(),
+      (e) => e.teardown(),
+      (d) => d.destroy(),
+    );
     registrations = new Registrations(database.db);
   });
   beforeEach(async () => {
