@@ -51,6 +51,7 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
     const { projectId, webhookType, body } = input;
     const context = attemptContext(logger, projectId, webhookType, input.webhookId);
     const logKey = { id: context.webhookId, projectId, type: webhookType, workflowId: context.workflowId };
+    assertHeaderSafeId(context.webhookId);
 
     const registration = await findRegistration(db, projectId);
     if (!registration) {
@@ -84,6 +85,19 @@ function attemptContext(logger: Logger, projectId: string, webhookType: string, 
   const webhookId = redeliveryOf ?? workflowId;
   const attempt = info.attempt;
   return { webhookId, workflowId, attempt, log: logger.child({ projectId, webhookType, workflowId, attempt }) };
+}
+
+/** Visible ASCII only: undici refuses a header outside Latin-1, which would fail every attempt for 24 h. */
+const HEADER_SAFE_ID = /^[\x21-\x7e]{1,1000}$/;
+
+/** A workflow id (started by hand, say) that cannot travel as X-Webhook-Id fails the delivery at once. */
+function assertHeaderSafeId(webhookId: string): void {
+  if (HEADER_SAFE_ID.test(webhookId)) return;
+  throw ApplicationFailure.create({
+    type: FailureType.InvalidEvent,
+    message: 'The workflow id cannot be sent as X-Webhook-Id: use only visible ASCII characters (A-Z a-z 0-9 . _ : -)',
+    nonRetryable: true,
+  });
 }
 
 /** Spec section 6: a type the registration no longer subscribes to is not delivered (non-retryable). */

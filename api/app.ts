@@ -14,6 +14,7 @@ import { metricsRouter, requestMetrics } from './metrics';
 import type { RedeliveryStarter } from './redelivery';
 import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
+import { allowedMethods } from './methods';
 
 export interface AppDeps {
   db: Knex;
@@ -71,6 +72,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
+  app.use(allowedMethods([...(deps.publicRoutes ?? []), webhooks]));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(metricsRouter(deps).routes());
   if (deps.codec) app.use(codecCors(deps.codec));

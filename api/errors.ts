@@ -1,6 +1,13 @@
 import { STATUS_CODES } from 'node:http';
 import type { Middleware } from 'koa';
 import type { Logger } from '../common/logger';
+import {
+  UNAVAILABLE_RETRY_AFTER_S,
+  loggableError,
+  unavailableDependency,
+  unavailableDetail,
+  type Dependency,
+} from './dependency-errors';
 
 /** The largest request body the API parses (a larger one is a 413). */
 export const MAX_BODY = '100kb';
@@ -26,6 +33,15 @@ export class ApiError extends Error {
 export class InvalidRequestError extends ApiError {
   constructor(readonly errors: FieldError[]) {
     super(400, `The request body is invalid: ${errors.map((e) => `${e.pointer} ${e.detail}`).join('; ')}`, { errors });
+  }
+}
+
+/** A path parameter outside its alphabet or length. */
+export class InvalidParameterError extends ApiError {
+  constructor(name: string, rule: string) {
+    super(400, `The path parameter ${name} must be ${rule}`, {
+      errors: [{ pointer: `/${name}`, detail: `must be ${rule}` }],
+    });
   }
 }
 
@@ -63,6 +79,13 @@ export class RegistrationExistsError extends ApiError {
 export class TestDeliveryFailedError extends ApiError {
   constructor(detail: string, extensions: Record<string, unknown>) {
     super(502, detail, extensions);
+  }
+}
+
+/** The database or Temporal does not answer: 503 with Retry-After, never a 500 or a hang. */
+export class DependencyUnavailableError extends ApiError {
+  constructor(readonly dependency: Dependency) {
+    super(503, unavailableDetail(dependency));
   }
 }
 
@@ -133,6 +156,7 @@ export function problemDetails(logger: Logger): Middleware {
       let body: Problem;
       if (caught instanceof ApiError) {
         body = problem(caught.status, caught.detail, caught.extensions);
+        if (caught.status === 503) ctx.set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_S));
         log.info({ status: body.status, detail: body.detail }, 'request refused');
       } else {
         const err = caught as HttpLikeError;
@@ -143,9 +167,14 @@ export function problemDetails(logger: Logger): Middleware {
           // library messages are not logged: a JSON parse error quotes the body, which may carry personal data.
           log.info({ status: body.status, reason: err.originalError?.message }, 'request refused');
           for (const [name, value] of Object.entries(err.headers ?? {})) ctx.set(name, value);
+        } else if (unavailableDependency(caught)) {
+          const dependency = unavailableDependency(caught)!;
+          body = problem(503, unavailableDetail(dependency));
+          ctx.set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_S));
+          log.warn({ dependency, err: loggableError(caught) }, 'dependency unavailable');
         } else {
           body = problem(500, 'An unexpected error occurred');
-          log.error({ err: caught }, 'request failed');
+          log.error({ err: loggableError(caught) }, 'request failed');
         }
       }
       if (body.status === 401) ctx.set('WWW-Authenticate', 'Bearer');

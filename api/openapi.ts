@@ -194,6 +194,14 @@ const responses = {
   Forbidden: problemResponse('The caller is not a member of the project.'),
   TooLarge: problemResponse(`The body is larger than ${MAX_BODY}.`),
   UnsupportedMediaType: problemResponse('The body is not application/json.'),
+  InvalidParameter: problemResponse(
+    'The projectId in the path is outside the safe alphabet or length.',
+    ref('schemas', 'ValidationProblem'),
+  ),
+  Unavailable: {
+    ...problemResponse('The database or Temporal does not answer; try again after Retry-After seconds.'),
+    headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'string' } } },
+  },
 } as const;
 
 const projectIdParameter = {
@@ -242,6 +250,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
             '409': problemResponse('Webhook has already been registered previously.'),
             '413': ref('responses', 'TooLarge'),
             '415': ref('responses', 'UnsupportedMediaType'),
+            '503': ref('responses', 'Unavailable'),
           },
         },
       },
@@ -260,6 +269,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
             '404': problemResponse('No such project, or: Must register webhook before updating it.'),
             '413': ref('responses', 'TooLarge'),
             '415': ref('responses', 'UnsupportedMediaType'),
+            '503': ref('responses', 'Unavailable'),
           },
         },
       },
@@ -270,6 +280,8 @@ export function buildOpenApiDocument(): OpenApiDocument {
           tags: ['webhooks'],
           parameters: [projectIdParameter],
           responses: {
+            '400': ref('responses', 'InvalidParameter'),
+            '503': ref('responses', 'Unavailable'),
             '200': {
               description: 'The registration, without its secret.',
               content: json(ref('schemas', 'Registration')),
@@ -286,6 +298,8 @@ export function buildOpenApiDocument(): OpenApiDocument {
           tags: ['webhooks'],
           parameters: [projectIdParameter],
           responses: {
+            '400': ref('responses', 'InvalidParameter'),
+            '503': ref('responses', 'Unavailable'),
             '204': { description: 'Deleted.' },
             '401': ref('responses', 'Unauthorized'),
             '403': ref('responses', 'Forbidden'),
@@ -323,6 +337,8 @@ export function buildOpenApiDocument(): OpenApiDocument {
           tags: ['webhooks'],
           parameters: [projectIdParameter],
           responses: {
+            '400': ref('responses', 'InvalidParameter'),
+            '503': ref('responses', 'Unavailable'),
             '200': { description: 'The receiver acknowledged.', content: json(ref('schemas', 'TestDelivery')) },
             '401': ref('responses', 'Unauthorized'),
             '403': ref('responses', 'Forbidden'),

@@ -20,10 +20,12 @@ export class EventNoLongerRetainedError extends ApiError {
  * Temporal's history, and starts a new run with the original X-Webhook-Id, signed afresh by the attempt.
  */
 export function createRedeliveryStarter(
-  client: Client,
+  temporal: Client | (() => Promise<Client>),
   config: Pick<Config, 'TEMPORAL_TASK_QUEUE'>,
 ): RedeliveryStarter {
   return async (delivery, startDelayMs) => {
+    // The API connects to Temporal on first use: a redelivery while it is down is a 503, not a failed start-up.
+    const client = typeof temporal === 'function' ? await temporal() : temporal;
     let input: DeliverWebhookEventInput | undefined;
     try {
       const history = await client.workflow.getHandle(delivery.workflowId).fetchHistory();

@@ -1,6 +1,13 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { MAX_PROJECT_ID_LENGTH, SUBSCRIBABLE_TYPES, type SubscribableType } from '../common/contract';
+import {
+  MAX_PROJECT_ID_LENGTH,
+  SAFE_ID_PATTERN,
+  SAFE_ID_RULE,
+  SUBSCRIBABLE_TYPES,
+  isSafeId,
+  type SubscribableType,
+} from '../common/contract';
 import {
   HTTPS_REQUIRED,
   MAX_WEBHOOK_URL_LENGTH,
@@ -8,11 +15,17 @@ import {
   refusedScheme,
   type WebhookUrlPolicy,
 } from '../common/webhook-url';
-import { InvalidRequestError, type FieldError } from './errors';
+import { InvalidParameterError, InvalidRequestError, type FieldError } from './errors';
 
 // Plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI document can reuse them.
 
-export const projectIdSchema = { type: 'string', minLength: 1, maxLength: MAX_PROJECT_ID_LENGTH } as const;
+export const projectIdSchema = {
+  type: 'string',
+  minLength: 1,
+  maxLength: MAX_PROJECT_ID_LENGTH,
+  pattern: SAFE_ID_PATTERN,
+  description: `Project id: ${SAFE_ID_RULE}.`,
+} as const;
 
 export const webhookUrlSchema = {
   type: 'string',
@@ -91,6 +104,8 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
     if (error.schemaPath.startsWith('#/anyOf/')) continue;
     const pointer = error.instancePath || '/';
     if (error.keyword === 'anyOf') result.push({ pointer, detail: 'must have at least one of url and types' });
+    else if (error.keyword === 'pattern' && pointer === '/projectId')
+      result.push({ pointer, detail: `must be ${SAFE_ID_RULE}` });
     else if (error.keyword === 'additionalProperties')
       result.push({ pointer, detail: `must NOT have additional property ${String(error.params.additionalProperty)}` });
     else result.push({ pointer, detail: error.message ?? 'is invalid' });
@@ -116,3 +131,9 @@ function compileBody<T extends object>(schema: object): BodyValidator<T> {
 export const validateRegisterBody = compileBody<RegisterWebhookBody>(registerWebhookBodySchema);
 export const validateUpdateBody = compileBody<UpdateWebhookBody>(updateWebhookBodySchema);
 export const validateRotateSecretBody = compileBody<RotateSecretBody>(rotateSecretBodySchema);
+
+/** A project id from the path: in the safe alphabet, else a 400 naming the parameter (it never reaches the database). */
+export function projectIdParam(value: string | undefined): string {
+  if (!isSafeId(value)) throw new InvalidParameterError('projectId', SAFE_ID_RULE);
+  return value;
+}

@@ -6,11 +6,13 @@ import { createLogger, prettyLogs, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { onShutdownSignal } from '../common/signals';
 import type { SendTestEvent } from './test-event';
-import { createDb, migrateToLatest } from '../db';
-import { connectTemporalClient, temporalConnectionOptions } from '../common/temporal-connection';
+import { createDb, dbPoolOptions, migrateToLatest } from '../db';
+import { temporalConnectionOptions } from '../common/temporal-connection';
+import { lazyTemporalClient } from './lazy-temporal';
 import { createTestEventSender } from './test-event';
 import { createApp } from './app';
 import { createRedeliveryStarter } from './redelivery';
+import { createHttpServer } from './http-server';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
 import { healthRouter, readinessConnection } from './routes/health';
@@ -37,21 +39,19 @@ export const SHUTDOWN_TIMEOUT_MS = 10_000;
 
 /** Connects, migrates, and serves the API on config.PORT. */
 export async function startApi(config: Config, logger: Logger, deps: StartApiDeps = {}): Promise<RunningApi> {
-  const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!);
+  const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!, dbPoolOptions(config));
   const db = deps.db ?? ownDb!;
-  let ownTemporal: Client | undefined;
+  const ownTemporal = deps.temporal ? undefined : lazyTemporalClient(config);
+  const temporal = deps.temporal ?? (() => ownTemporal!.get());
   const readiness = readinessConnection(temporalConnectionOptions(config));
   /** Closes what startApi opened, each whatever happens to the others. */
   const closeOwned = async () => {
-    await Promise.allSettled([readiness.close(), ownTemporal?.connection.close(), ownDb?.destroy()]);
+    await Promise.allSettled([readiness.close(), ownTemporal?.close(), ownDb?.destroy()]);
   };
   try {
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
-    const sendTestEvent: SendTestEvent =
-      deps.sendTestEvent ??
-      createTestEventSender(deps.temporal ?? (ownTemporal = await connectTemporalClient(config)), config);
-    const temporal = deps.temporal ?? ownTemporal;
+    const sendTestEvent: SendTestEvent = deps.sendTestEvent ?? createTestEventSender(temporal, config);
     const app = createApp({
       db,
       secretBox: deps.secretBox ?? createSecretBox(resolveSecretKeyRing(config, logger)),
@@ -59,7 +59,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter()],
-      redelivery: temporal && createRedeliveryStarter(temporal, config),
+      redelivery: createRedeliveryStarter(temporal, config),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       metricsToken: config.METRICS_TOKEN,
       webhookUrlPolicy: webhookUrlPolicy(config),
@@ -69,7 +69,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         corsOrigins: codecCorsOrigins(config),
       },
     });
-    const server = app.listen(config.PORT);
+    const server = createHttpServer(app, config).listen(config.PORT);
     await new Promise<void>((resolve, reject) => {
       server.once('listening', resolve).once('error', reject);
     });

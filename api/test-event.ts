@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Config } from '../common/config';
+import { unavailableDependency } from './dependency-errors';
+import { DependencyUnavailableError } from './errors';
 import {
   DELIVER_WORKFLOW_TYPE,
   type DeliverWebhookEventInput,
@@ -48,10 +50,13 @@ const NO_USER = '00000000-0000-0000-0000-000000000000';
  * status or error code.
  */
 export function createTestEventSender(
-  client: Client,
+  temporal: Client | (() => Promise<Client>),
   config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEST_DELIVERY_WAIT_MS'>,
 ): SendTestEvent {
   return async (projectId) => {
+    // One deadline for connecting, starting and waiting: the caller never waits longer than TEST_DELIVERY_WAIT_MS.
+    const waiting = AbortSignal.timeout(config.TEST_DELIVERY_WAIT_MS);
+    const client = typeof temporal === 'function' ? await temporal() : temporal;
     const workflowId = `webhook-test-${projectId}-${randomUUID()}`;
     const input: DeliverWebhookEventInput = {
       projectId,
@@ -59,13 +64,21 @@ export function createTestEventSender(
       userUUID: NO_USER,
       payload: { test: `This is a test event for the webhook of project ${projectId}.` },
     };
-    const handle = await client.workflow.start(DELIVER_WORKFLOW_TYPE, {
-      args: [input],
-      taskQueue: config.TEMPORAL_TASK_QUEUE,
-      workflowId,
-    });
+    const handle = await client
+      .withAbortSignal(waiting, () =>
+        client.workflow.start(DELIVER_WORKFLOW_TYPE, {
+          args: [input],
+          taskQueue: config.TEMPORAL_TASK_QUEUE,
+          workflowId,
+        }),
+      )
+      .catch((error: unknown) => {
+        // Not started within the deadline, or Temporal refused the call: Temporal is down, not the receiver.
+        if (waiting.aborted || unavailableDependency(error))
+          throw Object.assign(new DependencyUnavailableError('Temporal'), { cause: error });
+        throw error;
+      });
     // Stop long-polling for the result once we stop waiting: a dangling poll outlives the caller's connection.
-    const waiting = AbortSignal.timeout(config.TEST_DELIVERY_WAIT_MS);
     try {
       const result = await client.withAbortSignal(waiting, () => handle.result() as Promise<DeliverWebhookEventResult>);
       return toOutcome(result, projectId, workflowId);

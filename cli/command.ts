@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
 import { devDatabaseUrl } from '../dev/stack';
 import { createDb } from '../db';
+import { SAFE_ID_RULE, isSafeId } from '../common/contract';
 
 /** Where a command writes: results to out, diagnostics to err. */
 export interface CliIo {
@@ -66,6 +67,9 @@ export function parseCommandArgs<O extends NonNullable<ParseArgsConfig['options'
     throw new UsageError(`unexpected argument ${positionals[positionalNames.length]}`);
   for (const [i, value] of positionals.entries())
     if (value.trim() === '') throw new UsageError(`<${positionalNames[i]}> must not be empty`);
+  // Project ids go into URLs, workflow ids and headers: the same safe alphabet as the API and emitWebhookEvent.
+  const projectAt = positionalNames.indexOf('projectId');
+  if (projectAt >= 0 && !isSafeId(positionals[projectAt])) throw new UsageError(`<projectId> must be ${SAFE_ID_RULE}`);
   return { values: parsed.values, positionals };
 }
 

@@ -38,6 +38,18 @@ export interface Config {
   WORKER_SHUTDOWN_GRACE_MS: number;
   /** How often a worker erases the previous secrets whose rotation overlap is over. */
   SECRET_SWEEP_INTERVAL_MS: number;
+  /** JWKS mode: the oldest token (by iat) the API accepts, in seconds. */
+  JWT_MAX_AGE: number;
+  /** API server: cut off clients that are slow to send headers or the whole request; cap open connections. */
+  HTTP_HEADERS_TIMEOUT_MS: number;
+  HTTP_REQUEST_TIMEOUT_MS: number;
+  HTTP_MAX_CONNECTIONS: number;
+  /** Database pool: how long to wait for a pooled connection, for a new connection, and for one statement. */
+  DB_ACQUIRE_TIMEOUT_MS: number;
+  DB_CONNECT_TIMEOUT_MS: number;
+  DB_STATEMENT_TIMEOUT_MS: number;
+  /** How long the API waits for Temporal to accept a connection before it answers 503. */
+  TEMPORAL_CONNECT_TIMEOUT_MS: number;
   /** Human-readable logs (pino-pretty) instead of JSON lines; by default only at a terminal outside production. */
   LOG_PRETTY?: boolean;
   /** Development stack (`npm start`, tests, bench): where the embedded services listen and the binaries are. */
@@ -114,6 +126,14 @@ const schema: JSONSchemaType<Config> = {
     WORKER_MAX_CACHED_WORKFLOWS: int(0, 1_000),
     WORKER_SHUTDOWN_GRACE_MS: int(0, 15_000),
     SECRET_SWEEP_INTERVAL_MS: int(1_000, 3_600_000, 86_400_000),
+    JWT_MAX_AGE: int(1, 3_600, 86_400),
+    HTTP_HEADERS_TIMEOUT_MS: int(1_000, 10_000, 600_000),
+    HTTP_REQUEST_TIMEOUT_MS: int(1_000, 30_000, 600_000),
+    HTTP_MAX_CONNECTIONS: int(1, 1_000, 1_000_000),
+    DB_ACQUIRE_TIMEOUT_MS: int(100, 5_000, 600_000),
+    DB_CONNECT_TIMEOUT_MS: int(100, 5_000, 600_000),
+    DB_STATEMENT_TIMEOUT_MS: int(100, 10_000, 3_600_000),
+    TEMPORAL_CONNECT_TIMEOUT_MS: int(100, 5_000, 600_000),
     LOG_PRETTY: { type: 'boolean', nullable: true },
     DEV_POSTGRES_PORT: int(1, 5433, 65535),
     DEV_TEMPORAL_PORT: int(1, 7233, 65535),
@@ -200,6 +220,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   }
   if (config.ALERT_WEBHOOK_URL && !config.ALERT_WEBHOOK_SECRET)
     problems.push('ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL (alerts are signed like deliveries)');
+  // Node answers 408 to a request whose headers are late only when headersTimeout is below requestTimeout.
+  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS)
+    problems.push('HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS');
+  // Without an audience and an issuer, any token the identity provider signs (for any other app) would be accepted.
+  if (config.NODE_ENV === 'production' && config.JWT_JWKS_URI) {
+    if (!config.JWT_ISSUER) problems.push('JWT_ISSUER is required in production when JWT_JWKS_URI is set');
+    if (!config.JWT_AUDIENCE) problems.push('JWT_AUDIENCE is required in production when JWT_JWKS_URI is set');
+    if (!/^https:\/\//i.test(config.JWT_JWKS_URI)) problems.push('JWT_JWKS_URI must be an https:// URL in production');
+  }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
 }

@@ -4,8 +4,48 @@ import { migrationSource } from './migrations';
 
 export type Db = Knex | Knex.Transaction;
 
-export function createDb(connectionString: string, pool: { min?: number; max?: number } = {}): Knex {
-  return knex({ client: 'pg', connection: connectionString, pool: { min: pool.min ?? 0, max: pool.max ?? 10 } });
+/** Pool size and the three waits that keep a silent database from holding a request (or an activity) for long. */
+export interface DbPoolOptions {
+  min?: number;
+  max?: number;
+  /** Waiting for a free pooled connection (Knex acquireConnectionTimeout). */
+  acquireTimeoutMs?: number;
+  /** Opening a new connection (pg connectionTimeoutMillis). */
+  connectTimeoutMs?: number;
+  /** One statement on the server (PostgreSQL statement_timeout). */
+  statementTimeoutMs?: number;
+}
+
+/** The defaults of DB_ACQUIRE_TIMEOUT_MS, DB_CONNECT_TIMEOUT_MS and DB_STATEMENT_TIMEOUT_MS. */
+export const DB_TIMEOUT_DEFAULTS = { acquireTimeoutMs: 5_000, connectTimeoutMs: 5_000, statementTimeoutMs: 10_000 };
+
+/** The pool options of the validated configuration. */
+export const dbPoolOptions = (config: {
+  DB_ACQUIRE_TIMEOUT_MS: number;
+  DB_CONNECT_TIMEOUT_MS: number;
+  DB_STATEMENT_TIMEOUT_MS: number;
+}): DbPoolOptions => ({
+  acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
+  connectTimeoutMs: config.DB_CONNECT_TIMEOUT_MS,
+  statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+});
+
+export function createDb(connectionString: string, pool: DbPoolOptions = {}): Knex {
+  const timeouts = {
+    acquireTimeoutMs: pool.acquireTimeoutMs ?? DB_TIMEOUT_DEFAULTS.acquireTimeoutMs,
+    connectTimeoutMs: pool.connectTimeoutMs ?? DB_TIMEOUT_DEFAULTS.connectTimeoutMs,
+    statementTimeoutMs: pool.statementTimeoutMs ?? DB_TIMEOUT_DEFAULTS.statementTimeoutMs,
+  };
+  return knex({
+    client: 'pg',
+    connection: {
+      connectionString,
+      connectionTimeoutMillis: timeouts.connectTimeoutMs,
+      statement_timeout: timeouts.statementTimeoutMs,
+    },
+    pool: { min: pool.min ?? 0, max: pool.max ?? 10 },
+    acquireConnectionTimeout: timeouts.acquireTimeoutMs,
+  });
 }
 
 /** Applies pending migrations; Knex's migration lock makes concurrent start-ups safe. */

@@ -1,8 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { Client as PgClient } from 'pg';
 import type { Logger } from '../common/logger';
 import { RecentLines, assertPortFree, untilGone, type RunningPart } from './processes';
+import { loadReachableEmbeddedPostgres, reachableDataDir } from './postgres-relocate';
+import { embeddedPostgresBinDir, firstUntraversableDirectory, postgresOsUser } from './postgres-user';
 
 /** The application database the embedded PostgreSQL serves. */
 export const DEV_DATABASE_NAME = 'webhooks';
@@ -38,9 +40,8 @@ export async function startEmbeddedPostgres(options: {
   persistent: boolean;
   onLog?: (message: unknown) => void;
 }): Promise<RunningPostgres> {
-  const databaseDir = resolve(options.dataDir);
   const password = 'postgres';
-  const { default: EmbeddedPostgres } = await loadEmbeddedPostgres();
+  const { EmbeddedPostgres, databaseDir } = await reachableByPostgresUser(resolve(options.dataDir), options.onLog);
   const server = new EmbeddedPostgres({
     databaseDir,
     port: options.port,
@@ -79,7 +80,7 @@ export async function startDevPostgres(
   } catch (error) {
     throw new Error(
       `embedded PostgreSQL did not start on 127.0.0.1:${pgPort} with data in ${databaseDir} ` +
-        `(port taken? set DEV_POSTGRES_PORT, or DATABASE_URL to use your own server)\n${recent.text()}`,
+        `(port taken? set DEV_POSTGRES_PORT, or DATABASE_URL to use your own server): ${(error as Error).message}\n${recent.text()}`,
       { cause: error },
     );
   }
@@ -121,4 +122,27 @@ async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/**
+ * As root the server runs as the `postgres` OS user: binaries or data behind a folder that user cannot enter (a
+ * checkout in a 0700 home) are used from a copy under /var/tmp instead of failing with a bare `spawn initdb EACCES`.
+ */
+async function reachableByPostgresUser(dataDir: string, onLog: ((message: unknown) => void) | undefined) {
+  const library = await loadEmbeddedPostgres();
+  if (process.getuid?.() !== 0) return { EmbeddedPostgres: library.default, databaseDir: dataDir };
+  const user = postgresOsUser();
+  const binDir = await embeddedPostgresBinDir();
+  const binariesBlocked = firstUntraversableDirectory(binDir, user);
+  const dataBlocked = firstUntraversableDirectory(dirname(dataDir), user);
+  if (binariesBlocked)
+    onLog?.(`postgres cannot enter ${binariesBlocked}: running PostgreSQL from a copy of its binaries`);
+  if (dataBlocked)
+    onLog?.(`postgres cannot enter ${dataBlocked}: keeping the data of ${dataDir} in ${reachableDataDir(dataDir)}`);
+  return {
+    EmbeddedPostgres: binariesBlocked
+      ? ((await loadReachableEmbeddedPostgres(binDir)) as typeof library).default
+      : library.default,
+    databaseDir: dataBlocked ? reachableDataDir(dataDir) : dataDir,
+  };
 }

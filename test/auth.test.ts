@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import jwt from 'jsonwebtoken';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { createApp } from '../api';
@@ -196,6 +197,28 @@ describe('auth: bearer tokens', () => {
       assert.equal((await strict(jwks.sign('alice', ok))).status, 200);
       assertUnauthorized(await strict(jwks.sign('alice')));
       assertUnauthorized(await strict(jwks.sign('alice', { ...ok, audience: 'other' })));
+    });
+
+    it('refuses a token older than JWT_MAX_AGE (1 h by default) whatever its exp, and one without iat', async () => {
+      const now = Math.floor(Date.now() / 1000);
+      const aged = (iat: number | undefined) =>
+        jwt.sign(
+          { sub: 'alice', ...(iat === undefined ? { exp: now + 86_400 } : { iat, exp: iat + 86_400 }) },
+          jwks.rsa.privateKey,
+          {
+            algorithm: jwks.rsa.alg,
+            keyid: jwks.rsa.kid,
+            noTimestamp: iat === undefined,
+          },
+        );
+      assert.equal((await get(aged(now - 60))).status, 200);
+      const old = await get(aged(now - 3_700));
+      assertUnauthorized(old);
+      assert.equal(old.body.detail, 'The bearer token is older than the 3600 s the API accepts');
+      assert.equal((await get(aged(undefined))).body.detail, 'The bearer token must carry an iat claim');
+      const short = await serve({ mode: 'jwks', jwksUri: jwks.jwksUri, maxAgeSeconds: 30 });
+      assertUnauthorized(await short(aged(now - 60)));
+      assert.equal((await short(aged(now - 5))).status, 200);
     });
 
     it('refuses every token when the JWKS cannot be fetched', async () => {

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import jwt from 'jsonwebtoken';
+import { main } from '../cli';
 import { freePort } from '../dev/ports';
 import { migrationSource } from '../db/migrations';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
@@ -16,24 +15,20 @@ interface Run {
   stderr: string;
 }
 
-const run = promisify(execFile);
-
-/** Runs the CLI as an operator would, with only the variables given (plus PATH and HOME). */
+/**
+ * Runs the CLI in this process, as `main(argv, io)` with only the variables given (plus PATH and HOME): the same
+ * dispatcher, parsing and exit codes as the bin, without a tsx start-up per case.
+ */
 async function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  try {
-    const { stdout, stderr } = await run('npx', ['tsx', 'cli/index.ts', ...args], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-      timeout: 30_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code?: number; stdout?: string; stderr?: string };
-    return {
-      code: typeof failed.code === 'number' ? failed.code : -1,
-      stdout: failed.stdout ?? '',
-      stderr: failed.stderr ?? '',
-    };
-  }
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(args, {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    out: (line) => void out.push(line),
+    err: (line) => void err.push(line),
+  });
+  const text = (lines: string[]) => (lines.length ? lines.join('\n') + '\n' : '');
+  return { code, stdout: text(out), stderr: text(err) };
 }
 
 const lastLine = (text: string) => text.trimEnd().split('\n').at(-1) ?? '';

@@ -227,11 +227,23 @@ describe('docker-compose.yml', () => {
       PAYLOAD_ENCRYPTION_KEYS: userEnv.PAYLOAD_ENCRYPTION_KEYS,
     };
     const withJwks = loadConfig(
-      resolvedEnvironment('api', { ...jwks, JWT_JWKS_URI: 'https://idp.example/jwks', JWT_ISSUER: 'https://idp' }),
+      resolvedEnvironment('api', {
+        ...jwks,
+        JWT_JWKS_URI: 'https://idp.example/jwks',
+        JWT_ISSUER: 'https://idp',
+        JWT_AUDIENCE: 'webhooks',
+      }),
       { auth: true },
     );
     assert.equal(withJwks.JWT_JWKS_URI, 'https://idp.example/jwks');
     assert.equal(withJwks.JWT_ISSUER, 'https://idp');
+    assert.equal(withJwks.JWT_AUDIENCE, 'webhooks');
+    // In production a JWKS without an audience would accept tokens issued for any other application.
+    assert.throws(
+      () =>
+        loadConfig(resolvedEnvironment('api', { ...jwks, JWT_JWKS_URI: 'https://idp.example/jwks', JWT_ISSUER: 'i' })),
+      /JWT_AUDIENCE is required in production when JWT_JWKS_URI is set/,
+    );
     assert.throws(() => loadConfig(resolvedEnvironment('api', jwks), { auth: true }), /JWT_SECRET or JWT_JWKS_URI/);
   });
 

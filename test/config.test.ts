@@ -75,6 +75,38 @@ describe('config', () => {
     );
   });
 
+  it('requires JWT_ISSUER, JWT_AUDIENCE and an https JWKS URI in production, and bounds JWT_MAX_AGE', () => {
+    const production = { NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'a'.repeat(64) };
+    const message = configError({ ...production, JWT_JWKS_URI: 'http://idp.example/jwks' });
+    assert.match(message, /JWT_ISSUER is required in production when JWT_JWKS_URI is set/);
+    assert.match(message, /JWT_AUDIENCE is required in production when JWT_JWKS_URI is set/);
+    assert.match(message, /JWT_JWKS_URI must be an https:\/\/ URL in production/);
+    const strict = {
+      JWT_JWKS_URI: 'https://idp.example/jwks',
+      JWT_ISSUER: 'https://idp.example/',
+      JWT_AUDIENCE: 'webhooks',
+    };
+    assert.equal(loadConfig({ ...production, ...strict }).JWT_MAX_AGE, 3600);
+    assert.doesNotThrow(() => loadConfig({ JWT_JWKS_URI: 'http://127.0.0.1:9/jwks' }), 'development allows http');
+    assert.match(configError({ JWT_MAX_AGE: '0' }), /JWT_MAX_AGE must be >= 1/);
+  });
+
+  it('has defaults for the HTTP, database and Temporal timeouts and refuses headers slower than requests', () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      [config.HTTP_HEADERS_TIMEOUT_MS, config.HTTP_REQUEST_TIMEOUT_MS, config.HTTP_MAX_CONNECTIONS],
+      [10_000, 30_000, 1_000],
+    );
+    assert.deepEqual(
+      [config.DB_ACQUIRE_TIMEOUT_MS, config.DB_CONNECT_TIMEOUT_MS, config.DB_STATEMENT_TIMEOUT_MS],
+      [5_000, 5_000, 10_000],
+    );
+    assert.match(
+      configError({ HTTP_HEADERS_TIMEOUT_MS: '40000' }),
+      /HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS/,
+    );
+  });
+
   it('stops the API server at start-up with a message naming the missing variable', function () {
     this.timeout(30_000);
     const result = spawnSync('npx', ['tsx', 'api/server.ts'], {

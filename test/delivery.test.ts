@@ -286,6 +286,22 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     }
   });
 
+  it('fails at once, sending nothing, a delivery whose workflow id cannot be an X-Webhook-Id (outside ASCII)', async () => {
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const failure = await withWorker(async (taskQueue) =>
+      failureOf(
+        start(taskQueue, fallEvent(projectId), `webhook-event-ünïcödé-${randomUUID()}`).then((h) => h.result()),
+      ),
+    );
+    assert.equal(failure.type, FailureType.DeliveryFailed);
+    assert.match(failure.message, /failed after 1 attempt\(s\): The workflow id cannot be sent as X-Webhook-Id/);
+    assert.ok(failure.cause instanceof ActivityFailure);
+    assert.ok(failure.cause.cause instanceof ApplicationFailure);
+    assert.equal(failure.cause.cause.type, FailureType.InvalidEvent);
+    assert.equal(fx.receiver.requests.length, 0);
+  });
+
   it('refuses 127.0.0.1 and localhost when ALLOW_PRIVATE_WEBHOOK_URLS is unset: non-retryable, nothing sent', async () => {
     const config = { ...fastConfig, ALLOW_PRIVATE_WEBHOOK_URLS: false };
     for (const url of [fx.receiver.url, fx.receiver.url.replace('127.0.0.1', 'localhost')]) {

@@ -17,6 +17,7 @@ import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { createLocalEnvironment } from './support/temporal';
 import { TEST_JWT_SECRET } from './support/tokens';
+import { startBoth } from './support/setup';
 
 const PROBLEM = 'application/problem+json';
 const TIMEOUT_MS = 500;
@@ -74,7 +75,12 @@ describe('health: /healthz and /readyz', () => {
   const cleanups: (() => Promise<unknown>)[] = [];
 
   before(async () => {
-    [env, t] = await Promise.all([createLocalEnvironment(), createTestDatabase()]);
+    [env, t] = await startBoth(
+      createLocalEnvironment(),
+      createTestDatabase(),
+      (e) => e.teardown(),
+      (d) => d.destroy(),
+    );
     up = await serve(env.connection, t.db);
   });
   after(async () => {

@@ -11,6 +11,7 @@ import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../
 import { docsRouter } from '../api/routes/docs';
 import { healthRouter, type ReadinessDeps } from '../api/routes/health';
 import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/schemas';
+import { DependencyUnavailableError } from '../api/errors';
 import { createSecretBox } from '../common/secrets';
 import type { TestDeliveryOutcome } from '../api/test-event';
 import * as store from '../db';
@@ -23,11 +24,11 @@ const UNDOCUMENTED = new Set(['GET /docs', 'GET /docs/swagger-initializer.js', '
 
 /** What the brief and the handlers promise, per operation. */
 const EXPECTED_STATUSES: Record<string, string[]> = {
-  'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415'],
-  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415'],
-  'GET /webhooks/project/{projectId}': ['200', '401', '403', '404'],
-  'DELETE /webhooks/project/{projectId}': ['204', '401', '403', '404'],
-  'POST /webhooks/test/project/{projectId}': ['200', '401', '403', '404', '502'],
+  'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415', '503'],
+  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415', '503'],
+  'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '503'],
+  'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '503'],
+  'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '502', '503'],
   'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
@@ -187,14 +188,14 @@ describe('openapi: the document at /openapi.json', () => {
     async function expect(
       operation: string,
       status: number,
-      request: { path?: string; user?: string; body?: unknown; raw?: string; contentType?: string } = {},
+      request: { path?: string; user?: string; body?: unknown; raw?: string; contentType?: string; base?: string } = {},
     ): Promise<Record<string, unknown>> {
       const [method, path] = operation.split(' ') as [string, string];
       const headers: Record<string, string> = { ...(request.user && bearer(hsToken(request.user))) };
       let body = request.raw;
       if (request.body !== undefined) body = JSON.stringify(request.body);
       if (body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
-      const response = await fetch(server.url + (request.path ?? path), { method, headers, body });
+      const response = await fetch((request.base ?? server.url) + (request.path ?? path), { method, headers, body });
       const text = await response.text();
       assert.equal(response.status, status, `${operation}: ${text}`);
       seen.add(`${operation} ${status}`);
@@ -310,6 +311,43 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(ROTATE, 403, { path, user: 'mallory' });
       await expect(ROTATE, 413, { path, user: 'alice', body: { pad: 'x'.repeat(200_000) } });
       await expect(ROTATE, 415, { path, user: 'alice', raw: 'overlapSeconds=0', contentType: 'text/plain' });
+    });
+
+    it('every webhook operation: 400 for a projectId outside the safe alphabet, 503 when a dependency is down', async () => {
+      for (const operation of [GET, DELETE, TEST]) {
+        const problem = await expect(operation, 400, {
+          path: at(operation.slice(operation.indexOf(' ') + 1), 'bad%00id'),
+          user: 'alice',
+        });
+        assert.match(String(problem.detail), /The path parameter projectId must be/);
+      }
+      // The same API on a database that refuses connections and a Temporal that does not answer.
+      const deadDb = store.createDb('postgres://u:p@127.0.0.1:1/none', {
+        acquireTimeoutMs: 1_000,
+        connectTimeoutMs: 500,
+      });
+      const down = await listenLocal(
+        createApp({
+          db: deadDb,
+          secretBox: createSecretBox(randomBytes(32)),
+          logger: pino({ level: 'silent' }),
+          auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+          sendTestEvent: () => Promise.reject(new DependencyUnavailableError('Temporal')),
+        }).callback(),
+      );
+      try {
+        const base = down.url;
+        const p = 'p-down';
+        await expect(REGISTER, 503, { base, user: 'alice', body: body(p) });
+        await expect(UPDATE, 503, { base, user: 'alice', body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
+        await expect(GET, 503, { base, path: at(GET.slice(4), p), user: 'alice' });
+        await expect(DELETE, 503, { base, path: at(DELETE.slice(7), p), user: 'alice' });
+        const unavailable = await expect(TEST, 503, { base, path: at(TEST.slice(5), p), user: 'alice' });
+        assert.match(String(unavailable.detail), /is not answering/);
+      } finally {
+        await down.close();
+        await deadDb.destroy();
+      }
     });
 
     it('health and the document itself: 200, 503', async () => {

@@ -7,7 +7,7 @@ import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { payloadCodecFromConfig } from '../common/payload-codec';
-import { createDb } from '../db';
+import { createDb, dbPoolOptions } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
@@ -71,7 +71,10 @@ export async function startWorker(
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
   const { address, tls } = temporalConnectionOptions(config);
   const connection = await NativeConnection.connect({ address, tls, apiKey: config.TEMPORAL_API_KEY });
-  const db = createDb(config.DATABASE_URL, { max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20) });
+  const db = createDb(config.DATABASE_URL, {
+    ...dbPoolOptions(config),
+    max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20),
+  });
   const http = createWebhookHttpClient({
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,

@@ -1,21 +1,30 @@
 import { Router, type RouterContext } from '@koa/router';
 import { callerId } from '../auth';
+import { WEBHOOK_ID_PATTERN } from '../../common/contract';
 import * as deliveries from '../deliveries';
+import { InvalidParameterError } from '../errors';
+import { projectIdParam } from '../schemas';
 
 type Context = RouterContext<{ user?: unknown }>;
 
 /** A project's delivery log, redelivery, recovery and endpoint health, for its members. */
 export function deliveriesRouter(deps: deliveries.DeliveryDeps): Router {
-  const project = (ctx: Context) => ctx.params.projectId ?? '';
+  const project = (ctx: Context) => projectIdParam(ctx.params.projectId);
+  // A delivery id is an X-Webhook-Id: anything else (a NUL byte, say) never reaches the database.
+  const deliveryId = (ctx: Context) => {
+    const id = ctx.params.id ?? '';
+    if (!WEBHOOK_ID_PATTERN.test(id)) throw new InvalidParameterError('id', '1 to 300 visible ASCII characters');
+    return id;
+  };
   const handlers = {
     list: async (ctx: Context) => {
       ctx.body = await deliveries.listDeliveries(deps, callerId(ctx.state), project(ctx), ctx.query);
     },
     get: async (ctx: Context) => {
-      ctx.body = await deliveries.getDelivery(deps, callerId(ctx.state), project(ctx), ctx.params.id ?? '');
+      ctx.body = await deliveries.getDelivery(deps, callerId(ctx.state), project(ctx), deliveryId(ctx));
     },
     redeliver: async (ctx: Context) => {
-      ctx.body = await deliveries.redeliver(deps, callerId(ctx.state), project(ctx), ctx.params.id ?? '');
+      ctx.body = await deliveries.redeliver(deps, callerId(ctx.state), project(ctx), deliveryId(ctx));
       ctx.status = 202;
     },
     recover: async (ctx: Context) => {

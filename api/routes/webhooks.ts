@@ -1,7 +1,7 @@
 import { Router, type RouterContext } from '@koa/router';
 import { callerId } from '../auth';
 import * as registrations from '../registrations';
-import { validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
+import { projectIdParam, validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
 import type { WebhookUrlPolicy } from '../../common/webhook-url';
 
 type Context = RouterContext<{ user?: unknown }>;
@@ -25,18 +25,23 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
       );
     },
     get: async (ctx: Context) => {
-      ctx.body = await registrations.getWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+      ctx.body = await registrations.getWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
     },
     delete: async (ctx: Context) => {
-      await registrations.deleteWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+      await registrations.deleteWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
       ctx.status = 204;
     },
     rotateSecret: async (ctx: Context) => {
       const body = validateRotateSecretBody(ctx.request.body ?? {});
-      ctx.body = await registrations.rotateWebhookSecret(deps, callerId(ctx.state), ctx.params.projectId ?? '', body);
+      ctx.body = await registrations.rotateWebhookSecret(
+        deps,
+        callerId(ctx.state),
+        projectIdParam(ctx.params.projectId),
+        body,
+      );
     },
     test: async (ctx: Context) => {
-      ctx.body = await registrations.testWebhook(deps, callerId(ctx.state), ctx.params.projectId ?? '');
+      ctx.body = await registrations.testWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
     },
   };
 

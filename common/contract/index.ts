@@ -6,3 +6,4 @@ export * from './schemas';
 export * from './failures';
 export * from './delivery';
 export * from './search-attributes';
+export * from './ids';

@@ -3,13 +3,8 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { eventSchemas } from './schemas';
-import {
-  MAX_PROJECT_ID_LENGTH,
-  WEBHOOK_ID_PATTERN,
-  WEBHOOK_TYPES,
-  type DeliverWebhookEventInput,
-  type WebhookType,
-} from './events';
+import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES, type DeliverWebhookEventInput, type WebhookType } from './events';
+import { SAFE_ID_RULE, isSafeId } from './ids';
 
 const ajv = new Ajv({ allErrors: true, strict: true });
 addFormats(ajv, ['uuid', 'email', 'date-time']);
@@ -62,8 +57,7 @@ export function validateDeliveryInput(input: unknown): string | undefined {
   const { projectId, webhookType, userUUID, payload } = input as Partial<
     Record<keyof DeliverWebhookEventInput, unknown>
   >;
-  if (typeof projectId !== 'string' || projectId.length === 0 || projectId.length > MAX_PROJECT_ID_LENGTH)
-    return `Invalid event: projectId must be a string of 1 to ${MAX_PROJECT_ID_LENGTH} characters`;
+  if (!isSafeId(projectId)) return `Invalid event: projectId must be a string of ${SAFE_ID_RULE}`;
   const { webhookId } = input as { webhookId?: unknown };
   if (webhookId !== undefined && (typeof webhookId !== 'string' || !WEBHOOK_ID_PATTERN.test(webhookId)))
     return 'Invalid event: webhookId must be 1 to 300 visible ASCII characters';

@@ -6,6 +6,7 @@ import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
 import { uniqueTaskQueue, workflowBundle } from './temporal';
+import { startBoth } from './setup';
 
 export interface DeliveryWorkerOptions {
   /** A fresh queue unless given. */
@@ -55,7 +56,12 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     }
   }
   before(async () => {
-    [fixture.env, fixture.database] = await Promise.all([createEnvironment(), createTestDatabase()]);
+    [fixture.env, fixture.database] = await startBoth(
+      createEnvironment(),
+      createTestDatabase(),
+      (env) => env.teardown(),
+      (database) => database.destroy(),
+    );
     fixture.registrations = new Registrations(fixture.database.db);
     await workflowBundle();
   });

@@ -1,0 +1,55 @@
+import { Client, Connection } from '@temporalio/client';
+import type { Config } from '../common/config';
+import { payloadCodecFromConfig } from '../common/payload-codec';
+import { temporalConnectionOptions } from '../common/temporal-connection';
+import { DependencyUnavailableError } from './errors';
+
+type LazySettings = Parameters<typeof temporalConnectionOptions>[0] &
+  Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'> &
+  Partial<Pick<Config, 'TEMPORAL_CONNECT_TIMEOUT_MS'>>;
+
+/** A Temporal client the API opens on first use, so it starts (and serves registrations) while Temporal is down. */
+export interface LazyTemporalClient {
+  /** The connected client; rejects with a 503 DependencyUnavailableError while Temporal cannot be reached. */
+  get(): Promise<Client>;
+  close(): Promise<void>;
+}
+
+/** Reconnect quickly once Temporal is back (gRPC's default backoff grows to two minutes). */
+const CHANNEL_ARGS = { 'grpc.initial_reconnect_backoff_ms': 500, 'grpc.max_reconnect_backoff_ms': 5_000 };
+
+export function lazyTemporalClient(config: LazySettings): LazyTemporalClient {
+  // Read at once: an API without the payload key ring must not start (it could neither encrypt nor decrypt).
+  const payloadCodec = payloadCodecFromConfig(config);
+  let connecting: Promise<Client> | undefined;
+  let closed = false;
+  const connect = async (): Promise<Client> => {
+    try {
+      const connection = await Connection.connect({
+        ...temporalConnectionOptions(config),
+        connectTimeout: config.TEMPORAL_CONNECT_TIMEOUT_MS ?? 5_000,
+        channelArgs: CHANNEL_ARGS,
+      });
+      return new Client({
+        connection,
+        namespace: config.TEMPORAL_NAMESPACE,
+        dataConverter: { payloadCodecs: [payloadCodec] },
+      });
+    } catch (error) {
+      // The next request tries again: no restart needed when Temporal comes up.
+      connecting = undefined;
+      throw Object.assign(new DependencyUnavailableError('Temporal'), { cause: error });
+    }
+  };
+  return {
+    get() {
+      if (closed) return Promise.reject(new DependencyUnavailableError('Temporal'));
+      return (connecting ??= connect());
+    },
+    async close() {
+      closed = true;
+      const client = await connecting?.catch(() => undefined);
+      await client?.connection.close();
+    },
+  };
+}

@@ -1,0 +1,172 @@
+// Fault-injection harness: a real worker process, a real Temporal dev server, a real PostgreSQL and a receiver on
+// 127.0.0.1 that can be taken down and brought back on the same port.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { emitWebhookEvent, eventWorkflowId } from '../../client/emit';
+import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
+import { fallEvent } from '../support/deliveries';
+
+/** How long one scenario may wait for its backlog; each scenario is bounded by this and mocha's timeout. */
+export const DELIVERY_WAIT_MS = 120_000;
+
+export interface FaultReceiver {
+  url: string;
+  requests: ReceivedRequest[];
+  /** Wait this long before answering each request (a slow receiver keeps attempts in flight). */
+  delayMs: number;
+  /** Requests that arrived and are still waiting for their answer. */
+  inFlight(): number;
+  /** Closes the port: connections are refused until up(). */
+  down(): Promise<void>;
+  up(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A receiver on a fixed 127.0.0.1 port that records every request with its raw body. */
+export async function startFaultReceiver(): Promise<FaultReceiver> {
+  const requests: ReceivedRequest[] = [];
+  let pending = 0;
+  let server: Server | undefined;
+  let port = 0;
+  const receiver = {
+    delayMs: 0,
+    requests,
+    url: '',
+    inFlight: () => pending,
+    async up() {
+      server = createServer((request, response) => {
+        const chunks: Buffer[] = [];
+        request.on('data', (chunk: Buffer) => chunks.push(chunk));
+        request.on('end', () => {
+          pending++;
+          const record = {
+            method: request.method ?? '',
+            path: request.url ?? '',
+            headers: request.headers,
+            rawBody: Buffer.concat(chunks),
+            receivedAt: Date.now(),
+          };
+          setTimeout(() => {
+            pending--;
+            if (response.destroyed) return;
+            // Recorded when answered: a request whose answer never left did not deliver anything.
+            requests.push(record);
+            response.end('ok');
+          }, receiver.delayMs);
+        });
+      });
+      const listening = server;
+      await new Promise<void>((resolve) => listening.listen(port, '127.0.0.1', resolve));
+      port = (listening.address() as AddressInfo).port;
+      receiver.url = `http://127.0.0.1:${port}/hooks/receive`;
+    },
+    async down() {
+      const closing = server;
+      server = undefined;
+      if (!closing) return;
+      closing.closeAllConnections();
+      await new Promise<void>((resolve) => closing.close(() => resolve()));
+    },
+    close: () => receiver.down(),
+  };
+  await receiver.up();
+  return receiver;
+}
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output(): string;
+}
+
+/** The delivery worker as its own process (`worker/main.ts` from sources), as production runs it. */
+export function spawnWorker(env: Record<string, string>): WorkerProcess {
+  const lines: string[] = [];
+  const child = spawn(process.execPath, ['--require', 'tsx/cjs', join(__dirname, '..', '..', 'worker', 'main.ts')], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { child, exited, output: () => lines.join('').slice(-4_000) };
+}
+
+/** Stops a worker that is still running (after a failed test), so no process outlives the suite. */
+export async function killWorker(worker: WorkerProcess | undefined): Promise<void> {
+  if (!worker || worker.child.exitCode !== null || worker.child.signalCode !== null) return;
+  worker.child.kill('SIGKILL');
+  await worker.exited;
+}
+
+/** Emits `count` FALL_DETECTION events for the project; resolves to their workflow ids (= X-Webhook-Id). */
+export async function emitEvents(
+  client: Client,
+  projectId: string,
+  count: number,
+  taskQueue: string,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const eventId = `fault-${randomUUID()}`;
+    await emitWebhookEvent(client, fallEvent(projectId), { eventId, taskQueue });
+    ids.push(eventWorkflowId(eventId));
+  }
+  return ids;
+}
+
+/** Resolves once every id has arrived at least once, or fails naming the missing ones. */
+export async function untilDelivered(
+  receiver: FaultReceiver,
+  ids: string[],
+  timeoutMs = DELIVERY_WAIT_MS,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const seen = new Set(receiver.requests.map((r) => r.headers['x-webhook-id']));
+    const missing = ids.filter((id) => !seen.has(id));
+    if (missing.length === 0) return;
+    if (Date.now() > deadline)
+      assert.fail(`${missing.length} of ${ids.length} events never arrived: ${missing.join(', ')}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+export interface DeliveryFigures {
+  emitted: number;
+  delivered: number;
+  duplicates: number;
+  lost: number;
+}
+
+/**
+ * Every emitted event arrived at least once, each with one X-Webhook-Id and a valid signature, and nothing else
+ * arrived. Returns the figures the README's Reliability section reports.
+ */
+export function assertAllDelivered(receiver: FaultReceiver, ids: string[], secret: string): DeliveryFigures {
+  const emitted = new Set(ids);
+  const counts = new Map<string, number>();
+  for (const request of receiver.requests) {
+    const id = request.headers['x-webhook-id'];
+    assert.equal(typeof id, 'string', 'every request carries one X-Webhook-Id');
+    assert.ok(emitted.has(id as string), `an event nobody emitted arrived: ${String(id)}`);
+    assert.ok(independentSignatureValid(secret, request), `the signature of ${String(id)} is valid`);
+    counts.set(id as string, (counts.get(id as string) ?? 0) + 1);
+  }
+  const lost = ids.filter((id) => !counts.has(id)).length;
+  assert.equal(lost, 0, 'no event is lost');
+  const delivered = counts.size;
+  return { emitted: ids.length, delivered, duplicates: receiver.requests.length - delivered, lost };
+}
+
+/** One line per scenario, for the Reliability section (read from the test output). */
+export function reportFigures(scenario: string, figures: DeliveryFigures & { recoverMs?: number }): void {
+  process.stdout.write(`      fault figures: ${scenario}: ${JSON.stringify(figures)}\n`);
+}

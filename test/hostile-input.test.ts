@@ -1,0 +1,359 @@
+// Hostile input against the real API on a real socket and a real PostgreSQL: no byte sequence gets a 5xx.
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { connect, type AddressInfo, type Server } from 'node:net';
+import { Writable } from 'node:stream';
+import fc from 'fast-check';
+import { createApp } from '../api';
+import { createHttpServer } from '../api/http-server';
+import { docsRouter } from '../api/routes/docs';
+import { healthRouter, readinessConnection } from '../api/routes/health';
+import { loggableError } from '../api/dependency-errors';
+import { loadConfig } from '../common/config';
+import { createLogger } from '../common/logger';
+import { createSecretBox } from '../common/secrets';
+import { createDb } from '../db';
+import * as store from '../db';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+import { TEST_JWT_SECRET, hsToken } from './support/tokens';
+
+const PROBLEM = 'application/problem+json';
+
+interface RawReply {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** The server closed the connection without answering. */
+  closed: boolean;
+}
+
+/** Writes raw bytes on a fresh connection and reads until the server closes it (Connection: close). */
+function rawRequest(port: number, request: Buffer | string, options: { keepOpenMs?: number } = {}): Promise<RawReply> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', (error: NodeJS.ErrnoException) =>
+      error.code === 'ECONNRESET' ? resolve({ status: 0, headers: {}, body: '', closed: true }) : reject(error),
+    );
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      if (text === '') return resolve({ status: 0, headers: {}, body: '', closed: true });
+      const [head = '', ...rest] = text.split('\r\n\r\n');
+      const [statusLine = '', ...headerLines] = head.split('\r\n');
+      const headers = Object.fromEntries(
+        headerLines.map((line) => [
+          line.slice(0, line.indexOf(':')).toLowerCase(),
+          line.slice(line.indexOf(':') + 1).trim(),
+        ]),
+      );
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n'), closed: false });
+    });
+    socket.write(request);
+    if (options.keepOpenMs === undefined) socket.end();
+  });
+}
+
+const listen = async (server: Server): Promise<number> => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+};
+
+const closeServer = (server: Server) =>
+  new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    (server as Partial<{ closeAllConnections(): void }>).closeAllConnections?.();
+  });
+
+/** A string of any code points, with NUL, lone surrogates and non-characters mixed in. */
+const hostileString = fc.string({
+  unit: fc.oneof(
+    fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }),
+    fc.constantFrom('\u0000', '\ud800', '\udfff', '\uffff', '%', '/', '\\', '"'),
+  ),
+  maxLength: 40,
+});
+
+describe('hostile input: every route answers 4xx problem+json, never 5xx', () => {
+  let t: TestDatabase;
+  let server: Server;
+  let port: number;
+  let projectId: string;
+  const token = hsToken('alice');
+  const errorLines: string[] = [];
+  const logLines: string[] = [];
+  const limits = { HTTP_HEADERS_TIMEOUT_MS: 1_000, HTTP_REQUEST_TIMEOUT_MS: 2_000, HTTP_MAX_CONNECTIONS: 50 };
+
+  before(async () => {
+    t = await createTestDatabase();
+    projectId = `p-${randomUUID().slice(0, 8)}`;
+    await store.addProject(t.db, projectId, 'Hostile project');
+    await store.addMember(t.db, projectId, 'alice');
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        const line = chunk.toString();
+        logLines.push(line);
+        if ((JSON.parse(line) as { level: number }).level >= 50) errorLines.push(line);
+        done();
+      },
+    });
+    const db = t.db;
+    const app = createApp({
+      db,
+      secretBox: createSecretBox(randomBytes(32)),
+      logger: createLogger('info', 'webhooks', sink),
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: (id) =>
+        Promise.resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: `wf-${id}` }),
+      publicRoutes: [healthRouter({ db, temporal: readinessConnection({ address: '127.0.0.1:1' }) }), docsRouter()],
+    });
+    server = createHttpServer(app, limits);
+    port = await listen(server);
+  });
+  after(async () => {
+    if (server) await closeServer(server);
+    await t?.destroy();
+  });
+
+  const registrations = async () => Number((await t.db('webhook_registrations').count({ n: '*' }))[0]!.n);
+
+  async function call(
+    method: string,
+    path: string,
+    body?: string,
+  ): Promise<{ status: number; type: string; json: Record<string, unknown> }> {
+    const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+      method,
+      body,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+    });
+    const text = await response.text();
+    const type = response.headers.get('content-type')?.split(';')[0] ?? '';
+    return {
+      status: response.status,
+      type,
+      json: type.includes('json') ? (JSON.parse(text) as Record<string, unknown>) : {},
+    };
+  }
+
+  it('refuses a projectId with NUL, a lone surrogate or letters outside ASCII with 400 naming projectId', async () => {
+    const before = await registrations();
+    for (const bad of [`p\u0000`, `p\ud800`, 'p\udfffq', 'projét', 'p😀', '-leading-dash', 'a'.repeat(201), 'a b', ''])
+      for (const [method, path] of [
+        ['POST', '/webhooks/register'],
+        ['PATCH', '/webhooks'],
+      ] as const) {
+        const body = JSON.stringify({ projectId: bad, url: 'https://r.example/hook', types: ['FALL_DETECTION'] });
+        const reply = await call(method, path, body);
+        assert.equal(reply.status, 400, `${method} ${JSON.stringify(bad)}`);
+        assert.equal(reply.type, PROBLEM);
+        assert.match(String(reply.json.detail), /\/projectId/);
+      }
+    for (const bad of ['p%00', 'p%ED%A0%80', 'p%FF', 'proj%C3%A9t', 'p%F0%9F%98%80', '-x', '.hidden'])
+      for (const [method, path] of [
+        ['GET', `/webhooks/project/${bad}`],
+        ['DELETE', `/webhooks/project/${bad}`],
+        ['POST', `/webhooks/test/project/${bad}`],
+      ] as const) {
+        const reply = await call(method, path);
+        assert.equal(reply.status, 400, `${method} ${path}`);
+        assert.equal(reply.type, PROBLEM);
+        assert.match(String(reply.json.detail), /^The path parameter projectId must be 1 to 200 characters from A-Z/);
+      }
+    assert.equal(await registrations(), before, 'no registration was written');
+    assert.deepEqual(errorLines, [], 'nothing was logged as an error');
+  });
+
+  it('answers 405 with Allow to TRACE and any undeclared method on every route, before authentication', async () => {
+    for (const [method, path, allow] of [
+      ['TRACE', '/webhooks/register', 'POST'],
+      ['PUT', '/webhooks', 'PATCH'],
+      ['TRACE', '/webhooks/project/p1', 'DELETE'],
+      ['POST', '/webhooks/project/p1', 'GET'],
+      ['GET', '/webhooks/test/project/p1', 'POST'],
+      ['TRACE', '/healthz', 'GET'],
+      ['DELETE', '/readyz', 'GET'],
+      ['POST', '/openapi.json', 'GET'],
+    ] as const) {
+      const reply = await rawRequest(port, `${method} ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      assert.equal(reply.status, 405, `${method} ${path}`);
+      assert.equal(reply.headers['content-type']?.split(';')[0], PROBLEM);
+      assert.match(reply.headers.allow ?? '', new RegExp(`\\b${allow}\\b`), `${method} ${path}: Allow`);
+      assert.match(reply.body, new RegExp(`The method ${method} is not allowed on this resource`));
+    }
+    const options = await rawRequest(
+      port,
+      'OPTIONS /webhooks/project/p1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    );
+    assert.equal(options.status, 204);
+    assert.match(options.headers.allow ?? '', /GET.*DELETE|DELETE.*GET/);
+  });
+
+  it('answers 400 to __proto__, constructor, deep nesting and huge numbers in a body', async () => {
+    const bodies = [
+      `{"__proto__":{"projectId":"${projectId}"},"url":"https://r.example","types":["FALL_DETECTION"]}`,
+      `{"projectId":"${projectId}","url":"https://r.example","types":["FALL_DETECTION"],"__proto__":{"admin":true}}`,
+      `{"projectId":"${projectId}","constructor":{"prototype":{"x":1}}}`,
+      '['.repeat(50_000) + ']'.repeat(50_000),
+      `{"projectId":${'9'.repeat(5_000)}}`,
+      `{"projectId":1e999999,"url":-1e-999999,"types":[1.7976931348623157e309]}`,
+      `{"projectId":"${projectId}","url":"https://r.example/\\u0000","types":["FALL_DETECTION"]}`,
+      `{"projectId":"${projectId}","url":"https://r.example/\\ud800","types":["FALL_DETECTION"]}`,
+      `{"projectId":"${projectId}","url":"https://r\\u0000.example/","types":["FALL_DETECTION"]}`,
+      `{"projectId":"${projectId}","url":"https://r.example","types":["FALL_DETECTION\\u0000"]}`,
+    ];
+    for (const body of bodies)
+      for (const [method, path] of [
+        ['POST', '/webhooks/register'],
+        ['PATCH', '/webhooks'],
+      ] as const) {
+        const reply = await call(method, path, body);
+        assert.ok(reply.status === 400 || reply.status === 413, `${method} ${body.slice(0, 60)}: ${reply.status}`);
+        assert.equal(reply.type, PROBLEM);
+      }
+    assert.equal(({} as Record<string, unknown>).admin, undefined, 'Object.prototype is untouched');
+    assert.deepEqual(errorLines, []);
+  });
+
+  it('answers 4xx problem+json, never 5xx, to any bytes in the path, query, headers and body', async () => {
+    const paths = [
+      '/webhooks/register',
+      '/webhooks',
+      `/webhooks/project/${projectId}`,
+      `/webhooks/test/project/${projectId}`,
+    ];
+    const methods = ['GET', 'POST', 'PATCH', 'DELETE', 'PUT', 'TRACE', 'OPTIONS', 'HEAD'];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...methods),
+        fc.constantFrom(...paths),
+        fc.uint8Array({ maxLength: 30 }),
+        fc.uint8Array({ maxLength: 30 }),
+        fc.uint8Array({ maxLength: 30 }),
+        fc.oneof(
+          fc.uint8Array({ maxLength: 300 }),
+          hostileString.map((s) => Buffer.from(JSON.stringify({ projectId: s, url: s, types: [s] }))),
+        ),
+        async (method, path, pathBytes, queryBytes, headerBytes, body) => {
+          const request = Buffer.concat([
+            Buffer.from(`${method} ${path}`),
+            Buffer.from(pathBytes),
+            Buffer.from('?q='),
+            Buffer.from(queryBytes),
+            Buffer.from(` HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${token}\r\nX-Any: `),
+            Buffer.from(headerBytes),
+            Buffer.from(`\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`),
+            Buffer.from(body),
+          ]);
+          const reply = await rawRequest(port, request);
+          if (reply.closed) return; // the parser refused the bytes before a request existed; nothing ran
+          assert.ok(
+            reply.status >= 200 && reply.status < 500,
+            `${reply.status} for ${request.toString('latin1').slice(0, 120)}`,
+          );
+          if (reply.status >= 400 && method !== 'HEAD')
+            assert.equal(reply.headers['content-type']?.split(';')[0], PROBLEM, `${reply.status} ${reply.body}`);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    assert.deepEqual(errorLines, [], 'no request failed with a logged error');
+  });
+
+  it('answers a request Node cannot parse (NUL in a header, a broken request line) with a 400 problem', async () => {
+    for (const request of [
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Bad: a\u0000b\r\n\r\n',
+      'GET /hea lthz HTTP/1.1\r\nHost: x\r\n\r\n',
+      '\u0000\u0001\u0002\r\n\r\n',
+    ]) {
+      const reply = await rawRequest(port, Buffer.from(request, 'latin1'));
+      assert.equal(reply.status, 400, JSON.stringify(request));
+      assert.equal(reply.headers['content-type'], PROBLEM);
+      assert.equal((JSON.parse(reply.body) as { status: number }).status, 400);
+    }
+  });
+
+  it('cuts off a client that sends its headers too slowly (408 after HTTP_HEADERS_TIMEOUT_MS)', async () => {
+    const started = Date.now();
+    const reply = await rawRequest(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n', { keepOpenMs: 0 });
+    const waited = Date.now() - started;
+    assert.equal(reply.status, 408);
+    assert.equal(reply.headers['content-type'], PROBLEM);
+    assert.ok(waited >= limits.HTTP_HEADERS_TIMEOUT_MS - 50, `cut off after ${waited} ms`);
+  });
+
+  it('cuts off a client that sends its body too slowly (408 after HTTP_REQUEST_TIMEOUT_MS)', async () => {
+    const started = Date.now();
+    const reply = await rawRequest(
+      port,
+      `POST /webhooks/register HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"pro`,
+      { keepOpenMs: 0 },
+    );
+    const waited = Date.now() - started;
+    assert.ok(reply.closed || reply.status === 408, `status ${reply.status}`);
+    assert.ok(waited >= limits.HTTP_REQUEST_TIMEOUT_MS - 50, `cut off after ${waited} ms`);
+  });
+
+  it('logs a database error with its SQLSTATE and table, never the SQL text or the values', async () => {
+    const secret = `secret-value-${randomUUID()}`;
+    const error = await t
+      .db('projects')
+      .insert([{ id: projectId, name: secret }])
+      .then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+    assert.ok(error instanceof Error, 'the duplicate insert failed');
+    const logged = JSON.stringify(loggableError(error));
+    assert.match(logged, /"code":"23505"/);
+    assert.doesNotMatch(logged, /insert into|projects"? \(|secret-value|Key \(/i);
+  });
+});
+
+describe('dependencies down: the database', () => {
+  it('answers 503 with Retry-After (not 500, not a hang) when the database does not answer, and logs no SQL', async () => {
+    // A port that accepts TCP but never speaks: the silent database of the issue.
+    const { createServer } = await import('node:net');
+    const sockets: import('node:net').Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    const silentPort = await listen(silent);
+    const db = createDb(`postgres://u:p@127.0.0.1:${silentPort}/none`, {
+      acquireTimeoutMs: 1_000,
+      connectTimeoutMs: 500,
+    });
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _e, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const app = createApp({
+      db,
+      secretBox: createSecretBox(randomBytes(32)),
+      logger: createLogger('info', 'webhooks', sink),
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => Promise.reject(new Error('not used')),
+    });
+    const config = loadConfig({});
+    const server = createHttpServer(app, config);
+    const apiPort = await listen(server);
+    try {
+      const response = await fetch(`http://127.0.0.1:${apiPort}/webhooks/project/p1`, {
+        headers: { authorization: `Bearer ${hsToken('alice')}` },
+      });
+      assert.equal(response.status, 503);
+      assert.equal(response.headers.get('content-type')?.split(';')[0], PROBLEM);
+      assert.equal(response.headers.get('retry-after'), '5');
+      assert.match(((await response.json()) as { detail: string }).detail, /The database is not answering/);
+      const warning = lines.find((l) => l.includes('dependency unavailable'));
+      assert.ok(warning, lines.join('\n'));
+      assert.doesNotMatch(warning, /select|projects|project_members/i);
+    } finally {
+      await closeServer(server);
+      await db.destroy();
+      for (const socket of sockets) socket.destroy();
+      await closeServer(silent);
+    }
+  });
+});
