@@ -1,5 +1,8 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { PayloadCodec } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
+import { loadConfig } from '../../common/config';
+import { payloadCodecFromConfig } from '../../common/payload-codec';
 import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../../activities';
 import type { Logger } from '../../common/logger';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
@@ -27,6 +30,15 @@ export interface DeliveryFixture {
   runWorker<T>(work: (taskQueue: string) => Promise<T>, options?: DeliveryWorkerOptions): Promise<T>;
 }
 
+/**
+ * The worker reads what the CLI and the API encrypt (they use the development key ring in DATA_DIR) and writes
+ * plain payloads, so the tests' own Temporal client reads results and histories without the codec.
+ */
+const decodeOnly: PayloadCodec = {
+  encode: (payloads) => Promise.resolve(payloads),
+  decode: (payloads) => payloadCodecFromConfig(loadConfig({ NODE_ENV: 'test' })).decode(payloads),
+};
+
 /** Mocha hooks of a delivery suite: one Temporal environment and database per suite, a fresh receiver per test. */
 export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflowEnvironment>): DeliveryFixture {
   const fixture = { runWorker } as DeliveryFixture;
@@ -38,6 +50,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,
+      dataConverter: { payloadCodecs: [decodeOnly] },
       taskQueue,
       workflowBundle: await workflowBundle(),
       activities: createActivities({
