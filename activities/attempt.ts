@@ -13,6 +13,7 @@ import { registrationSecretAad, type SecretBox } from '../common/secrets';
 import { signPayload } from '../common/signature';
 import { parseWebhookUrl } from '../common/webhook-url';
 import { findRegistration, type RegistrationRow } from '../db';
+import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import type { ReceiverResponse } from './http';
 import { nextRetryDelay, parseRetryAfter, type RetrySchedule } from './retry-after';
@@ -38,6 +39,7 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps) {
     backoffCoefficient: config.DELIVERY_BACKOFF_COEFFICIENT,
     maximumIntervalMs: config.DELIVERY_MAX_INTERVAL_MS,
   };
+  const throughEndpointGuard = createEndpointGuard(deps);
 
   return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
@@ -53,15 +55,18 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps) {
     const secret = openSecret(secretBox, registration, context);
     const headers = signedHeaders(secret, context.webhookId, body);
 
-    const started = performance.now();
-    const elapsed = () => Math.round(performance.now() - started);
-    let response: ReceiverResponse;
-    try {
-      response = await http.post(url, headers, body);
-    } catch (error) {
-      throw unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS);
-    }
-    return classifyAnswer(response, url, elapsed(), context, retrySchedule);
+    const target = { registrationId: registration.id, isTest: webhookType === 'TEST', ...context };
+    return throughEndpointGuard(target, async () => {
+      const started = performance.now();
+      const elapsed = () => Math.round(performance.now() - started);
+      let response: ReceiverResponse;
+      try {
+        response = await http.post(url, headers, body);
+      } catch (error) {
+        throw unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS);
+      }
+      return classifyAnswer(response, url, elapsed(), context, retrySchedule);
+    });
   };
 }
 

@@ -1,4 +1,4 @@
-import type { Config } from '../common/config';
+import type { Config, ISOLATION_DEFAULTS } from '../common/config';
 import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { Db } from '../db';
@@ -12,7 +12,9 @@ export type ActivityConfig = Pick<
   | 'DELIVERY_BACKOFF_COEFFICIENT'
   | 'DELIVERY_MAX_INTERVAL_MS'
   | 'DELIVERY_GIVE_UP_AFTER_MS'
->;
+> &
+  // Optional so activities built without them (tests, bench) get the defaults of common/config.
+  Partial<Pick<Config, keyof typeof ISOLATION_DEFAULTS>>;
 
 /** What the activities need from the worker; tests pass their own. */
 export interface ActivityDeps {

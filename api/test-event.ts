@@ -8,6 +8,7 @@ import {
   type DeliverWebhookEventResult,
   type DeliveryFailedDetails,
 } from '../common/contract';
+import { deliveryPriority } from '../common/fairness';
 
 /** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
 export type TestDeliveryOutcome =
@@ -41,6 +42,8 @@ export function createTestEventSender(
       args: [input],
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       workflowId,
+      // Tests run at the lowest priority: they never get ahead of a real event.
+      priority: deliveryPriority(projectId, 'TEST'),
     });
     // Stop long-polling for the result once we stop waiting: a dangling poll outlives the caller's connection.
     const waiting = AbortSignal.timeout(config.TEST_DELIVERY_WAIT_MS);

@@ -33,6 +33,13 @@ export interface Config {
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: number;
   WORKER_MAX_CACHED_WORKFLOWS: number;
   WORKER_SHUTDOWN_GRACE_MS: number;
+  /** Isolation between projects (issue 10): circuit breaker per registration, concurrent attempts per endpoint. */
+  BREAKER_FAILURE_THRESHOLD: number;
+  BREAKER_OPEN_MS: number;
+  BREAKER_MAX_OPEN_MS: number;
+  BREAKER_RESUME_SPREAD_MS: number;
+  ENDPOINT_MAX_CONCURRENT_ATTEMPTS: number;
+  TEST_EVENTS_PER_MINUTE: number;
   /** Human-readable logs (pino-pretty) instead of JSON lines; by default only at a terminal outside production. */
   LOG_PRETTY?: boolean;
   /** Development stack (`npm start`, tests, bench): where the embedded services listen and the binaries are. */
@@ -42,6 +49,15 @@ export interface Config {
   TEMPORAL_CLI_PATH?: string;
   TEMPORAL_TEST_SERVER_PATH?: string;
 }
+
+/** Defaults of the isolation settings, also used by activities created without them (tests, bench). */
+export const ISOLATION_DEFAULTS = {
+  BREAKER_FAILURE_THRESHOLD: 5,
+  BREAKER_OPEN_MS: 30_000,
+  BREAKER_MAX_OPEN_MS: 300_000,
+  BREAKER_RESUME_SPREAD_MS: 5_000,
+  ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 10,
+} as const;
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
 const int = (min: number, dflt: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -84,6 +100,12 @@ const schema: JSONSchemaType<Config> = {
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: int(1, 100),
     WORKER_MAX_CACHED_WORKFLOWS: int(0, 1_000),
     WORKER_SHUTDOWN_GRACE_MS: int(0, 15_000),
+    BREAKER_FAILURE_THRESHOLD: int(1, ISOLATION_DEFAULTS.BREAKER_FAILURE_THRESHOLD, 10_000),
+    BREAKER_OPEN_MS: int(100, ISOLATION_DEFAULTS.BREAKER_OPEN_MS, 86_400_000),
+    BREAKER_MAX_OPEN_MS: int(100, ISOLATION_DEFAULTS.BREAKER_MAX_OPEN_MS, 86_400_000),
+    BREAKER_RESUME_SPREAD_MS: int(0, ISOLATION_DEFAULTS.BREAKER_RESUME_SPREAD_MS, 3_600_000),
+    ENDPOINT_MAX_CONCURRENT_ATTEMPTS: int(1, ISOLATION_DEFAULTS.ENDPOINT_MAX_CONCURRENT_ATTEMPTS, 10_000),
+    TEST_EVENTS_PER_MINUTE: int(1, 10, 10_000),
     LOG_PRETTY: { type: 'boolean', nullable: true },
     DEV_POSTGRES_PORT: int(1, 5433, 65535),
     DEV_TEMPORAL_PORT: int(1, 7233, 65535),
@@ -141,6 +163,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push(
       'DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts: at least 2 × WEBHOOK_TIMEOUT_MS + DELIVERY_MAX_INTERVAL_MS',
     );
+  if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
+    problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
   if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY)
     problems.push('WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64)');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);

@@ -1,3 +1,4 @@
 export * from './connection';
 export * from './projects';
 export * from './registrations';
+export * from './breakers';

@@ -6,3 +6,5 @@ export * from './schemas';
 export * from './failures';
 export * from './delivery';
 export * from './search-attributes';
+export * from './priority';
+export * from './deferral';

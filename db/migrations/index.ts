@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
 import * as initial from './001_initial';
+import * as circuitBreaker from './004_circuit_breaker';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
-const migrations: Record<string, Knex.Migration> = { '001_initial': initial };
+const migrations: Record<string, Knex.Migration> = { '001_initial': initial, '004_circuit_breaker': circuitBreaker };
 
 export const migrationSource: Knex.MigrationSource<string> = {
   getMigrations: () => Promise.resolve(Object.keys(migrations)),
