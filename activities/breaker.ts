@@ -1,8 +1,13 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { ISOLATION_DEFAULTS } from '../common/config';
-import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../common/contract';
+import {
+  DELIVERY_DEFERRED,
+  FailureType,
+  type AttemptFailureDetails,
+  type DeliveryDeferredDetails,
+} from '../common/contract';
 import type { Logger } from '../common/logger';
-import { admitAttempt, recordFailure, recordSuccess, type BreakerThresholds } from '../db';
+import { admitAttempt, recordFailure, recordSuccess, type BreakerThresholds, type ReceiverFailure } from '../db';
 import type { ActivityDeps } from './deps';
 
 /** Only what the receiver did counts against its breaker; our own refusals (SSRF, bad URL, secret) do not. */
@@ -46,7 +51,8 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
       const admission = isTest
         ? { state: 'closed' as const }
         : await admitAttempt(db, registrationId, thresholds.probeLeaseMs);
-      if (admission.state === 'open') throw deferred(target, 'circuit-open', spread(admission.waitMs));
+      if (admission.state === 'open')
+        throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);
       if (admission.state === 'probe') log.info('circuit breaker half-open: this attempt probes the receiver');
       let result: T;
       try {
@@ -54,7 +60,14 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
       } catch (error) {
         if (!isTest && error instanceof ApplicationFailure && RECEIVER_FAILURES.has(error.type ?? '')) {
           const floorMs = typeof error.nextRetryDelay === 'number' ? error.nextRetryDelay : 0;
-          const breaker = await recordFailure(db, registrationId, thresholds, floorMs);
+          const statusCode = (error.details?.[0] as AttemptFailureDetails | undefined)?.statusCode;
+          const breaker = await recordFailure(
+            db,
+            registrationId,
+            thresholds,
+            { message: error.message, statusCode },
+            floorMs,
+          );
           if (breaker.openUntil && breaker.openUntil.getTime() > Date.now() && breaker.probeUntil === null)
             log.warn(
               { consecutiveFailures: breaker.consecutiveFailures, openUntil: breaker.openUntil.toISOString() },
@@ -76,7 +89,12 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
 
 export type EndpointGuard = ReturnType<typeof createEndpointGuard>;
 
-function deferred(target: EndpointAttempt, reason: DeliveryDeferredDetails['reason'], waitMs: number) {
+function deferred(
+  target: EndpointAttempt,
+  reason: DeliveryDeferredDetails['reason'],
+  waitMs: number,
+  lastFailure?: ReceiverFailure,
+) {
   return ApplicationFailure.create({
     type: DELIVERY_DEFERRED,
     message:
@@ -84,7 +102,14 @@ function deferred(target: EndpointAttempt, reason: DeliveryDeferredDetails['reas
         ? `Circuit breaker open for this webhook: next attempt in ${waitMs} ms`
         : `Too many attempts in flight to this webhook: next attempt in ${waitMs} ms`,
     nonRetryable: true,
-    details: [{ reason, waitMs, attempt: target.attempt } satisfies DeliveryDeferredDetails],
+    details: [
+      {
+        reason,
+        waitMs,
+        attempt: target.attempt,
+        ...(lastFailure && { lastError: lastFailure.message, statusCode: lastFailure.statusCode }),
+      } satisfies DeliveryDeferredDetails,
+    ],
   });
 }
 
@@ -95,5 +120,5 @@ function definedOnly(config: ActivityDeps['config']): Partial<typeof ISOLATION_D
     const value = config[key];
     if (value !== undefined) given[key] = value;
   }
-  return given as Partial<typeof ISOLATION_DEFAULTS>;
+  return given;
 }

@@ -57,7 +57,7 @@ export const ISOLATION_DEFAULTS = {
   BREAKER_MAX_OPEN_MS: 300_000,
   BREAKER_RESUME_SPREAD_MS: 5_000,
   ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 10,
-} as const;
+};
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
 const int = (min: number, dflt: number, max = Number.MAX_SAFE_INTEGER) =>

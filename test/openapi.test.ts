@@ -26,7 +26,7 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415'],
   'GET /webhooks/project/{projectId}': ['200', '401', '403', '404'],
   'DELETE /webhooks/project/{projectId}': ['204', '401', '403', '404'],
-  'POST /webhooks/test/project/{projectId}': ['200', '401', '403', '404', '502'],
+  'POST /webhooks/test/project/{projectId}': ['200', '401', '403', '404', '429', '502'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
@@ -78,6 +78,8 @@ describe('openapi: the document at /openapi.json', () => {
       logger: pino({ level: 'silent' }),
       auth: { mode: 'secret', secret: TEST_JWT_SECRET },
       sendTestEvent: () => Promise.resolve(testOutcome),
+      // Two tests a minute, so the third of a project shows the documented 429.
+      testEventLimits: { perMinute: 2, waitMs: 1_000 },
       publicRoutes: [healthRouter({ db: t.db, temporal }), docsRouter()],
     });
     server = await listenLocal(app.callback());
@@ -249,7 +251,7 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(UPDATE, 415, { user: 'alice', raw: 'projectId=x', contentType: 'text/plain' });
     });
 
-    it('get, test and delete: 200, 204, 401, 403, 404, 502', async () => {
+    it('get, test and delete: 200, 204, 401, 403, 404, 429, 502', async () => {
       const p = await project('alice');
       await expect(GET, 404, { path: at(GET.slice(4), p), user: 'alice' });
       await expect(TEST, 404, { path: at(TEST.slice(5), p), user: 'alice' });
@@ -265,6 +267,8 @@ describe('openapi: the document at /openapi.json', () => {
       testOutcome = { delivered: false, reason: 'receiver answered 500', statusCode: 500, workflowId: 'wf-bad' };
       const failed = await expect(TEST, 502, { path: at(TEST.slice(5), p), user: 'alice' });
       assert.equal(failed.workflowId, 'wf-bad');
+      const limited = await expect(TEST, 429, { path: at(TEST.slice(5), p), user: 'alice' });
+      assert.match(String(limited.detail), /^At most 2 test events a minute per project/);
       await expect(TEST, 401, { path: at(TEST.slice(5), p) });
       await expect(TEST, 403, { path: at(TEST.slice(5), p), user: 'mallory' });
 

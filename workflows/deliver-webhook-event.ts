@@ -118,7 +118,11 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
           continue;
         }
         if (!isTest) await sleep(Math.max(1, remaining));
-        throw deliveryFailed(projectId, webhookType, error, { attempts: earlierAttempts, lastError: last.message });
+        throw deliveryFailed(projectId, webhookType, error, {
+          attempts: earlierAttempts,
+          statusCode: deferral.statusCode,
+          lastError: deferral.lastError ?? last.message,
+        });
       }
       const attempt = (last?.details?.[0] as AttemptFailureDetails | undefined) ?? undefined;
       throw deliveryFailed(projectId, webhookType, error, {

@@ -11,4 +11,7 @@ export interface DeliveryDeferredDetails {
   waitMs: number;
   /** The activity attempt that was deferred: the ones before it reached the receiver. */
   attempt: number;
+  /** Why the breaker opened: the receiver's last failure, for the delivery's final error if it gives up waiting. */
+  lastError?: string;
+  statusCode?: number;
 }

@@ -11,6 +11,9 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('probe_until', { useTz: true });
     // How many times it opened in a row without closing: each reopening doubles the open period, up to a cap.
     t.integer('consecutive_opens').notNullable().defaultTo(0);
+    // What the receiver last did wrong (status or error, never a body), for a delivery that gives up while it is open.
+    t.text('last_failure');
+    t.integer('last_status_code');
     t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
   });
 }
