@@ -52,7 +52,10 @@ describe('circuit breaker per registration', function () {
       assert.ok(third.openUntil, 'open after the third failure');
       const admission = await admitAttempt(fx.database.db, id, 5_000);
       assert.equal(admission.state, 'open');
-      assert.ok(admission.state === 'open' && admission.waitMs > 500 && admission.waitMs <= 1_000, String(admission));
+      assert.ok(
+        admission.state === 'open' && admission.waitMs > 500 && admission.waitMs <= 1_000,
+        JSON.stringify(admission),
+      );
       assert.deepEqual(admission.state === 'open' && admission.lastFailure, http500);
     });
 
