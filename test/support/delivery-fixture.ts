@@ -1,5 +1,5 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
+import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../../activities';
 import type { Logger } from '../../common/logger';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
@@ -14,6 +14,8 @@ export interface DeliveryWorkerOptions {
   logger?: Logger;
   /** What the worker's start-up check of the namespace's search attributes would report. */
   searchAttributes?: boolean;
+  /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
+  slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
 }
 
 /** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
@@ -47,6 +49,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
         http,
         searchAttributes,
       }),
+      ...options.slots,
     });
     try {
       return await worker.runUntil(work(taskQueue));
