@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import type { Client } from '@temporalio/client';
 import { emitWebhookEvent } from '../client/emit';
 import type { DeliverWebhookEventInput, SubscribableType } from '../common/contract';
@@ -25,13 +28,29 @@ describe('isolation between projects and emergencies first (Temporal dev server 
   /** The X-Webhook-Id of every request, in the order the receiver got them. */
   const arrivalOrder = () => fx.receiver.requests.map((request) => String(request.headers['x-webhook-id']));
 
-  it('runs the dev server with fairness, the priority matcher and one partition', () => {
+  it('runs the dev server and the compose server with fairness, the priority matcher and one partition', () => {
     assert.deepEqual(TEMPORAL_DYNAMIC_CONFIG, {
       'matching.useNewMatcher': true,
       'matching.enableFairness': true,
       'matching.numTaskqueueReadPartitions': 1,
       'matching.numTaskqueueWritePartitions': 1,
     });
+    const root = join(__dirname, '..');
+    const file = parseYaml(readFileSync(join(root, 'temporal-dynamic-config.yaml'), 'utf8')) as Record<
+      string,
+      { value: unknown }[]
+    >;
+    assert.deepEqual(
+      Object.fromEntries(Object.entries(file).map(([key, [setting]]) => [key, setting?.value])),
+      TEMPORAL_DYNAMIC_CONFIG,
+    );
+    const compose = parseYaml(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+      services: { temporal: { environment: Record<string, string>; volumes: string[] } };
+    };
+    const { environment, volumes } = compose.services.temporal;
+    assert.ok(
+      volumes.includes(`./temporal-dynamic-config.yaml:/etc/temporal/${environment.DYNAMIC_CONFIG_FILE_PATH}:ro`),
+    );
   });
 
   it('dispatches FALL_DETECTION ahead of VITAL_THRESHOLD ahead of TEST, across projects, from a backlog', async () => {
