@@ -366,7 +366,14 @@ async function main(): Promise<number> {
         loadAverage: { before: loadBefore, after: Math.round(loadavg()[0]! * 100) / 100 },
       },
       versions: versions(),
-      stack: { postgres: stack.postgres, temporal: stack.temporal, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS },
+      stack: {
+        postgres: stack.postgres,
+        temporal:
+          stack.temporal === 'configured' && stack.temporalPid
+            ? `configured (pid ${stack.temporalPid})`
+            : stack.temporal,
+        sqlitePragmas: stack.temporal === 'dev-server' ? DEV_SERVER_SQLITE_PRAGMAS : [],
+      },
       workerOptions: {
         WORKER_MAX_CONCURRENT_ACTIVITIES: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
         WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,

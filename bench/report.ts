@@ -160,7 +160,9 @@ export function formatReport(report: BenchReport): string {
   out.push(
     `Webhook delivery bench (${report.mode}): ${machine.cores} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ` +
       `Node ${versions.node}, Temporal CLI ${versions.temporalCli}, SDK ${versions.temporalSdk}`,
-    `Stack: Postgres ${report.stack.postgres}, Temporal ${report.stack.temporal} (SQLite ${report.stack.sqlitePragmas.join(', ')}); ` +
+    `Stack: Postgres ${report.stack.postgres}, Temporal ${report.stack.temporal}` +
+      // Only the dev server the bench starts runs on SQLite; a configured server is what it is.
+      (report.stack.temporal === 'dev-server' ? ` (SQLite ${report.stack.sqlitePragmas.join(', ')}); ` : '; ') +
       `worker ${Object.entries(report.workerOptions)
         .map(([key, value]) => `${key}=${value}`)
         .join(' ')}`,
