@@ -49,7 +49,7 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
     inFlight.set(registrationId, busy + 1);
     try {
       const admission = isTest
-        ? { state: 'closed' as const }
+        ? { state: 'closed' as const, failures: 0 }
         : await admitAttempt(db, registrationId, thresholds.probeLeaseMs);
       if (admission.state === 'open')
         throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);
@@ -76,7 +76,8 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
         }
         throw error;
       }
-      if (!isTest) await recordSuccess(db, registrationId);
+      // The healthy path stays one read: there is something to reset only after a failure or a probe.
+      if (!isTest && (admission.state === 'probe' || admission.failures > 0)) await recordSuccess(db, registrationId);
       if (admission.state === 'probe') log.info('circuit breaker closed: the probe was delivered');
       return result;
     } finally {

@@ -2,7 +2,8 @@ import type { Db } from './connection';
 
 /** What a registration's breaker lets one attempt do, decided by the database's clock (one for every worker). */
 export type BreakerAdmission =
-  | { state: 'closed' }
+  /** Closed, after `failures` consecutive failed attempts (0 when it never failed or was reset). */
+  | { state: 'closed'; failures: number }
   /** Half-open: this attempt holds the single probe; its outcome closes or reopens the breaker. */
   | { state: 'probe' }
   /** Open, or half-open with another attempt probing: wait this long before asking again. */
@@ -66,6 +67,7 @@ export async function admitAttempt(db: Db, registrationId: string, probeLeaseMs:
       open_ms: string | null;
       probe_ms: string | null;
       claimed: boolean;
+      consecutive_failures: number;
     })[];
   }>(
     `WITH claim AS (
@@ -75,12 +77,13 @@ export async function admitAttempt(db: Db, registrationId: string, probeLeaseMs:
      )
      SELECT extract(epoch FROM open_until - now()) * 1000 AS open_ms,
             extract(epoch FROM probe_until - now()) * 1000 AS probe_ms,
-            EXISTS (SELECT 1 FROM claim) AS claimed, last_failure, last_status_code
+            EXISTS (SELECT 1 FROM claim) AS claimed, consecutive_failures, last_failure, last_status_code
        FROM ${TABLE} WHERE registration_id = ?`,
     [probeLeaseMs, registrationId, registrationId],
   );
   const [row] = rows;
-  if (!row || row.open_ms === null) return { state: 'closed' };
+  if (!row) return { state: 'closed', failures: 0 };
+  if (row.open_ms === null) return { state: 'closed', failures: row.consecutive_failures };
   if (row.claimed) return { state: 'probe' };
   const openMs = Number(row.open_ms);
   const lastFailure = lastFailureOf(row);

@@ -41,12 +41,12 @@ describe('circuit breaker per registration', function () {
 
     it('opens at BREAKER_FAILURE_THRESHOLD consecutive failures, not before, and refuses attempts while open', async () => {
       const id = await registrationId();
-      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed' });
+      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
       await recordFailure(fx.database.db, id, thresholds, http500);
       const second = await recordFailure(fx.database.db, id, thresholds, http500);
       assert.equal(second.consecutiveFailures, 2);
       assert.equal(second.openUntil, null);
-      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed' });
+      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 2 });
 
       const third = await recordFailure(fx.database.db, id, thresholds, http500);
       assert.ok(third.openUntil, 'open after the third failure');
@@ -106,7 +106,7 @@ describe('circuit breaker per registration', function () {
         { failures: closed?.consecutiveFailures, openUntil: closed?.openUntil, opens: closed?.consecutiveOpens },
         { failures: 0, openUntil: null, opens: 0 },
       );
-      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed' });
+      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
     });
 
     it("a receiver's Retry-After lengthens the open period, never shortens it", async () => {
