@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityConfig } from '../activities';
+import { loadConfig } from '../common/config';
 import { FailureType, type DeliveryFailedDetails } from '../common/contract';
 import { admitAttempt, findBreaker, recordFailure, recordSuccess, type BreakerThresholds } from '../db';
 import type { deliverWebhookEvent } from '../workflows';
@@ -271,5 +272,31 @@ describe('circuit breaker per registration', function () {
         assert.ok(probe - opening >= 1_900, `the probe came ${probe - opening} ms after the breaker opened`);
       });
     }
+  });
+});
+
+describe('isolation settings (config)', () => {
+  it('defaults: breaker at 5 failures, open 30 s doubling to 1 min, 5 s spread, 10 attempts per endpoint, 10 tests a minute', () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      {
+        threshold: config.BREAKER_FAILURE_THRESHOLD,
+        open: config.BREAKER_OPEN_MS,
+        maxOpen: config.BREAKER_MAX_OPEN_MS,
+        spread: config.BREAKER_RESUME_SPREAD_MS,
+        perEndpoint: config.ENDPOINT_MAX_CONCURRENT_ATTEMPTS,
+        tests: config.TEST_EVENTS_PER_MINUTE,
+      },
+      { threshold: 5, open: 30_000, maxOpen: 60_000, spread: 5_000, perEndpoint: 10, tests: 10 },
+    );
+  });
+
+  it('names the variable when a setting is wrong or the open periods contradict each other', () => {
+    assert.throws(() => loadConfig({ BREAKER_FAILURE_THRESHOLD: '0' }), /BREAKER_FAILURE_THRESHOLD must be >= 1/);
+    assert.throws(() => loadConfig({ TEST_EVENTS_PER_MINUTE: 'many' }), /TEST_EVENTS_PER_MINUTE must be integer/);
+    assert.throws(
+      () => loadConfig({ BREAKER_OPEN_MS: '60000', BREAKER_MAX_OPEN_MS: '1000' }),
+      /BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS/,
+    );
   });
 });
