@@ -65,6 +65,8 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   const giveUpAt = Date.now() + plan.retry.giveUpAfterMs;
   // Attempts that reached the receiver in earlier calls, ended by a deferral.
   let earlierAttempts = 0;
+  // The receiver's last failure as a deferral reported it, for a give-up that comes while no attempt runs.
+  let lastKnown: Pick<DeliveryFailedDetails, 'statusCode' | 'lastError'> | undefined;
   for (;;) {
     // Options come from the recorded lookup result and workflow time, so creating this proxy per call is deterministic.
     const { deliverWebhookAttempt } = proxyActivities<Activities>({
@@ -111,6 +113,7 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
       if (last?.type === DELIVERY_DEFERRED) {
         const deferral = last.details?.[0] as DeliveryDeferredDetails;
         earlierAttempts += deferral.attempt - 1;
+        if (deferral.lastError) lastKnown = { statusCode: deferral.statusCode, lastError: deferral.lastError };
         const remaining = giveUpAt - Date.now();
         // A durable timer, not a stream of failing attempts; a test is answered at once instead.
         if (!isTest && remaining > deferral.waitMs) {
@@ -124,6 +127,9 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
           lastError: deferral.lastError ?? last.message,
         });
       }
+      // The window closed before the attempt after a wait could run (a timeout, no attempt): report the receiver.
+      if (!last && lastKnown)
+        throw deliveryFailed(projectId, webhookType, error, { attempts: earlierAttempts, ...lastKnown });
       const attempt = (last?.details?.[0] as AttemptFailureDetails | undefined) ?? undefined;
       throw deliveryFailed(projectId, webhookType, error, {
         attempts: earlierAttempts + (attempt?.attempt ?? 1),
