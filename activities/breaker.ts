@@ -37,7 +37,9 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
     probeLeaseMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
   };
   const inFlight = new Map<string, number>();
-  const spread = (ms: number) => Math.ceil(ms + Math.random() * settings.BREAKER_RESUME_SPREAD_MS);
+  // Waiters wake spread over at least the rest of the open period, so a large backlog re-checks (and, once closed,
+  // resumes) at a bounded rate instead of all at once when the period ends.
+  const spread = (ms: number) => Math.ceil(ms + Math.random() * Math.max(settings.BREAKER_RESUME_SPREAD_MS, ms));
 
   return async function throughEndpointGuard<T>(target: EndpointAttempt, post: () => Promise<T>): Promise<T> {
     const { registrationId, isTest, log } = target;
