@@ -20,6 +20,7 @@ import {
 } from '../common/webhook-url';
 import { eraseExpiredPreviousSecrets, findRegistration, type Db, type RegistrationRow } from '../db';
 import { createDeliveryLog, type DeliveryLog } from './delivery-log';
+import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import type { ReceiverResponse } from './http';
 import { nextRetryDelay, parseRetryAfter, type RetrySchedule } from './retry-after';
@@ -46,6 +47,7 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
     backoffCoefficient: config.DELIVERY_BACKOFF_COEFFICIENT,
     maximumIntervalMs: config.DELIVERY_MAX_INTERVAL_MS,
   };
+  const throughEndpointGuard = createEndpointGuard(deps);
 
   return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
@@ -64,18 +66,21 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
     const secrets = await openSecrets(db, secretBox, registration, context);
     const headers = signedHeaders(secrets, context.webhookId, body);
 
-    const started = performance.now();
-    const elapsed = () => Math.round(performance.now() - started);
-    let response: ReceiverResponse;
-    try {
-      response = await http.post(url, headers, body);
-    } catch (error) {
-      throw await deliveryLog.failedAttempt(
-        logKey,
-        unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS),
-      );
-    }
-    return deliveryLog.attempt(logKey, () => classifyAnswer(response, url, elapsed(), context, retrySchedule));
+    const target = { registrationId: registration.id, isTest: webhookType === 'TEST', ...context };
+    return throughEndpointGuard(target, async () => {
+      const started = performance.now();
+      const elapsed = () => Math.round(performance.now() - started);
+      let response: ReceiverResponse;
+      try {
+        response = await http.post(url, headers, body);
+      } catch (error) {
+        throw await deliveryLog.failedAttempt(
+          logKey,
+          unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS),
+        );
+      }
+      return deliveryLog.attempt(logKey, () => classifyAnswer(response, url, elapsed(), context, retrySchedule));
+    });
   };
 }
 

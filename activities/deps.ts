@@ -1,4 +1,4 @@
-import type { Config } from '../common/config';
+import type { Config, ISOLATION_DEFAULTS } from '../common/config';
 import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { Db } from '../db';
@@ -14,8 +14,9 @@ export type ActivityConfig = Pick<
   | 'DELIVERY_MAX_INTERVAL_MS'
   | 'DELIVERY_GIVE_UP_AFTER_MS'
 > &
-  // Optional so a bare test config delivers to http://127.0.0.1; production sets NODE_ENV (https only).
-  Partial<Pick<Config, 'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS'>>;
+  // Optional so a bare test config delivers to http://127.0.0.1 (production sets NODE_ENV: https only), and
+  // activities built without the isolation settings (tests, bench) get the defaults of common/config.
+  Partial<Pick<Config, 'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS' | keyof typeof ISOLATION_DEFAULTS>>;
 
 /** What the activities need from the worker; tests pass their own. */
 export interface ActivityDeps {

@@ -6,6 +6,7 @@ import type { Knex } from 'knex';
 import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
+import { limitTestEvents, type TestEventLimits } from './test-limits';
 import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
@@ -22,6 +23,8 @@ export interface AppDeps {
   logger: Logger;
   auth: AuthOptions;
   sendTestEvent: SendTestEvent;
+  /** Per-project limits of the test endpoint (default: one in flight, 10 a minute). */
+  testEventLimits?: TestEventLimits;
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
@@ -67,7 +70,10 @@ const requireJsonBody: Middleware = async (ctx, next) => {
 /** Builds the API; never listens (the server entry point or a test does). */
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
-  const webhooks = webhooksRouter(deps);
+  const webhooks = webhooksRouter({
+    ...deps,
+    sendTestEvent: limitTestEvents(deps.sendTestEvent, deps.testEventLimits),
+  });
 
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());

@@ -20,6 +20,8 @@ export interface FieldError {
 
 /** An error the API answers with a known status; `detail` is shown to the caller as is. */
 export class ApiError extends Error {
+  /** Response headers that go with the problem (Retry-After of a 429). */
+  headers: Record<string, string> = {};
   constructor(
     readonly status: number,
     readonly detail: string,
@@ -157,6 +159,7 @@ export function problemDetails(logger: Logger): Middleware {
       if (caught instanceof ApiError) {
         body = problem(caught.status, caught.detail, caught.extensions);
         if (caught.status === 503) ctx.set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_S));
+        for (const [name, value] of Object.entries(caught.headers)) ctx.set(name, value);
         log.info({ status: body.status, detail: body.detail }, 'request refused');
       } else {
         const err = caught as HttpLikeError;

@@ -343,6 +343,17 @@ export function buildOpenApiDocument(): OpenApiDocument {
             '401': ref('responses', 'Unauthorized'),
             '403': ref('responses', 'Forbidden'),
             '404': problemResponse('No such project, or it has no webhook.'),
+            '429': {
+              ...problemResponse(
+                'A test event of this project is still in flight, or it sent TEST_EVENTS_PER_MINUTE (default 10) in the last minute.',
+              ),
+              headers: {
+                'Retry-After': {
+                  description: 'Seconds to wait before testing again.',
+                  schema: { type: 'integer', minimum: 1 },
+                },
+              },
+            },
             '502': problemResponse(
               'The receiver did not acknowledge: a non-2xx status, or unreachable.',
               ref('schemas', 'TestDeliveryProblem'),

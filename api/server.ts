@@ -58,6 +58,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,
+      testEventLimits: { perMinute: config.TEST_EVENTS_PER_MINUTE, waitMs: config.TEST_DELIVERY_WAIT_MS },
       publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter()],
       redelivery: createRedeliveryStarter(temporal, config),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,

@@ -10,6 +10,7 @@ import {
   type DeliverWebhookEventResult,
   type DeliveryFailedDetails,
 } from '../common/contract';
+import { deliveryPriority } from '../common/fairness';
 
 /** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
 export type TestDeliveryOutcome =
@@ -70,6 +71,8 @@ export function createTestEventSender(
           args: [input],
           taskQueue: config.TEMPORAL_TASK_QUEUE,
           workflowId,
+          // Tests run at the lowest priority: they never get ahead of a real event.
+          priority: deliveryPriority(projectId, 'TEST'),
         }),
       )
       .catch((error: unknown) => {

@@ -23,6 +23,7 @@ import {
   type Accounting,
   type BenchProcess,
 } from './processes';
+import { NeighbourReceiver, floodStage, neighbourStage, type NeighbourFault, type NeighbourRow } from './neighbour';
 import { evaluateTargets, formatReport, writeReport, type BenchReport, type GrowthRow } from './report';
 import { DEV_SERVER_SQLITE_PRAGMAS, startBenchStack, type BenchStack } from './stack';
 import {
@@ -43,6 +44,18 @@ interface Plan {
   steadyRate: number;
   steadySeconds: number;
   apiSeconds: number;
+  /** Neighbour stage: seconds of load per fault, latency window, the failing and the healthy project's rates. */
+  neighbourSeconds: number;
+  windowSeconds: number;
+  neighbourRate: number;
+  healthyRate: number;
+  recoveryDeadlineSeconds: number;
+  /** Flood stage: seconds of vitals at this multiple of the engine's limit (at most floodMaxRate), falls alongside. */
+  floodSeconds: number;
+  floodFactor: number;
+  floodMaxRate: number;
+  /** Worker settings of the run (quick mode shortens the breaker so its stages finish in seconds). */
+  workerEnv: Record<string, string>;
 }
 
 const FULL: Plan = {
@@ -53,6 +66,15 @@ const FULL: Plan = {
   steadyRate: 20,
   steadySeconds: 30,
   apiSeconds: 10,
+  neighbourSeconds: 120,
+  windowSeconds: 15,
+  neighbourRate: 20,
+  healthyRate: 2,
+  recoveryDeadlineSeconds: 360,
+  floodSeconds: 60,
+  floodFactor: 1.5,
+  floodMaxRate: 500,
+  workerEnv: {},
 };
 const QUICK: Plan = {
   mode: 'quick',
@@ -62,7 +84,23 @@ const QUICK: Plan = {
   steadyRate: 10,
   steadySeconds: 2,
   apiSeconds: 1,
+  neighbourSeconds: 3,
+  windowSeconds: 1,
+  neighbourRate: 10,
+  healthyRate: 2,
+  recoveryDeadlineSeconds: 60,
+  floodSeconds: 2,
+  floodFactor: 1.5,
+  floodMaxRate: 30,
+  workerEnv: {
+    WEBHOOK_TIMEOUT_MS: '1000',
+    BREAKER_OPEN_MS: '1000',
+    BREAKER_MAX_OPEN_MS: '2000',
+    BREAKER_RESUME_SPREAD_MS: '500',
+  },
 };
+
+const NEIGHBOUR_FAULTS: NeighbourFault[] = ['hang', 'refuse', '503'];
 
 const log = (message: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 
@@ -141,6 +179,14 @@ async function main(): Promise<number> {
 
     const receiver = await startReceiver(secret, logDir);
     processes.push(receiver);
+    // The neighbour stage's failing receiver lives in this process; its port stays the same when it refuses.
+    const neighbour = new NeighbourReceiver();
+    await neighbour.start();
+    const isolationProjects = {
+      failing: `bench-neighbour-a-${runId}`,
+      healthy: `bench-neighbour-b-${runId}`,
+      flood: `bench-flood-${runId}`,
+    };
 
     const db = createDb(stack.databaseUrl, { max: 2 });
     try {
@@ -151,6 +197,15 @@ async function main(): Promise<number> {
       }
       const secretBox = createSecretBox(Buffer.from(secretKey, 'hex'));
       await createRegistration(db, secretBox, { projectId, url: receiver.url, types: ['FALL_DETECTION'] }, secret);
+      const both = ['FALL_DETECTION', 'VITAL_THRESHOLD'] as const;
+      for (const [id, url] of [
+        [isolationProjects.failing, neighbour.url],
+        [isolationProjects.healthy, receiver.url],
+        [isolationProjects.flood, receiver.url],
+      ] as const) {
+        await addProject(db, id);
+        await createRegistration(db, secretBox, { projectId: id, url, types: [...both] }, secret);
+      }
     } finally {
       await db.destroy();
     }
@@ -173,6 +228,7 @@ async function main(): Promise<number> {
       ALLOW_HTTP_WEBHOOK_URLS: 'true',
       PAYLOAD_ENCRYPTION_KEYS: `bench:${randomBytes(32).toString('base64')}`,
       LOG_PRETTY: 'false',
+      ...plan.workerEnv,
     };
     const [worker, api, emptyWorker] = await Promise.all([
       startNodeService({ name: 'worker', env, logDir, cpuProfDir }),
@@ -267,6 +323,39 @@ async function main(): Promise<number> {
         );
     }
 
+    const neighbourRows: NeighbourRow[] = [];
+    for (const fault of NEIGHBOUR_FAULTS) {
+      log(
+        `neighbour: project A's receiver ${fault === '503' ? 'answers 503 with Retry-After: 0' : `${fault}s`} for ${plan.neighbourSeconds} s`,
+      );
+      const row = await neighbourStage(ctx, neighbour, isolationProjects, fault, {
+        ...plan,
+        seconds: plan.neighbourSeconds,
+      });
+      check(`neighbour ${fault}`, row.healthyAccounting);
+      if (row.neighbourDelivered < row.neighbourSent)
+        problems.push(
+          `neighbour ${fault}: ${row.neighbourSent - row.neighbourDelivered} of A's ${row.neighbourSent} events did not arrive after recovery`,
+        );
+      if (row.neighbourUnderTwoIds)
+        problems.push(`neighbour ${fault}: ${row.neighbourUnderTwoIds} of A's events arrived under two ids`);
+      neighbourRows.push(row);
+    }
+    await neighbour.stop();
+    const vitalRate = Math.min(
+      plan.floodMaxRate,
+      Math.max(1, Math.round(engine.completedPerSecond * plan.floodFactor)),
+    );
+    log(
+      `flood: VITAL_THRESHOLD at ${vitalRate}/s and FALL_DETECTION at ${plan.healthyRate}/s for ${plan.floodSeconds} s`,
+    );
+    const flood = await floodStage(
+      ctx,
+      { vitals: isolationProjects.flood, falls: isolationProjects.healthy },
+      { seconds: plan.floodSeconds, windowSeconds: plan.windowSeconds, vitalRate, fallRate: plan.healthyRate },
+    );
+    check('flood', flood.accounting);
+
     const cores = cpus();
     const partial: Omit<BenchReport, 'targets'> = {
       startedAt: new Date(began).toISOString(),
@@ -280,12 +369,20 @@ async function main(): Promise<number> {
         loadAverage: { before: loadBefore, after: Math.round(loadavg()[0]! * 100) / 100 },
       },
       versions: versions(),
-      stack: { postgres: stack.postgres, temporal: stack.temporal, sqlitePragmas: DEV_SERVER_SQLITE_PRAGMAS },
+      stack: {
+        postgres: stack.postgres,
+        temporal:
+          stack.temporal === 'configured' && stack.temporalPid
+            ? `configured (pid ${stack.temporalPid})`
+            : stack.temporal,
+        sqlitePragmas: stack.temporal === 'dev-server' ? DEV_SERVER_SQLITE_PRAGMAS : [],
+      },
       workerOptions: {
         WORKER_MAX_CONCURRENT_ACTIVITIES: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
         WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
         WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
         WORKER_MAX_CACHED_WORKFLOWS: config.WORKER_MAX_CACHED_WORKFLOWS,
+        ...Object.fromEntries(Object.entries(plan.workerEnv).map(([key, value]) => [key, Number(value)])),
       },
       engine,
       rawSend,
@@ -293,6 +390,8 @@ async function main(): Promise<number> {
       steady,
       growth,
       api: { get, registerDelete },
+      neighbour: neighbourRows,
+      flood,
       accountedFor: problems.length === 0,
       problems,
       durationSeconds: Math.round((Date.now() - began) / 1000),

@@ -1,6 +1,7 @@
 // The run's figures: a table on stdout and a JSON file, with the machine and the versions they were taken on.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { FloodResult, NeighbourRow } from './neighbour';
 import type { ApiResult, DeliveryStageResult, EngineResult, SteadyResult } from './stages';
 
 export interface GrowthRow extends DeliveryStageResult {
@@ -34,6 +35,10 @@ export interface BenchReport {
   steady: SteadyResult;
   growth: GrowthRow[];
   api: { get: ApiResult; registerDelete: ApiResult };
+  /** Isolation: a healthy project's falls while another project's receiver hangs, refuses or answers 503. */
+  neighbour?: NeighbourRow[];
+  /** Falls while vitals flood the pipeline beyond the engine's limit. */
+  flood?: FloodResult;
   targets: Target[];
   /** Every event of every stage arrived once, with a valid signature and its own body. */
   accountedFor: boolean;
@@ -82,12 +87,43 @@ export function evaluateTargets(report: Omit<BenchReport, 'targets'>): Target[] 
       value: `${report.api.get.p99Ms} ms`,
       met: report.api.get.p99Ms <= 50,
     },
+    ...isolationTargets(report),
     {
       name: `peak worker RSS at N = ${largest?.n ?? '?'}`,
       target: '< 400 MB',
       value: `${largest?.peakRssMb.worker ?? NaN} MB`,
       met: (largest?.peakRssMb.worker ?? Infinity) < 400,
     },
+  ];
+}
+
+/** The issue-10 targets: a failing neighbour and a flood must not delay another project's falls. */
+function isolationTargets(report: Omit<BenchReport, 'targets'>): Target[] {
+  const rows = report.neighbour ?? [];
+  const worstWindow = Math.max(...rows.flatMap((row) => row.windows.map((window) => window.p99)));
+  const slowestRecovery = Math.max(...rows.map((row) => row.backlogRecoverySeconds ?? Infinity));
+  const mostAttempts = Math.max(...rows.map((row) => row.neighbourAttemptsPerSecond ?? 0));
+  const floodP99 = Math.max(...(report.flood?.windows.map((window) => window.p99) ?? [Infinity]));
+  return [
+    {
+      name: "neighbour: healthy project's FALL p99, worst window",
+      target: '<= 250 ms',
+      value: `${worstWindow} ms`,
+      met: worstWindow <= 250,
+    },
+    {
+      name: "neighbour: failing project's backlog after recovery",
+      target: '<= 300 s',
+      value: `${slowestRecovery} s`,
+      met: slowestRecovery <= 300,
+    },
+    {
+      name: 'neighbour: attempts against the failing receiver',
+      target: '<= 5 /s',
+      value: `${mostAttempts} /s`,
+      met: mostAttempts <= 5,
+    },
+    { name: 'flood: FALL p99, worst window', target: '<= 250 ms', value: `${floodP99} ms`, met: floodP99 <= 250 },
   ];
 }
 
@@ -124,7 +160,9 @@ export function formatReport(report: BenchReport): string {
   out.push(
     `Webhook delivery bench (${report.mode}): ${machine.cores} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ` +
       `Node ${versions.node}, Temporal CLI ${versions.temporalCli}, SDK ${versions.temporalSdk}`,
-    `Stack: Postgres ${report.stack.postgres}, Temporal ${report.stack.temporal} (SQLite ${report.stack.sqlitePragmas.join(', ')}); ` +
+    `Stack: Postgres ${report.stack.postgres}, Temporal ${report.stack.temporal}` +
+      // Only the dev server the bench starts runs on SQLite; a configured server is what it is.
+      (report.stack.temporal === 'dev-server' ? ` (SQLite ${report.stack.sqlitePragmas.join(', ')}); ` : '; ') +
       `worker ${Object.entries(report.workerOptions)
         .map(([key, value]) => `${key}=${value}`)
         .join(' ')}`,
@@ -221,6 +259,7 @@ export function formatReport(report: BenchReport): string {
         ];
       }),
     ),
+    ...isolationTables(report),
     '',
     'Targets:',
     table(
@@ -234,6 +273,57 @@ export function formatReport(report: BenchReport): string {
     `Run took ${report.durationSeconds} s; load average ${report.machine.loadAverage.before} before, ${report.machine.loadAverage.after} after.`,
   );
   return out.join('\n');
+}
+
+function isolationTables(report: BenchReport): string[] {
+  const out: string[] = [];
+  if (report.neighbour?.length)
+    out.push(
+      '',
+      "Neighbour (project A's receiver fails while A emits VITAL_THRESHOLD and B emits FALL_DETECTION to a healthy receiver):",
+      table(
+        [
+          "A's receiver",
+          'rates A / B per s',
+          "B's p50 / p99 per window (ms)",
+          "B's p99 ms",
+          'attempts at A /s',
+          "A's backlog after recovery",
+          'B delivered',
+        ],
+        report.neighbour.map((row) => [
+          row.fault === '503' ? '503, Retry-After: 0' : row.fault === 'hang' ? 'hangs' : 'refuses',
+          `${row.neighbourRate} / ${row.healthyRate}`,
+          row.windows.map((window) => `${window.p50}/${window.p99}`).join(' '),
+          row.healthy.p99,
+          row.neighbourAttemptsPerSecond ?? '-',
+          row.backlogRecoverySeconds === null
+            ? `${row.neighbourDelivered}/${row.neighbourSent} arrived`
+            : `${row.backlogRecoverySeconds} s (${row.neighbourDelivered}/${row.neighbourSent})`,
+          `${row.healthyAccounting.delivered}/${row.healthyAccounting.sent}`,
+        ]),
+      ),
+    );
+  if (report.flood)
+    out.push(
+      '',
+      `Flood (VITAL_THRESHOLD at ${report.flood.vitalRate}/s, FALL_DETECTION at ${report.flood.fallRate}/s, ${report.flood.seconds} s):`,
+      table(
+        ['events', 'p50 ms', 'p99 ms', 'max ms', 'per window p50/p99 (ms)'],
+        [
+          [
+            'FALL_DETECTION',
+            report.flood.falls.p50,
+            report.flood.falls.p99,
+            report.flood.falls.max,
+            report.flood.windows.map((window) => `${window.p50}/${window.p99}`).join(' '),
+          ],
+          ['VITAL_THRESHOLD', report.flood.vitals.p50, report.flood.vitals.p99, report.flood.vitals.max, '-'],
+        ],
+      ),
+      `delivered ${report.flood.accounting.delivered}/${report.flood.accounting.sent}`,
+    );
+  return out;
 }
 
 export function writeReport(path: string, report: BenchReport): void {

@@ -20,6 +20,15 @@ export interface BenchStack {
   stop(): Promise<void>;
 }
 
+/** BENCH_TEMPORAL_PID: the process id of the Temporal server TEMPORAL_ADDRESS points at, on this machine. */
+function benchTemporalPid(): number | undefined {
+  const text = process.env.BENCH_TEMPORAL_PID;
+  if (!text) return undefined;
+  const pid = Number(text);
+  if (!Number.isInteger(pid) || pid < 1) throw new Error('BENCH_TEMPORAL_PID must be a process id');
+  return pid;
+}
+
 export async function startBenchStack(options: { dataDir: string; config: Config }): Promise<BenchStack> {
   // The embedded PostgreSQL runs as the postgres user, which must reach its folder inside ours.
   chmodSync(options.dataDir, 0o755);
@@ -50,7 +59,8 @@ export async function startBenchStack(options: { dataDir: string; config: Config
     return {
       databaseUrl,
       temporalAddress: devStack.env.TEMPORAL_ADDRESS ?? config.TEMPORAL_ADDRESS!,
-      temporalPid: devStack.pids.temporal,
+      // A configured server's CPU and memory are measured too when BENCH_TEMPORAL_PID names its process.
+      temporalPid: devStack.pids.temporal ?? benchTemporalPid(),
       postgresPid: devStack.pids.postgres,
       postgres: devStack.env.DATABASE_URL ? 'embedded' : 'configured',
       temporal: devStack.env.TEMPORAL_ADDRESS ? 'dev-server' : 'configured',

@@ -9,6 +9,7 @@ import {
   type SubscribableType,
 } from '../common/contract';
 import { InvalidWebhookEventError, validateDeliveryInput } from '../common/contract/validate';
+import { deliveryPriority } from '../common/fairness';
 
 /** An event the monitoring system emits (TEST events come only from the test endpoint). */
 export interface WebhookEvent extends DeliverWebhookEventInput {
@@ -74,6 +75,8 @@ export async function emitWebhookEvent(
       workflowId,
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+      // Falls ahead of vitals across projects; each project its own fair share of the queue.
+      priority: deliveryPriority(event.projectId, event.webhookType),
     });
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError)

@@ -50,6 +50,13 @@ export interface Config {
   DB_STATEMENT_TIMEOUT_MS: number;
   /** How long the API waits for Temporal to accept a connection before it answers 503. */
   TEMPORAL_CONNECT_TIMEOUT_MS: number;
+  /** Isolation between projects (issue 10): circuit breaker per registration, concurrent attempts per endpoint. */
+  BREAKER_FAILURE_THRESHOLD: number;
+  BREAKER_OPEN_MS: number;
+  BREAKER_MAX_OPEN_MS: number;
+  BREAKER_RESUME_SPREAD_MS: number;
+  ENDPOINT_MAX_CONCURRENT_ATTEMPTS: number;
+  TEST_EVENTS_PER_MINUTE: number;
   /** Human-readable logs (pino-pretty) instead of JSON lines; by default only at a terminal outside production. */
   LOG_PRETTY?: boolean;
   /** Development stack (`npm start`, tests, bench): where the embedded services listen and the binaries are. */
@@ -77,6 +84,15 @@ export interface Config {
   /** In production receivers must be https:// unless this is true. */
   ALLOW_HTTP_WEBHOOK_URLS: boolean;
 }
+
+/** Defaults of the isolation settings, also used by activities created without them (tests, bench). */
+export const ISOLATION_DEFAULTS = {
+  BREAKER_FAILURE_THRESHOLD: 5,
+  BREAKER_OPEN_MS: 30_000,
+  BREAKER_MAX_OPEN_MS: 60_000,
+  BREAKER_RESUME_SPREAD_MS: 5_000,
+  ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 10,
+};
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
 const int = (min: number, dflt: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -134,6 +150,12 @@ const schema: JSONSchemaType<Config> = {
     DB_CONNECT_TIMEOUT_MS: int(100, 5_000, 600_000),
     DB_STATEMENT_TIMEOUT_MS: int(100, 10_000, 3_600_000),
     TEMPORAL_CONNECT_TIMEOUT_MS: int(100, 5_000, 600_000),
+    BREAKER_FAILURE_THRESHOLD: int(1, ISOLATION_DEFAULTS.BREAKER_FAILURE_THRESHOLD, 10_000),
+    BREAKER_OPEN_MS: int(100, ISOLATION_DEFAULTS.BREAKER_OPEN_MS, 86_400_000),
+    BREAKER_MAX_OPEN_MS: int(100, ISOLATION_DEFAULTS.BREAKER_MAX_OPEN_MS, 86_400_000),
+    BREAKER_RESUME_SPREAD_MS: int(0, ISOLATION_DEFAULTS.BREAKER_RESUME_SPREAD_MS, 3_600_000),
+    ENDPOINT_MAX_CONCURRENT_ATTEMPTS: int(1, ISOLATION_DEFAULTS.ENDPOINT_MAX_CONCURRENT_ATTEMPTS, 10_000),
+    TEST_EVENTS_PER_MINUTE: int(1, 10, 10_000),
     LOG_PRETTY: { type: 'boolean', nullable: true },
     DEV_POSTGRES_PORT: int(1, 5433, 65535),
     DEV_TEMPORAL_PORT: int(1, 7233, 65535),
@@ -229,6 +251,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     if (!config.JWT_AUDIENCE) problems.push('JWT_AUDIENCE is required in production when JWT_JWKS_URI is set');
     if (!/^https:\/\//i.test(config.JWT_JWKS_URI)) problems.push('JWT_JWKS_URI must be an https:// URL in production');
   }
+  if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
+    problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
 }

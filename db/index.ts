@@ -4,3 +4,4 @@ export * from './registrations';
 export * from './secret-rotation';
 export * from './deliveries';
 export * from './secret-reseal';
+export * from './breakers';

@@ -16,6 +16,23 @@ const READY_TIMEOUT_MS = 60_000;
 /** WAL lets the UI and CLI read while the server writes; synchronous=normal is safe with WAL and much faster. */
 export const DEV_SERVER_SQLITE_PRAGMAS = ['journal_mode=wal', 'synchronous=normal'];
 
+/**
+ * Dynamic config of every Temporal we run: priority and fairness keys on the task queue (fairness implies the
+ * priority-enabled matcher, spelled out for servers where it is not the default), and one task-queue partition, so
+ * priority order holds across the whole queue and a small server dispatches faster. docker-compose mounts the same
+ * settings from temporal-dynamic-config.yaml (a test keeps the two equal).
+ */
+export const TEMPORAL_DYNAMIC_CONFIG: Readonly<Record<string, boolean | number>> = {
+  'matching.useNewMatcher': true,
+  'matching.enableFairness': true,
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+};
+
+/** The dynamic config as `--dynamic-config-value KEY=VALUE` flags (the dev server reads no file). */
+export const dynamicConfigFlags = (): string[] =>
+  Object.entries(TEMPORAL_DYNAMIC_CONFIG).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${value}`]);
+
 /** Flags for persistence and UI, shared by the CLI we spawn and the SDK-downloaded fallback. */
 function persistenceFlags(dataDir: string): string[] {
   return [
@@ -23,6 +40,7 @@ function persistenceFlags(dataDir: string): string[] {
     join(dataDir, 'temporal.db'),
     ...DEV_SERVER_SQLITE_PRAGMAS.flatMap((pragma) => ['--sqlite-pragma', pragma]),
     '--ui-disable-news-fetch',
+    ...dynamicConfigFlags(),
   ];
 }
 

@@ -23,7 +23,7 @@ function runQuickBench(out: string): Promise<{ code: number | null; stdout: stri
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 110_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 240_000);
     child.once('error', reject);
     child.once('exit', (code) => {
       clearTimeout(timer);
@@ -33,7 +33,8 @@ function runQuickBench(out: string): Promise<{ code: number | null; stdout: stri
 }
 
 describe('bench quick mode (npm run bench -- --quick)', function () {
-  this.timeout(120_000);
+  // The neighbour and flood stages add about half a minute on a loaded 2-core machine.
+  this.timeout(300_000);
   let dir: string;
   let report: BenchReport;
   let stdout: string;
@@ -87,8 +88,30 @@ describe('bench quick mode (npm run bench -- --quick)', function () {
     assert.ok(report.machine.cores > 0 && report.machine.memoryGiB > 0);
     assert.match(report.versions.node, /^v\d+/);
     assert.match(report.versions.temporalSdk, /^\d+\.\d+/);
-    assert.equal(report.targets.length, 6);
+    assert.equal(report.targets.length, 10);
     assert.match(stdout, /engine limit/);
     assert.match(stdout, /Every event accounted for/);
+  });
+
+  it('runs the neighbour stage for each fault and the flood stage, accounting for both projects', () => {
+    assert.deepEqual(
+      report.neighbour?.map((row) => row.fault),
+      ['hang', 'refuse', '503'],
+    );
+    for (const row of report.neighbour ?? []) {
+      assert.equal(row.healthyAccounting.delivered, row.healthyAccounting.sent, row.fault);
+      assert.ok(row.healthyAccounting.sent > 0 && row.windows.length > 0, row.fault);
+      assert.equal(row.neighbourDelivered, row.neighbourSent, `${row.fault}: A's backlog arrived after recovery`);
+      assert.equal(row.neighbourUnderTwoIds, 0);
+      assert.ok(row.backlogRecoverySeconds !== null && row.backlogRecoverySeconds >= 0);
+      if (row.fault === 'refuse') assert.equal(row.neighbourAttemptsPerSecond, null);
+      else assert.ok((row.neighbourAttemptsPerSecond ?? -1) >= 0);
+    }
+    const flood = report.flood;
+    assert.ok(flood && flood.accounting.sent > 0);
+    assert.equal(flood.accounting.delivered, flood.accounting.sent);
+    assert.equal(flood.falls.count, flood.fallRate * flood.seconds);
+    assert.match(stdout, /Neighbour/);
+    assert.match(stdout, /Flood/);
   });
 });

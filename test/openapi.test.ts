@@ -28,7 +28,7 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '503'],
   'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '503'],
-  'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '502', '503'],
+  'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '429', '502', '503'],
   'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
@@ -90,6 +90,8 @@ describe('openapi: the document at /openapi.json', () => {
       logger: pino({ level: 'silent' }),
       auth: { mode: 'secret', secret: TEST_JWT_SECRET },
       sendTestEvent: () => Promise.resolve(testOutcome),
+      // Two tests a minute, so the third of a project shows the documented 429.
+      testEventLimits: { perMinute: 2, waitMs: 1_000 },
       publicRoutes: [healthRouter({ db: t.db, temporal }), docsRouter()],
       redelivery: (row) =>
         redeliveryRetained
@@ -272,7 +274,7 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(UPDATE, 415, { user: 'alice', raw: 'projectId=x', contentType: 'text/plain' });
     });
 
-    it('get, test and delete: 200, 204, 401, 403, 404, 502', async () => {
+    it('get, test and delete: 200, 204, 401, 403, 404, 429, 502', async () => {
       const p = await project('alice');
       await expect(GET, 404, { path: at(GET.slice(4), p), user: 'alice' });
       await expect(TEST, 404, { path: at(TEST.slice(5), p), user: 'alice' });
@@ -288,6 +290,8 @@ describe('openapi: the document at /openapi.json', () => {
       testOutcome = { delivered: false, reason: 'receiver answered 500', statusCode: 500, workflowId: 'wf-bad' };
       const failed = await expect(TEST, 502, { path: at(TEST.slice(5), p), user: 'alice' });
       assert.equal(failed.workflowId, 'wf-bad');
+      const limited = await expect(TEST, 429, { path: at(TEST.slice(5), p), user: 'alice' });
+      assert.match(String(limited.detail), /^At most 2 test events a minute per project/);
       await expect(TEST, 401, { path: at(TEST.slice(5), p) });
       await expect(TEST, 403, { path: at(TEST.slice(5), p), user: 'mallory' });
 

@@ -80,6 +80,8 @@ describe('retry schedule (time-skipping test server)', function () {
       ALLOW_PRIVATE_WEBHOOK_URLS: true,
       WEBHOOK_TIMEOUT_MS: 1_000,
       DELIVERY_GIVE_UP_AFTER_MS: 2 * 3_600_000,
+      // The retry policy alone: the circuit breaker, which would space these attempts further, stays closed.
+      BREAKER_FAILURE_THRESHOLD: 10_000,
     };
     const workflowId = `webhook-event-${randomUUID()}`;
     const error = await withWorker(config, async (taskQueue) => {

@@ -7,3 +7,5 @@ export * from './failures';
 export * from './delivery';
 export * from './search-attributes';
 export * from './ids';
+export * from './priority';
+export * from './deferral';

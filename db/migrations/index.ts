@@ -2,12 +2,14 @@ import type { Knex } from 'knex';
 import * as initial from './001_initial';
 import * as secretRotation from './002_secret_rotation';
 import * as deliveryLog from './003_delivery_log';
+import * as circuitBreaker from './004_circuit_breaker';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
   '001_initial': initial,
   '002_secret_rotation': secretRotation,
   '003_delivery_log': deliveryLog,
+  '004_circuit_breaker': circuitBreaker,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,6 +1,6 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { PayloadCodec } from '@temporalio/common';
-import { Worker } from '@temporalio/worker';
+import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { loadConfig } from '../../common/config';
 import { payloadCodecFromConfig } from '../../common/payload-codec';
 import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../../activities';
@@ -18,6 +18,8 @@ export interface DeliveryWorkerOptions {
   logger?: Logger;
   /** What the worker's start-up check of the namespace's search attributes would report. */
   searchAttributes?: boolean;
+  /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
+  slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
 }
 
 /** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
@@ -61,6 +63,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
         http,
         searchAttributes,
       }),
+      ...options.slots,
     });
     try {
       return await worker.runUntil(work(taskQueue));

@@ -8,6 +8,7 @@ import {
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { temporalCliPath, temporalTestServerPath } from '../../dev/temporal-binaries';
+import { dynamicConfigFlags } from '../../dev/temporal-dev-server';
 import { ProjectIdKey, WebhookTypeKey } from '../../common/contract';
 
 /** Every SDK log entry of WARN and above (workflow and activity `log`), for tests to assert on. */
@@ -31,7 +32,12 @@ const existing = (path: string | undefined) => (path ? { executable: { type: 'ex
 export function createLocalEnvironment(): Promise<TestWorkflowEnvironment> {
   quietRuntime();
   return TestWorkflowEnvironment.createLocal({
-    server: { ...existing(temporalCliPath()), searchAttributes: [ProjectIdKey, WebhookTypeKey] },
+    server: {
+      ...existing(temporalCliPath()),
+      searchAttributes: [ProjectIdKey, WebhookTypeKey],
+      // The same fairness, priority and partition settings as `npm start`.
+      extraArgs: dynamicConfigFlags(),
+    },
   });
 }
 

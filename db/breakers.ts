@@ -1,0 +1,161 @@
+import type { Db } from './connection';
+
+/** What a registration's breaker lets one attempt do, decided by the database's clock (one for every worker). */
+export type BreakerAdmission =
+  /** Closed, after `failures` consecutive failed attempts (0 when it never failed or was reset). */
+  | { state: 'closed'; failures: number }
+  /** Half-open: this attempt holds the single probe; its outcome closes or reopens the breaker. */
+  | { state: 'probe' }
+  /** Open, or half-open with another attempt probing: wait this long before asking again. */
+  | { state: 'open'; waitMs: number; lastFailure?: ReceiverFailure };
+
+/** What the receiver last did wrong: the attempt's failure message and status, never a body. */
+export interface ReceiverFailure {
+  message: string;
+  statusCode?: number;
+}
+
+export interface BreakerThresholds {
+  /** Consecutive failed attempts that open the breaker. */
+  failureThreshold: number;
+  /** The first open period; each reopening without a success in between doubles it, up to maxOpenMs. */
+  openMs: number;
+  maxOpenMs: number;
+  /** How long the probe may take before another attempt may probe instead (the attempt timeout and a margin). */
+  probeLeaseMs: number;
+}
+
+export interface BreakerRow {
+  registrationId: string;
+  consecutiveFailures: number;
+  openUntil: Date | null;
+  probeUntil: Date | null;
+  consecutiveOpens: number;
+  lastFailure?: ReceiverFailure;
+}
+
+interface Columns {
+  registration_id: string;
+  consecutive_failures: number;
+  open_until: Date | null;
+  probe_until: Date | null;
+  consecutive_opens: number;
+  last_failure: string | null;
+  last_status_code: number | null;
+}
+
+const toRow = (c: Columns): BreakerRow => ({
+  registrationId: c.registration_id,
+  consecutiveFailures: c.consecutive_failures,
+  openUntil: c.open_until,
+  probeUntil: c.probe_until,
+  consecutiveOpens: c.consecutive_opens,
+  ...(c.last_failure !== null && { lastFailure: lastFailureOf(c) }),
+});
+
+const lastFailureOf = (c: Pick<Columns, 'last_failure' | 'last_status_code'>): ReceiverFailure | undefined =>
+  c.last_failure === null
+    ? undefined
+    : { message: c.last_failure, ...(c.last_status_code !== null && { statusCode: c.last_status_code }) };
+
+const TABLE = 'webhook_circuit_breakers';
+
+/** Admits an attempt, claiming the probe when the open period is over and no other attempt holds it. */
+export async function admitAttempt(db: Db, registrationId: string, probeLeaseMs: number): Promise<BreakerAdmission> {
+  const { rows } = await db.raw<{
+    rows: (Pick<Columns, 'last_failure' | 'last_status_code'> & {
+      open_ms: string | null;
+      probe_ms: string | null;
+      claimed: boolean;
+      consecutive_failures: number;
+    })[];
+  }>(
+    `WITH claim AS (
+       UPDATE ${TABLE} SET probe_until = now() + ? * interval '1 millisecond', updated_at = now()
+        WHERE registration_id = ? AND open_until <= now() AND (probe_until IS NULL OR probe_until <= now())
+        RETURNING registration_id
+     )
+     SELECT extract(epoch FROM open_until - now()) * 1000 AS open_ms,
+            extract(epoch FROM probe_until - now()) * 1000 AS probe_ms,
+            EXISTS (SELECT 1 FROM claim) AS claimed, consecutive_failures, last_failure, last_status_code
+       FROM ${TABLE} WHERE registration_id = ?`,
+    [probeLeaseMs, registrationId, registrationId],
+  );
+  const [row] = rows;
+  if (!row) return { state: 'closed', failures: 0 };
+  if (row.open_ms === null) return { state: 'closed', failures: row.consecutive_failures };
+  if (row.claimed) return { state: 'probe' };
+  const openMs = Number(row.open_ms);
+  const lastFailure = lastFailureOf(row);
+  // Half-open and another attempt is probing: ask again once its lease would have expired.
+  const waitMs = openMs > 0 ? openMs : Math.max(1, Number(row.probe_ms ?? probeLeaseMs));
+  return { state: 'open', waitMs: Math.ceil(waitMs), ...(lastFailure && { lastFailure }) };
+}
+
+/** A 2xx closes the breaker; writes only when there is something to reset, so the healthy path stays a read. */
+export async function recordSuccess(db: Db, registrationId: string): Promise<void> {
+  await db(TABLE)
+    .where({ registration_id: registrationId })
+    .andWhere((q) => void q.where('consecutive_failures', '>', 0).orWhereNotNull('open_until'))
+    .update({
+      consecutive_failures: 0,
+      last_failure: null,
+      last_status_code: null,
+      open_until: null,
+      probe_until: null,
+      consecutive_opens: 0,
+      updated_at: db.fn.now(),
+    });
+}
+
+/**
+ * Counts a failed attempt; opens the breaker when the count reaches the threshold (or the probe failed), for the
+ * open period doubled per reopening, and never shorter than the receiver's Retry-After (`floorMs`).
+ * Returns the row as it now is.
+ */
+export async function recordFailure(
+  db: Db,
+  registrationId: string,
+  thresholds: Omit<BreakerThresholds, 'probeLeaseMs'>,
+  failure: ReceiverFailure,
+  floorMs = 0,
+): Promise<BreakerRow> {
+  const { failureThreshold, openMs, maxOpenMs } = thresholds;
+  // Opens when closed and at the threshold, or when half-open (a failed probe, or a late failure after the period).
+  const opening = `(b.consecutive_failures + 1 >= :threshold AND (b.open_until IS NULL OR b.open_until <= now()))`;
+  const period = (opens: string) =>
+    `now() + GREATEST(LEAST(:openMs * power(2, ${opens}), :maxOpenMs), :floorMs) * interval '1 millisecond'`;
+  const { rows } = await db.raw<{ rows: Columns[] }>(
+    `INSERT INTO ${TABLE} AS b
+       (registration_id, consecutive_failures, open_until, consecutive_opens, last_failure, last_status_code, updated_at)
+     VALUES (:id, 1, CASE WHEN 1 >= :threshold THEN ${period('0')} END, CASE WHEN 1 >= :threshold THEN 1 ELSE 0 END,
+             :message, :statusCode, now())
+     ON CONFLICT (registration_id) DO UPDATE SET
+       consecutive_failures = b.consecutive_failures + 1,
+       open_until = CASE WHEN ${opening} THEN ${period('b.consecutive_opens')} ELSE b.open_until END,
+       probe_until = CASE WHEN ${opening} THEN NULL ELSE b.probe_until END,
+       consecutive_opens = CASE WHEN ${opening} THEN b.consecutive_opens + 1 ELSE b.consecutive_opens END,
+       last_failure = :message,
+       last_status_code = :statusCode,
+       updated_at = now()
+     RETURNING *`,
+    {
+      id: registrationId,
+      threshold: failureThreshold,
+      openMs,
+      maxOpenMs,
+      floorMs,
+      message: failure.message,
+      statusCode: failure.statusCode ?? null,
+    },
+  );
+  const [row] = rows;
+  if (!row) throw new Error(`circuit breaker of registration ${registrationId} not written`);
+  return toRow(row);
+}
+
+/** The breaker of a registration, for operators and tests; undefined when it never failed. */
+export async function findBreaker(db: Db, registrationId: string): Promise<BreakerRow | undefined> {
+  const row = await db<Columns>(TABLE).where({ registration_id: registrationId }).first();
+  return row && toRow(row);
+}

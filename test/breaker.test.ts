@@ -1,0 +1,302 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ActivityConfig } from '../activities';
+import { loadConfig } from '../common/config';
+import { FailureType, type DeliveryFailedDetails } from '../common/contract';
+import { admitAttempt, findBreaker, recordFailure, recordSuccess, type BreakerThresholds } from '../db';
+import type { deliverWebhookEvent } from '../workflows';
+import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
+import { useDeliveryFixture } from './support/delivery-fixture';
+import { independentSignatureValid } from './support/receiver';
+import { createLocalEnvironment } from './support/temporal';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('circuit breaker per registration', function () {
+  this.timeout(90_000);
+  // One dev server and database for both parts.
+  const fx = useDeliveryFixture(createLocalEnvironment);
+
+  describe('its state in Postgres', () => {
+    const thresholds: BreakerThresholds = { failureThreshold: 3, openMs: 1_000, maxOpenMs: 3_000, probeLeaseMs: 5_000 };
+    const http500 = { message: 'Receiver answered HTTP 500', statusCode: 500 };
+
+    async function registrationId(): Promise<string> {
+      const projectId = newProjectId();
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      const row = await fx.database
+        .db('webhook_registrations')
+        .where({ project_id: projectId })
+        .first<{ id: string }>();
+      return row.id;
+    }
+
+    /** Makes the open period end now, as if BREAKER_OPEN_MS had passed. */
+    const endOpenPeriod = (id: string) =>
+      fx.database
+        .db('webhook_circuit_breakers')
+        .where({ registration_id: id })
+        .update({ open_until: fx.database.db.fn.now() });
+
+    it('opens at BREAKER_FAILURE_THRESHOLD consecutive failures, not before, and refuses attempts while open', async () => {
+      const id = await registrationId();
+      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
+      await recordFailure(fx.database.db, id, thresholds, http500);
+      const second = await recordFailure(fx.database.db, id, thresholds, http500);
+      assert.equal(second.consecutiveFailures, 2);
+      assert.equal(second.openUntil, null);
+      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 2 });
+
+      const third = await recordFailure(fx.database.db, id, thresholds, http500);
+      assert.ok(third.openUntil, 'open after the third failure');
+      const admission = await admitAttempt(fx.database.db, id, 5_000);
+      assert.equal(admission.state, 'open');
+      assert.ok(
+        admission.state === 'open' && admission.waitMs > 500 && admission.waitMs <= 1_000,
+        JSON.stringify(admission),
+      );
+      assert.deepEqual(admission.state === 'open' && admission.lastFailure, http500);
+    });
+
+    it('a success in between resets the count: only consecutive failures open it', async () => {
+      const id = await registrationId();
+      await recordFailure(fx.database.db, id, thresholds, http500);
+      await recordFailure(fx.database.db, id, thresholds, http500);
+      await recordSuccess(fx.database.db, id);
+      const after = await recordFailure(fx.database.db, id, thresholds, http500);
+      assert.equal(after.consecutiveFailures, 1);
+      assert.equal(after.openUntil, null);
+    });
+
+    it('half-open: exactly one of many concurrent attempts gets the probe; the others wait for its lease', async () => {
+      const id = await registrationId();
+      for (let i = 0; i < 3; i += 1) await recordFailure(fx.database.db, id, thresholds, http500);
+      await endOpenPeriod(id);
+      const admissions = await Promise.all(Array.from({ length: 20 }, () => admitAttempt(fx.database.db, id, 5_000)));
+      assert.equal(admissions.filter((a) => a.state === 'probe').length, 1);
+      for (const other of admissions.filter((a) => a.state !== 'probe')) {
+        assert.equal(other.state, 'open');
+        assert.ok(other.state === 'open' && other.waitMs > 4_000 && other.waitMs <= 5_000, JSON.stringify(other));
+      }
+    });
+
+    it('a failed probe reopens for twice as long, capped at BREAKER_MAX_OPEN_MS; a successful one closes it', async () => {
+      const id = await registrationId();
+      const openFor = async () => {
+        const row = await fx.database
+          .db('webhook_circuit_breakers')
+          .where({ registration_id: id })
+          .first<{ ms: string }>(fx.database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
+        return Math.round(Number(row.ms));
+      };
+      for (let i = 0; i < 3; i += 1) await recordFailure(fx.database.db, id, thresholds, http500);
+      assert.equal(await openFor(), 1_000);
+      for (const expected of [2_000, 3_000, 3_000]) {
+        await endOpenPeriod(id);
+        assert.equal((await admitAttempt(fx.database.db, id, 5_000)).state, 'probe');
+        await recordFailure(fx.database.db, id, thresholds, http500);
+        assert.equal(await openFor(), expected);
+      }
+      await endOpenPeriod(id);
+      assert.equal((await admitAttempt(fx.database.db, id, 5_000)).state, 'probe');
+      await recordSuccess(fx.database.db, id);
+      const closed = await findBreaker(fx.database.db, id);
+      assert.deepEqual(
+        { failures: closed?.consecutiveFailures, openUntil: closed?.openUntil, opens: closed?.consecutiveOpens },
+        { failures: 0, openUntil: null, opens: 0 },
+      );
+      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
+    });
+
+    it("a receiver's Retry-After lengthens the open period, never shortens it", async () => {
+      const id = await registrationId();
+      await recordFailure(fx.database.db, id, thresholds, http500, 0);
+      await recordFailure(fx.database.db, id, thresholds, http500, 0);
+      const opened = await recordFailure(fx.database.db, id, thresholds, http500, 2_500);
+      const row = await fx.database
+        .db('webhook_circuit_breakers')
+        .where({ registration_id: id })
+        .first<{ ms: string }>(fx.database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
+      assert.ok(opened.openUntil);
+      assert.equal(Math.round(Number(row.ms)), 2_500);
+    });
+  });
+
+  describe('end to end (Temporal dev server, real receiver on 127.0.0.1)', () => {
+    const breakerConfig: ActivityConfig = {
+      ...fastConfig,
+      BREAKER_FAILURE_THRESHOLD: 3,
+      BREAKER_OPEN_MS: 2_000,
+      BREAKER_MAX_OPEN_MS: 4_000,
+      BREAKER_RESUME_SPREAD_MS: 500,
+    };
+
+    const start = (taskQueue: string, projectId: string, workflowId = `webhook-event-${randomUUID()}`) =>
+      fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+        args: [fallEvent(projectId)],
+        taskQueue,
+        workflowId,
+      });
+
+    async function breakerOf(projectId: string) {
+      const row = await fx.database
+        .db('webhook_registrations')
+        .where({ project_id: projectId })
+        .first<{ id: string }>();
+      return findBreaker(fx.database.db, row.id);
+    }
+
+    it('opens after consecutive failures, waits on timers without requests, probes, closes and delivers every event once', async () => {
+      const projectId = newProjectId();
+      const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      fx.receiver.fallback = { status: 503 };
+      const events = 6;
+      const results = await fx.runWorker(
+        async (taskQueue) => {
+          const handles = await Promise.all(Array.from({ length: events }, () => start(taskQueue, projectId)));
+          let breaker = await breakerOf(projectId);
+          while (!breaker?.openUntil) {
+            await sleep(20);
+            breaker = await breakerOf(projectId);
+          }
+          const openedAt = Date.now();
+          await sleep(300);
+          const failedBeforeOpen = fx.receiver.requests.length;
+          await sleep(1_000);
+          // Open: the pending events wait; none reaches the receiver.
+          assert.equal(fx.receiver.requests.length, failedBeforeOpen, 'no attempt while the breaker is open');
+          fx.receiver.fallback = { status: 200 };
+          const settled = await Promise.all(handles.map((handle) => handle.result()));
+          return { settled, openedAt, failedBeforeOpen, handles };
+        },
+        { config: breakerConfig },
+      );
+
+      const { settled, openedAt, failedBeforeOpen, handles } = results;
+      assert.ok(settled.every((result) => result.status === 'delivered'));
+      // Without the breaker each event would retry every 100-200 ms for the whole open period.
+      assert.ok(failedBeforeOpen <= 2 * events, `${failedBeforeOpen} failed attempts before the breaker opened`);
+      const delivered = fx.receiver.requests.slice(failedBeforeOpen);
+      const firstAfterOpen = delivered[0];
+      assert.ok(
+        firstAfterOpen && firstAfterOpen.receivedAt - openedAt >= 1_500,
+        'the probe came after the open period',
+      );
+      // One 2xx per event, each under its own X-Webhook-Id, each signed.
+      const ids = delivered.map((request) => request.headers['x-webhook-id']);
+      assert.deepEqual([...ids].sort(), handles.map((handle) => handle.workflowId).sort());
+      assert.ok(delivered.every((request) => independentSignatureValid(secret, request)));
+      const breaker = await breakerOf(projectId);
+      assert.equal(breaker?.consecutiveFailures, 0);
+      assert.equal(breaker?.openUntil, null);
+
+      // The wait was a durable timer in the workflow's history.
+      const history = await handles[0]!.fetchHistory();
+      assert.ok(history.events?.some((event) => event.timerStartedEventAttributes));
+    });
+
+    it('gives up at the window while open, naming the receiver’s last status; the attempts stay few', async () => {
+      const projectId = newProjectId();
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      fx.receiver.fallback = { status: 500 };
+      const giveUpAfterMs = 6_000;
+      const config: ActivityConfig = {
+        ...breakerConfig,
+        BREAKER_OPEN_MS: 1_000,
+        DELIVERY_GIVE_UP_AFTER_MS: giveUpAfterMs,
+      };
+      const { error, handle } = await fx.runWorker(
+        async (taskQueue) => {
+          const handle = await start(taskQueue, projectId);
+          return {
+            handle,
+            error: await handle.result().then(
+              () => assert.fail('should fail'),
+              (e: unknown) => e,
+            ),
+          };
+        },
+        { config },
+      );
+      assert.ok(error instanceof WorkflowFailedError);
+      assert.ok(error.cause instanceof ApplicationFailure);
+      assert.equal(error.cause.type, FailureType.DeliveryFailed);
+      const details = error.cause.details?.[0] as DeliveryFailedDetails;
+      assert.equal(details.statusCode, 500);
+      assert.equal(details.lastError, 'Receiver answered HTTP 500');
+      assert.equal(fx.receiver.requests.length, details.attempts);
+      // The policy alone would make about 6000 / 200 = 30 attempts in the window.
+      assert.ok(details.attempts <= 10, `${details.attempts} attempts`);
+      const { startTime, closeTime } = await handle.describe();
+      assert.ok(closeTime && closeTime.getTime() - startTime.getTime() >= giveUpAfterMs - 200, 'not before the window');
+    });
+
+    it('holds at most ENDPOINT_MAX_CONCURRENT_ATTEMPTS attempts in flight to one receiver, and delivers all', async () => {
+      const projectId = newProjectId();
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      const answerAfterMs = 600;
+      fx.receiver.fallback = { status: 200, delayMs: answerAfterMs };
+      const events = 6;
+      const settled = await fx.runWorker(
+        async (taskQueue) => {
+          const handles = await Promise.all(Array.from({ length: events }, () => start(taskQueue, projectId)));
+          return Promise.all(handles.map((handle) => handle.result()));
+        },
+        { config: { ...breakerConfig, ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 2 } },
+      );
+      assert.ok(settled.every((result) => result.status === 'delivered'));
+      const arrivals = fx.receiver.requests.map((request) => request.receivedAt);
+      assert.equal(arrivals.length, events, 'one request per event');
+      // Each request is answered answerAfterMs after it arrived: count the overlaps at every arrival.
+      const overlapping = arrivals.map(
+        (at) => arrivals.filter((other) => other <= at && other + answerAfterMs > at).length,
+      );
+      assert.ok(Math.max(...overlapping) <= 2, `up to ${Math.max(...overlapping)} requests in flight at once`);
+    });
+
+    for (const retryAfter of ['0', '-1', '1.5', 'abc', 'Wed, 21 Oct 2015 07:28:00 GMT']) {
+      it(`Retry-After: ${retryAfter} does not shorten the open period`, async () => {
+        const projectId = newProjectId();
+        await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+        const failing = { status: 503, headers: { 'Retry-After': retryAfter } };
+        fx.receiver.script(failing, failing, failing);
+        const result = await fx.runWorker(async (taskQueue) => (await start(taskQueue, projectId)).result(), {
+          config: breakerConfig,
+        });
+        assert.equal(result.status, 'delivered');
+        assert.equal(result.attempts, 4);
+        const [, , opening, probe] = fx.receiver.requests.map((request) => request.receivedAt);
+        assert.ok(opening !== undefined && probe !== undefined);
+        assert.ok(probe - opening >= 1_900, `the probe came ${probe - opening} ms after the breaker opened`);
+      });
+    }
+  });
+});
+
+describe('isolation settings (config)', () => {
+  it('defaults: breaker at 5 failures, open 30 s doubling to 1 min, 5 s spread, 10 attempts per endpoint, 10 tests a minute', () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      {
+        threshold: config.BREAKER_FAILURE_THRESHOLD,
+        open: config.BREAKER_OPEN_MS,
+        maxOpen: config.BREAKER_MAX_OPEN_MS,
+        spread: config.BREAKER_RESUME_SPREAD_MS,
+        perEndpoint: config.ENDPOINT_MAX_CONCURRENT_ATTEMPTS,
+        tests: config.TEST_EVENTS_PER_MINUTE,
+      },
+      { threshold: 5, open: 30_000, maxOpen: 60_000, spread: 5_000, perEndpoint: 10, tests: 10 },
+    );
+  });
+
+  it('names the variable when a setting is wrong or the open periods contradict each other', () => {
+    assert.throws(() => loadConfig({ BREAKER_FAILURE_THRESHOLD: '0' }), /BREAKER_FAILURE_THRESHOLD must be >= 1/);
+    assert.throws(() => loadConfig({ TEST_EVENTS_PER_MINUTE: 'many' }), /TEST_EVENTS_PER_MINUTE must be integer/);
+    assert.throws(
+      () => loadConfig({ BREAKER_OPEN_MS: '60000', BREAKER_MAX_OPEN_MS: '1000' }),
+      /BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS/,
+    );
+  });
+});
