@@ -76,7 +76,11 @@ describe('config', () => {
   });
 
   it('requires JWT_ISSUER, JWT_AUDIENCE and an https JWKS URI in production, and bounds JWT_MAX_AGE', () => {
-    const production = { NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'a'.repeat(64) };
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')}`,
+    };
     const message = configError({ ...production, JWT_JWKS_URI: 'http://idp.example/jwks' });
     assert.match(message, /JWT_ISSUER is required in production when JWT_JWKS_URI is set/);
     assert.match(message, /JWT_AUDIENCE is required in production when JWT_JWKS_URI is set/);

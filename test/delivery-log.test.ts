@@ -11,7 +11,7 @@ import * as store from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { startDeliveryLogRetention } from '../worker/delivery-log-retention';
 import { captureLogger, fallEvent, fastConfig, newProjectId } from './support/deliveries';
-import { useDeliveryFixture } from './support/delivery-fixture';
+import { useDeliveryFixture, decodeOnlyPayloadCodec } from './support/delivery-fixture';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
 import { createLocalEnvironment, uniqueTaskQueue, workflowBundle } from './support/temporal';
@@ -112,6 +112,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     const http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
     const worker = await Worker.create({
       connection: fx.env.nativeConnection,
+      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
       taskQueue,
       workflowBundle: await workflowBundle(),
       activities: createActivities({

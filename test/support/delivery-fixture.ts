@@ -36,7 +36,7 @@ export interface DeliveryFixture {
  * The worker reads what the CLI and the API encrypt (they use the development key ring in DATA_DIR) and writes
  * plain payloads, so the tests' own Temporal client reads results and histories without the codec.
  */
-const decodeOnly: PayloadCodec = {
+export const decodeOnlyPayloadCodec: PayloadCodec = {
   encode: (payloads) => Promise.resolve(payloads),
   decode: (payloads) => payloadCodecFromConfig(loadConfig({ NODE_ENV: 'test' })).decode(payloads),
 };
@@ -52,7 +52,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,
-      dataConverter: { payloadCodecs: [decodeOnly] },
+      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
       taskQueue,
       workflowBundle: await workflowBundle(),
       activities: createActivities({
