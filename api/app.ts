@@ -78,19 +78,21 @@ export function createApp(deps: AppDeps): Koa {
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
-  app.use(allowedMethods([...(deps.publicRoutes ?? []), webhooks]));
+  const deliveries = deliveriesRouter(deps);
+  const metrics = metricsRouter(deps);
+  const codec = deps.codec && codecRouter(deps.codec);
+  app.use(allowedMethods([...(deps.publicRoutes ?? []), metrics, webhooks, deliveries, ...(codec ? [codec] : [])]));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
-  app.use(metricsRouter(deps).routes());
+  app.use(metrics.routes());
   if (deps.codec) app.use(codecCors(deps.codec));
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   app.use(webhooks.routes());
   app.use(webhooks.allowedMethods());
-  const deliveries = deliveriesRouter(deps);
   app.use(deliveries.routes());
   app.use(deliveries.allowedMethods());
-  if (deps.codec) app.use(codecRouter(deps.codec).routes());
+  if (codec) app.use(codec.routes());
 
   // Only errors thrown outside the problem-details middleware land here.
   app.on('error', (err: unknown) => deps.logger.error({ err }, 'unhandled error'));

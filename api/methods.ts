@@ -23,7 +23,10 @@ export function allowedMethods(routers: Router[]): Middleware {
         await next();
         return;
       }
-      for (const layer of match.path) for (const method of layer.methods) allowed.add(method);
+      // A static segment (…/deliveries/recover) wins over a parameter that would also match it (…/deliveries/:id).
+      const fewest = Math.min(...match.path.map((layer) => layer.paramNames.length));
+      for (const layer of match.path.filter((candidate) => candidate.paramNames.length === fewest))
+        for (const method of layer.methods) allowed.add(method);
     }
     if (allowed.size === 0) {
       await next();

@@ -14,6 +14,11 @@ const problem = (description: string) => ({
   content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
 });
 
+/** A path parameter outside its alphabet never reaches the database. */
+const badPath = problem(
+  'A path parameter is invalid: a projectId outside the safe alphabet, or an id that cannot be an X-Webhook-Id.',
+);
+
 const timestamp = { type: 'string', format: 'date-time' } as const;
 const nullable = (type: string) => ({ type: [type, 'null'] }) as const;
 
@@ -149,6 +154,7 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
       parameters: [projectId, deliveryId],
       responses: {
         '200': { description: 'The delivery and every attempt.', content: json(ref('schemas', 'DeliveryDetail')) },
+        '400': badPath,
         ...common,
         '404': notFound,
       },
@@ -163,6 +169,7 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
       parameters: [projectId, deliveryId],
       responses: {
         '202': { description: 'The redelivery started.', content: json(ref('schemas', 'Redelivery')) },
+        '400': badPath,
         ...common,
         '404': notFound,
         '409': problem('The delivery is pending (or was skipped): nothing to redeliver now.'),
@@ -206,6 +213,7 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
       parameters: [projectId],
       responses: {
         '200': { description: 'The endpoint’s health.', content: json(ref('schemas', 'EndpointHealth')) },
+        '400': badPath,
         ...common,
         '404': problem('No such project.'),
       },

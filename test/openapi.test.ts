@@ -34,10 +34,19 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
   'GET /webhooks/project/{projectId}/deliveries': ['200', '400', '401', '403', '404'],
-  'GET /webhooks/project/{projectId}/deliveries/{id}': ['200', '401', '403', '404'],
-  'POST /webhooks/project/{projectId}/deliveries/{id}/redeliver': ['202', '401', '403', '404', '409', '410', '503'],
+  'GET /webhooks/project/{projectId}/deliveries/{id}': ['200', '400', '401', '403', '404'],
+  'POST /webhooks/project/{projectId}/deliveries/{id}/redeliver': [
+    '202',
+    '400',
+    '401',
+    '403',
+    '404',
+    '409',
+    '410',
+    '503',
+  ],
   'POST /webhooks/project/{projectId}/deliveries/recover': ['202', '400', '401', '403', '404', '413', '415', '503'],
-  'GET /webhooks/project/{projectId}/health': ['200', '401', '403', '404'],
+  'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404'],
   'GET /metrics': ['200', '401'],
 };
 
@@ -401,12 +410,14 @@ describe('openapi: the document at /openapi.json', () => {
 
       const failed = await expect(DETAIL, 200, { path: route(DETAIL, p, 'evt-failed'), user: 'alice' });
       assert.deepEqual((failed.attemptLog as { errorCode: string }[])[0]!.errorCode, 'ECONNREFUSED');
+      await expect(DETAIL, 400, { path: route(DETAIL, p, 'evt%00failed'), user: 'alice' });
       await expect(DETAIL, 401, { path: route(DETAIL, p, 'evt-failed') });
       await expect(DETAIL, 403, { path: route(DETAIL, p, 'evt-failed'), user: 'mallory' });
       await expect(DETAIL, 404, { path: route(DETAIL, p, 'evt-none'), user: 'alice' });
 
       await expect(REDELIVER, 202, { path: route(REDELIVER, p, 'evt-delivered'), user: 'alice' });
       await expect(REDELIVER, 409, { path: route(REDELIVER, p, 'evt-pending'), user: 'alice' });
+      await expect(REDELIVER, 400, { path: route(REDELIVER, p, 'evt%C3%A9'), user: 'alice' });
       await expect(REDELIVER, 401, { path: route(REDELIVER, p, 'evt-failed') });
       await expect(REDELIVER, 403, { path: route(REDELIVER, p, 'evt-failed'), user: 'mallory' });
       await expect(REDELIVER, 404, { path: route(REDELIVER, p, 'evt-none'), user: 'alice' });
@@ -435,6 +446,7 @@ describe('openapi: the document at /openapi.json', () => {
 
       const health = await expect(HEALTH, 200, { path: route(HEALTH, p), user: 'alice' });
       assert.equal(health.state, 'failing');
+      await expect(HEALTH, 400, { path: route(HEALTH, 'bad%00id'), user: 'alice' });
       await expect(HEALTH, 401, { path: route(HEALTH, p) });
       await expect(HEALTH, 403, { path: route(HEALTH, p), user: 'mallory' });
       await expect(HEALTH, 404, { path: route(HEALTH, 'no-such-project'), user: 'alice' });
