@@ -81,10 +81,11 @@ export function createApp(deps: AppDeps): Koa {
   const deliveries = deliveriesRouter(deps);
   const metrics = metricsRouter(deps);
   const codec = deps.codec && codecRouter(deps.codec);
+  // The Temporal UI's CORS preflight for /codec is answered before the 405/OPTIONS rule and before auth.
+  if (deps.codec) app.use(codecCors(deps.codec));
   app.use(allowedMethods([...(deps.publicRoutes ?? []), metrics, webhooks, deliveries, ...(codec ? [codec] : [])]));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(metrics.routes());
-  if (deps.codec) app.use(codecCors(deps.codec));
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
