@@ -51,8 +51,14 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
 
   return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
-    const context = attemptContext(logger, projectId, webhookType, input.webhookId);
-    const logKey = { id: context.webhookId, projectId, type: webhookType, workflowId: context.workflowId };
+    const context = attemptContext(logger, input);
+    const logKey = {
+      id: context.webhookId,
+      projectId,
+      type: webhookType,
+      workflowId: context.workflowId,
+      attempt: context.attempt,
+    };
     assertHeaderSafeId(context.webhookId);
 
     const registration = await findRegistration(db, projectId);
@@ -84,11 +90,13 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
   };
 }
 
-function attemptContext(logger: Logger, projectId: string, webhookType: string, redeliveryOf?: string): AttemptContext {
+/** The attempt number counts the delivery's attempts, local first one included, across waits for the breaker. */
+function attemptContext(logger: Logger, input: DeliveryAttemptInput): AttemptContext {
+  const { projectId, webhookType } = input;
   const info = Context.current().info;
   const workflowId = info.workflowExecution?.workflowId ?? info.activityId;
-  const webhookId = redeliveryOf ?? workflowId;
-  const attempt = info.attempt;
+  const webhookId = input.webhookId ?? workflowId;
+  const attempt = (input.earlierAttempts ?? 0) + info.attempt;
   return { webhookId, workflowId, attempt, log: logger.child({ projectId, webhookType, workflowId, attempt }) };
 }
 
@@ -240,7 +248,7 @@ function classifyAnswer(
   throw ApplicationFailure.create({
     type: FailureType.ReceiverStatus,
     message: `Receiver answered HTTP ${statusCode}${statusCode >= 300 && statusCode < 400 ? ' (redirects are not followed)' : ''}`,
-    details: [{ attempt, durationMs, statusCode } satisfies AttemptFailureDetails],
+    details: [{ attempt, durationMs, statusCode, retryDelayMs: retryDelay } satisfies AttemptFailureDetails],
     nextRetryDelay: retryDelay,
   });
 }

@@ -21,6 +21,11 @@ import { DEFAULT_ALERT_AFTER_MS, createAlertSender, type OperatorAlert, type Sen
 import type { ActivityDeps } from './deps';
 import { deliveriesTotal, deliveryAttemptsTotal, deliveryLatencySeconds } from './metrics';
 
+/** One attempt of a delivery: its number counts every attempt of the delivery (a row per attempt in the log). */
+export interface AttemptKey extends DeliveryKey {
+  attempt: number;
+}
+
 /**
  * The delivery log, endpoint health, alerts and delivery metrics, written by the activities: status, error codes
  * and timing only, never payloads or response bodies.
@@ -65,8 +70,8 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
     Context.current().metricMeter.createCounter('webhook_deliveries', 'deliveries').add(1, { type, outcome });
   }
 
-  async function recordAttempt(key: DeliveryKey, outcome: DeliveryAttemptOutcome | ApplicationFailure) {
-    const runAttempt = Context.current().info.attempt;
+  async function recordAttempt(key: AttemptKey, outcome: DeliveryAttemptOutcome | ApplicationFailure) {
+    const runAttempt = key.attempt;
     if (outcome instanceof ApplicationFailure) {
       const details = outcome.details?.[0] as AttemptFailureDetails | undefined;
       const error = outcome.message;
@@ -127,7 +132,7 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
      * Logs an attempt's outcome (delivered, or the failure about to be thrown) and returns or rethrows it. A log
      * write that fails is logged, never allowed to turn a delivered attempt into a retried POST.
      */
-    async attempt<T extends DeliveryAttemptOutcome>(key: DeliveryKey, run: () => T): Promise<T> {
+    async attempt<T extends DeliveryAttemptOutcome>(key: AttemptKey, run: () => T): Promise<T> {
       let outcome: T;
       try {
         outcome = run();
@@ -140,7 +145,7 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
     },
 
     /** Logs a failed attempt and hands its failure back for the activity to throw. */
-    async failedAttempt(key: DeliveryKey, failure: ApplicationFailure): Promise<ApplicationFailure> {
+    async failedAttempt(key: AttemptKey, failure: ApplicationFailure): Promise<ApplicationFailure> {
       await recordAttempt(key, failure).catch(logFailedWrite);
       return failure;
     },

@@ -16,7 +16,12 @@ export type ActivityConfig = Pick<
 > &
   // Optional so a bare test config delivers to http://127.0.0.1 (production sets NODE_ENV: https only), and
   // activities built without the isolation settings (tests, bench) get the defaults of common/config.
-  Partial<Pick<Config, 'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS' | keyof typeof ISOLATION_DEFAULTS>>;
+  Partial<
+    Pick<
+      Config,
+      'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS' | 'DELIVERY_FIRST_ATTEMPT_LOCAL' | keyof typeof ISOLATION_DEFAULTS
+    >
+  >;
 
 /** What the activities need from the worker; tests pass their own. */
 export interface ActivityDeps {

@@ -26,6 +26,7 @@ export function createPlanDelivery({
       },
       attemptTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
       searchAttributes,
+      firstAttemptLocal: config.DELIVERY_FIRST_ATTEMPT_LOCAL ?? true,
     };
     const problem = validateDeliveryInput(input);
     if (problem !== undefined) return { ...plan, problem };

@@ -1,9 +1,6 @@
-/** The retry schedule an attempt runs under, in ms (worker config: DELIVERY_*). */
-export interface RetrySchedule {
-  initialIntervalMs: number;
-  backoffCoefficient: number;
-  maximumIntervalMs: number;
-}
+import { policyDelay, type RetrySchedule } from '../common/contract';
+
+export { policyDelay, type RetrySchedule };
 
 // RFC 9110 §5.6.7 HTTP-date: IMF-fixdate, then the obsolete RFC 850 and asctime forms recipients must accept.
 const HTTP_DATE =
@@ -21,12 +18,6 @@ export function parseRetryAfter(value: string | undefined, now: number): number 
   else if (HTTP_DATE.test(trimmed)) ms = Date.parse(trimmed) - now;
   else return undefined;
   return Number.isFinite(ms) && ms > 0 ? ms : undefined;
-}
-
-/** The wait the policy itself puts after `attempt` (1-based): initial × coefficient^(attempt−1), capped. */
-export function policyDelay(schedule: RetrySchedule, attempt: number): number {
-  const raw = schedule.initialIntervalMs * schedule.backoffCoefficient ** Math.max(0, attempt - 1);
-  return Math.min(raw, schedule.maximumIntervalMs);
 }
 
 /**

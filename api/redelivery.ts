@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import type { Config } from '../common/config';
-import { DELIVER_WORKFLOW_TYPE, type DeliverWebhookEventInput } from '../common/contract';
+import type { DeliverWebhookEventInput } from '../common/contract';
+import { startDeliveryWorkflow } from '../common/delivery-start';
 import type { DeliveryRow } from '../db';
 import { ApiError } from './errors';
 
@@ -39,12 +40,15 @@ export function createRedeliveryStarter(
     }
     if (!input) throw new EventNoLongerRetainedError(delivery.id);
     const workflowId = `webhook-redelivery-${randomUUID()}`;
-    await client.workflow.start(DELIVER_WORKFLOW_TYPE, {
-      args: [{ ...input, webhookId: delivery.id } satisfies DeliverWebhookEventInput],
-      taskQueue: config.TEMPORAL_TASK_QUEUE,
-      workflowId,
-      ...(startDelayMs > 0 && { startDelay: startDelayMs }),
-    });
+    await startDeliveryWorkflow(
+      client,
+      { ...input, webhookId: delivery.id },
+      {
+        taskQueue: config.TEMPORAL_TASK_QUEUE,
+        workflowId,
+        ...(startDelayMs > 0 && { startDelay: startDelayMs }),
+      },
+    );
     return workflowId;
   };
 }

@@ -5,12 +5,11 @@ import type { Config } from '../common/config';
 import { unavailableDependency } from './dependency-errors';
 import { DependencyUnavailableError } from './errors';
 import {
-  DELIVER_WORKFLOW_TYPE,
   type DeliverWebhookEventInput,
   type DeliverWebhookEventResult,
   type DeliveryFailedDetails,
 } from '../common/contract';
-import { deliveryPriority } from '../common/fairness';
+import { startDeliveryWorkflow } from '../common/delivery-start';
 
 /** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
 export type TestDeliveryOutcome =
@@ -67,13 +66,8 @@ export function createTestEventSender(
     };
     const handle = await client
       .withAbortSignal(waiting, () =>
-        client.workflow.start(DELIVER_WORKFLOW_TYPE, {
-          args: [input],
-          taskQueue: config.TEMPORAL_TASK_QUEUE,
-          workflowId,
-          // Tests run at the lowest priority: they never get ahead of a real event.
-          priority: deliveryPriority(projectId, 'TEST'),
-        }),
+        // Tests run at the lowest priority: they never get ahead of a real event.
+        startDeliveryWorkflow(client, input, { taskQueue: config.TEMPORAL_TASK_QUEUE, workflowId }),
       )
       .catch((error: unknown) => {
         // Not started within the deadline, or Temporal refused the call: Temporal is down, not the receiver.

@@ -3,13 +3,12 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import { WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/common';
 import {
   DEFAULT_TASK_QUEUE,
-  DELIVER_WORKFLOW_TYPE,
   SUBSCRIBABLE_TYPES,
   type DeliverWebhookEventInput,
   type SubscribableType,
 } from '../common/contract';
 import { InvalidWebhookEventError, validateDeliveryInput } from '../common/contract/validate';
-import { deliveryPriority } from '../common/fairness';
+import { startDeliveryWorkflow } from '../common/delivery-start';
 
 /** An event the monitoring system emits (TEST events come only from the test endpoint). */
 export interface WebhookEvent extends DeliverWebhookEventInput {
@@ -69,14 +68,11 @@ export async function emitWebhookEvent(
     payload: event.payload,
   };
   try {
-    await client.workflow.start(DELIVER_WORKFLOW_TYPE, {
-      args: [input],
+    await startDeliveryWorkflow(client, input, {
       taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
       workflowId,
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
-      // Falls ahead of vitals across projects; each project its own fair share of the queue.
-      priority: deliveryPriority(event.projectId, event.webhookType),
     });
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError)

@@ -30,6 +30,8 @@ export interface Config {
   DELIVERY_BACKOFF_COEFFICIENT: number;
   DELIVERY_MAX_INTERVAL_MS: number;
   DELIVERY_GIVE_UP_AFTER_MS: number;
+  /** The first attempt runs as a local activity in the workflow's first task (the fast path); false: every attempt is an activity task. */
+  DELIVERY_FIRST_ATTEMPT_LOCAL: boolean;
   TEST_DELIVERY_WAIT_MS: number;
   WORKER_MAX_CONCURRENT_ACTIVITIES: number;
   WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: number;
@@ -135,6 +137,7 @@ const schema: JSONSchemaType<Config> = {
     DELIVERY_BACKOFF_COEFFICIENT: { type: 'number', minimum: 1, maximum: 100, default: 2 },
     DELIVERY_MAX_INTERVAL_MS: int(1, 600_000),
     DELIVERY_GIVE_UP_AFTER_MS: int(1_000, 86_400_000),
+    DELIVERY_FIRST_ATTEMPT_LOCAL: { type: 'boolean', default: true },
     TEST_DELIVERY_WAIT_MS: int(100, 15_000, 600_000),
     WORKER_MAX_CONCURRENT_ACTIVITIES: int(1, 200),
     WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: int(1, 200),

@@ -56,7 +56,8 @@ function parsePrometheus(text: string): Sample[] {
     const type = /^# TYPE ([a-zA-Z_:][\w:]*) (counter|gauge|histogram|summary|untyped)$/.exec(line);
     if (type) typed.add(type[1]!);
     if (line.startsWith('#')) continue;
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (-?[\d.e+-]+|NaN|[+-]Inf)$/.exec(line);
+    // Prometheus parses values with Go's ParseFloat, which reads NaN in any case (prom-client writes "Nan").
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (-?[\d.e+-]+|[Nn][Aa][Nn]|[+-]Inf)$/.exec(line);
     assert.ok(match, `not a Prometheus sample line: ${line}`);
     const labels: Record<string, string> = {};
     for (const [, key, value] of (match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[key!] = value!;
@@ -566,7 +567,8 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     const p = await project('alice');
     await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
     fx.receiver.fallback = { status: 500 };
-    await withWorker(() => deliver(fallEvent(p)), givingUp, 1_000);
+    // Long enough a window for attempts after ALERT_AFTER_MS: the hand-over from the first attempt waits on a timer.
+    await withWorker(() => deliver(fallEvent(p)), { ...givingUp, DELIVERY_GIVE_UP_AFTER_MS: 4_000 }, 1_000);
     assert.equal(alertReceiver.requests.length, 1);
     const body = JSON.parse(alertReceiver.requests[0]!.rawBody.toString()) as Record<string, unknown>;
     assert.equal(body.alert, 'endpoint-failing');

@@ -51,6 +51,16 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     return error.cause;
   }
 
+  /**
+   * The attempt's own failure under the workflow's: directly (the first attempt runs as a local activity) or
+   * under an ActivityFailure (a later attempt, an activity task).
+   */
+  function attemptFailureOf(failure: ApplicationFailure): ApplicationFailure {
+    const cause = failure.cause instanceof ActivityFailure ? failure.cause.cause : failure.cause;
+    assert.ok(cause instanceof ApplicationFailure, String(cause));
+    return cause;
+  }
+
   it('delivers a FALL_DETECTION: exact JSON bytes, signed over the raw bytes, with the spec headers', async () => {
     const projectId = newProjectId();
     const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
@@ -296,9 +306,7 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
     );
     assert.equal(failure.type, FailureType.DeliveryFailed);
     assert.match(failure.message, /failed after 1 attempt\(s\): The workflow id cannot be sent as X-Webhook-Id/);
-    assert.ok(failure.cause instanceof ActivityFailure);
-    assert.ok(failure.cause.cause instanceof ApplicationFailure);
-    assert.equal(failure.cause.cause.type, FailureType.InvalidEvent);
+    assert.equal(attemptFailureOf(failure).type, FailureType.InvalidEvent);
     assert.equal(fx.receiver.requests.length, 0);
   });
 
@@ -313,10 +321,7 @@ describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)'
       );
       assert.equal(failure.type, FailureType.DeliveryFailed);
       assert.match(failure.message, /failed after 1 attempt\(s\): Refused to deliver to (127\.0\.0\.1|::1): loopback/);
-      // The full chain: workflow failure → activity failure → the attempt's non-retryable failure.
-      assert.ok(failure.cause instanceof ActivityFailure);
-      const attemptFailure = failure.cause.cause;
-      assert.ok(attemptFailure instanceof ApplicationFailure);
+      const attemptFailure = attemptFailureOf(failure);
       assert.equal(attemptFailure.type, FailureType.TargetForbidden);
       assert.equal(attemptFailure.nonRetryable, true);
     }

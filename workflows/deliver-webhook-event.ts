@@ -1,6 +1,7 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  TemporalFailure,
   log,
   patched,
   proxyActivities,
@@ -23,6 +24,8 @@ import {
   type DeliveryDeferredDetails,
   type DeliveryFailedDetails,
   type DeliveryPlan,
+  type WebhookType,
+  policyDelay,
   priorityKeyOf,
 } from '../common/contract';
 
@@ -47,6 +50,10 @@ const { recordDeliveryOutcome } = proxyLocalActivities<Activities>({
 /**
  * Delivers one event to the project's webhook: validate, look up the registration, then POST with retries.
  * The workflow id is the delivery's idempotency key, sent as X-Webhook-Id.
+ *
+ * The common case costs the engine one workflow task: the first attempt runs as a local activity right after the
+ * lookup, and a receiver that answers 2xx at once completes the workflow in that same task. Any other outcome hands
+ * over to the durable activity, which continues the same retry schedule (and the same attempt numbers).
  */
 export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Promise<DeliverWebhookEventResult> {
   const { projectId, webhookType } = input;
@@ -57,8 +64,8 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   if (plan.problem !== undefined) {
     throw ApplicationFailure.create({ type: FailureType.InvalidEvent, message: plan.problem, nonRetryable: true });
   }
-  // Only a validated event names its project and type in the UI's filters.
-  if (plan.searchAttributes) {
+  // Clients give the search attributes at start; a validated event started without them (by hand) gets them here.
+  if (plan.searchAttributes && workflowInfo().typedSearchAttributes.get(ProjectIdKey) === undefined) {
     upsertSearchAttributes([
       { key: ProjectIdKey, value: projectId },
       { key: WebhookTypeKey, value: webhookType },
@@ -70,69 +77,48 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   }
   if (!isSubscribed(plan.types, webhookType)) throw notSubscribed(projectId, webhookType);
   const isTest = webhookType === 'TEST';
+  const body = JSON.stringify(input.payload);
 
   // The give-up window runs from the first attempt, across waits for an open circuit breaker (workflow time).
   const giveUpAt = Date.now() + plan.retry.giveUpAfterMs;
-  // Attempts that reached the receiver in earlier calls, ended by a deferral.
+  // Attempts that reached the receiver before the current call: the local first one, or those before a deferral.
   let earlierAttempts = 0;
   // The receiver's last failure as a deferral reported it, for a give-up that comes while no attempt runs.
   let lastKnown: Pick<DeliveryFailedDetails, 'statusCode' | 'lastError'> | undefined;
+  // Read from the recorded lookup, not patched(): no extra marker and search-attribute upsert per delivery.
+  let local = plan.firstAttemptLocal === true;
   for (;;) {
-    // Options come from the recorded lookup result and workflow time, so creating this proxy per call is deterministic.
-    const { deliverWebhookAttempt } = proxyActivities<Activities>({
-      startToCloseTimeout: plan.attemptTimeoutMs + 5_000,
-      ...(isTest
-        ? { retry: { maximumAttempts: 1 } }
-        : {
-            scheduleToCloseTimeout: Math.max(1, giveUpAt - Date.now()),
-            retry: {
-              initialInterval: plan.retry.initialIntervalMs,
-              backoffCoefficient: plan.retry.backoffCoefficient,
-              maximumInterval: plan.retry.maximumIntervalMs,
-            },
-          }),
-      // Emergencies first whenever attempts are queued; the fairness key is inherited from the workflow.
-      priority: { priorityKey: priorityKeyOf(webhookType) },
-      summary: isTest
-        ? `POST TEST event to project ${projectId}'s webhook`
-        : `POST ${webhookType} to project ${projectId}'s webhook`,
-    });
-
+    const attemptInput = { projectId, webhookType, body, webhookId: input.webhookId, earlierAttempts };
+    const attempt = local
+      ? localAttempt(plan, webhookType, projectId)
+      : durableAttempt(plan, webhookType, projectId, giveUpAt, earlierAttempts);
     try {
-      const outcome = await deliverWebhookAttempt({
-        projectId,
-        webhookType,
-        body: JSON.stringify(input.payload),
-        webhookId: input.webhookId,
-      });
+      const outcome = await attempt(attemptInput);
       if (outcome.status === 'skipped') {
         log.warn('Webhook deleted while the delivery was pending: event not delivered', { projectId, webhookType });
-        return {
-          status: 'skipped',
-          webhookId,
-          reason: outcome.reason,
-          attempts: earlierAttempts + outcome.attempt - 1,
-        };
+        return { status: 'skipped', webhookId, reason: outcome.reason, attempts: outcome.attempt - 1 };
       }
       return {
         status: 'delivered',
         webhookId,
-        attempts: earlierAttempts + outcome.attempt,
+        attempts: outcome.attempt,
         statusCode: outcome.statusCode,
         durationMs: outcome.durationMs,
       };
-    } catch (error) {
-      if (!(error instanceof ActivityFailure)) throw error;
+    } catch (thrown) {
+      // A local attempt's failure arrives as it was thrown (no ActivityFailure around it); a timeout as TimeoutFailure.
+      const error = failureOfAttempt(thrown, local);
       const last = lastApplicationFailure(error);
       if (last?.type === FailureType.NotSubscribed) throw notSubscribed(projectId, webhookType, error);
+      const remaining = giveUpAt - Date.now();
       if (last?.type === DELIVERY_DEFERRED) {
         const deferral = last.details?.[0] as DeliveryDeferredDetails;
-        earlierAttempts += deferral.attempt - 1;
+        earlierAttempts = deferral.attempt - 1;
         if (deferral.lastError) lastKnown = { statusCode: deferral.statusCode, lastError: deferral.lastError };
-        const remaining = giveUpAt - Date.now();
         // A durable timer, not a stream of failing attempts; a test is answered at once instead.
         if (!isTest && remaining > deferral.waitMs) {
           await sleep(deferral.waitMs);
+          local = false;
           continue;
         }
         if (!isTest) await sleep(Math.max(1, remaining));
@@ -142,26 +128,85 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
           lastError: deferral.lastError ?? last.message,
         });
       }
+      const failed = last?.details?.[0] as AttemptFailureDetails | undefined;
+      const report = {
+        attempts: failed?.attempt ?? earlierAttempts + 1,
+        statusCode: failed?.statusCode,
+        errorCode: failed?.errorCode,
+        lastError: last?.message ?? error.cause?.message ?? error.message,
+      };
+      // The local first attempt failed and may be retried: the durable activity takes over after the policy's first
+      // interval, or the receiver's longer Retry-After (a floor, never an accelerator).
+      if (local && !isTest && !last?.nonRetryable) {
+        const waitMs = Math.max(plan.retry.initialIntervalMs, failed?.retryDelayMs ?? 0);
+        earlierAttempts = report.attempts;
+        lastKnown = { statusCode: report.statusCode, lastError: report.lastError };
+        local = false;
+        if (remaining > waitMs) {
+          await sleep(waitMs);
+          continue;
+        }
+        await sleep(Math.max(1, remaining));
+        throw await giveUp(webhookId, projectId, webhookType, error, report);
+      }
       // The window closed before the attempt after a wait could run (a timeout, no attempt): report the receiver.
       if (!last && lastKnown)
         throw await giveUp(webhookId, projectId, webhookType, error, { attempts: earlierAttempts, ...lastKnown });
-      const attempt = (last?.details?.[0] as AttemptFailureDetails | undefined) ?? undefined;
-      throw await giveUp(webhookId, projectId, webhookType, error, {
-        attempts: earlierAttempts + (attempt?.attempt ?? 1),
-        statusCode: attempt?.statusCode,
-        errorCode: attempt?.errorCode,
-        lastError: last?.message ?? error.cause?.message ?? error.message,
-      });
+      throw await giveUp(webhookId, projectId, webhookType, error, report);
     }
   }
 }
+
+/** The first attempt, on the worker that runs the workflow task: one try, no retries of its own. */
+function localAttempt(plan: DeliveryPlan, webhookType: WebhookType, projectId: string) {
+  return proxyLocalActivities<Activities>({
+    startToCloseTimeout: plan.attemptTimeoutMs + 5_000,
+    retry: { maximumAttempts: 1 },
+    summary: attemptSummary(webhookType, projectId),
+  }).deliverWebhookAttempt;
+}
+
+/**
+ * The durable attempts: an activity task retried by Temporal until the give-up window ends (a test gets one try).
+ * Its schedule continues the delivery's: the first retry waits what the policy puts after attempt earlierAttempts+1.
+ * Options come from the recorded lookup result and workflow time, so creating this proxy per call is deterministic.
+ */
+function durableAttempt(
+  plan: DeliveryPlan,
+  webhookType: WebhookType,
+  projectId: string,
+  giveUpAt: number,
+  earlierAttempts: number,
+) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: plan.attemptTimeoutMs + 5_000,
+    ...(webhookType === 'TEST'
+      ? { retry: { maximumAttempts: 1 } }
+      : {
+          scheduleToCloseTimeout: Math.max(1, giveUpAt - Date.now()),
+          retry: {
+            initialInterval: policyDelay(plan.retry, earlierAttempts + 1),
+            backoffCoefficient: plan.retry.backoffCoefficient,
+            maximumInterval: plan.retry.maximumIntervalMs,
+          },
+        }),
+    // Emergencies first whenever attempts are queued; the fairness key is inherited from the workflow.
+    priority: { priorityKey: priorityKeyOf(webhookType) },
+    summary: attemptSummary(webhookType, projectId),
+  }).deliverWebhookAttempt;
+}
+
+const attemptSummary = (webhookType: WebhookType, projectId: string) =>
+  webhookType === 'TEST'
+    ? `POST TEST event to project ${projectId}'s webhook`
+    : `POST ${webhookType} to project ${projectId}'s webhook`;
 
 /** Gives up: the delivery log learns of it (histories from before the log replay without), then the failure. */
 async function giveUp(
   webhookId: string,
   projectId: string,
   webhookType: string,
-  cause: ActivityFailure,
+  cause: TemporalFailure,
   outcome: Omit<DeliveryFailedDetails, 'projectId' | 'webhookType'>,
 ): Promise<ApplicationFailure> {
   const failure = deliveryFailed(projectId, webhookType, cause, outcome);
@@ -174,7 +219,7 @@ async function giveUp(
 function deliveryFailed(
   projectId: string,
   webhookType: string,
-  cause: ActivityFailure,
+  cause: TemporalFailure,
   outcome: Omit<DeliveryFailedDetails, 'projectId' | 'webhookType'>,
 ): ApplicationFailure {
   const details: DeliveryFailedDetails = { projectId, webhookType, ...outcome };
@@ -195,6 +240,12 @@ function notSubscribed(projectId: string, webhookType: string, cause?: Error): A
     nonRetryable: true,
     cause,
   });
+}
+
+/** The failure an attempt ended with; anything else (a bug in the workflow) is rethrown. */
+function failureOfAttempt(thrown: unknown, local: boolean): TemporalFailure {
+  if (thrown instanceof ActivityFailure || (local && thrown instanceof TemporalFailure)) return thrown;
+  throw thrown;
 }
 
 /** The last attempt's ApplicationFailure, found below a timeout or directly under the ActivityFailure. */

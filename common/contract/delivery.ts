@@ -20,6 +20,11 @@ export interface DeliveryPlan {
   attemptTimeoutMs: number;
   /** False when the worker found the ProjectId/WebhookType search attributes missing on the namespace. */
   searchAttributes: boolean;
+  /**
+   * The worker's choice of the fast path (DELIVERY_FIRST_ATTEMPT_LOCAL): the first attempt as a local activity.
+   * Recorded with the lookup, so the choice replays; absent in histories from before it, which replay without.
+   */
+  firstAttemptLocal?: boolean;
 }
 
 export interface DeliveryAttemptInput {
@@ -29,6 +34,11 @@ export interface DeliveryAttemptInput {
   body: string;
   /** The X-Webhook-Id to send when it is not the workflow id (a redelivery). */
   webhookId?: string;
+  /**
+   * Attempts of this delivery made before this activity ran (its first attempt on the worker, or the ones before a
+   * wait for the breaker): the attempt numbers, the delivery log's rows and the Retry-After floor continue from them.
+   */
+  earlierAttempts?: number;
 }
 
 /** How a delivery ended, as the workflow reports it to the delivery log. */

@@ -35,6 +35,8 @@ export interface AttemptFailureDetails {
   statusCode?: number;
   /** Node/undici error code, or TIMEOUT. */
   errorCode?: string;
+  /** The wait before the next attempt when the receiver's Retry-After asked for longer than the policy. */
+  retryDelayMs?: number;
 }
 
 /** Details (first element) of the workflow's WebhookDeliveryFailed failure. */

@@ -9,3 +9,4 @@ export * from './search-attributes';
 export * from './ids';
 export * from './priority';
 export * from './deferral';
+export * from './retry-schedule';

@@ -6,3 +6,9 @@ export const WebhookTypeKey = defineSearchAttributeKey('WebhookType', SearchAttr
 
 /** Every search attribute the workflow sets: what a namespace must have registered (as Keyword). */
 export const SEARCH_ATTRIBUTE_KEYS = [ProjectIdKey, WebhookTypeKey];
+
+/** The pairs a delivery is started with: the project and the event type, for the operators' filters. */
+export const deliverySearchAttributes = (projectId: string, webhookType: string) => [
+  { key: ProjectIdKey, value: projectId },
+  { key: WebhookTypeKey, value: webhookType },
+];
