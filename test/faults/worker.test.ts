@@ -1,5 +1,6 @@
 // Faults around the worker process and the receiver: SIGKILL mid-attempt, SIGTERM mid-attempt, a receiver down.
 import assert from 'node:assert/strict';
+import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
 import { Registrations, newProjectId } from '../support/deliveries';
@@ -16,6 +17,8 @@ import {
   type WorkerProcess,
 } from './support';
 import { startBoth } from '../support/setup';
+
+const { EventType } = temporal.api.enums.v1;
 
 /** The receiver outage; the 2 minutes by default, shorter in CI (the retry schedule below is the same). */
 const RECEIVER_OUTAGE_MS = Number(process.env.FAULT_RECEIVER_OUTAGE_MS ?? 120_000);
@@ -80,7 +83,7 @@ describe('faults: the worker process and the receiver', function () {
     return { projectId, secret, taskQueue, start };
   }
 
-  it('SIGKILL of the worker in the middle of attempts, then a restart: every event arrives, signed', async () => {
+  it('SIGKILL of the worker during fast-path (local) attempts, then a restart: every event arrives, signed', async () => {
     const { projectId, secret, taskQueue, start } = await scenario();
     receiver.delayMs = 1_500;
     const first = start();
@@ -94,6 +97,15 @@ describe('faults: the worker process and the receiver', function () {
     await untilDelivered(receiver, ids);
     const figures = assertAllDelivered(receiver, ids, secret);
     reportFigures('worker SIGKILL', { ...figures, recoverMs: Date.now() - killedAt });
+    // The killed worker held first attempts as local activities: their workflow tasks timed out, and the restarted
+    // worker ran them again from the start of the history, under the same X-Webhook-Id.
+    let timedOut = 0;
+    for (const id of ids) {
+      const { events } = await env.client.workflow.getHandle(id).fetchHistory();
+      const types = (events ?? []).map((event) => event.eventType);
+      if (types.includes(EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)) timedOut += 1;
+    }
+    assert.ok(timedOut > 0, 'the kill interrupted a fast-path attempt');
   });
 
   it('SIGTERM during an attempt: the attempt finishes, the worker exits 0, nothing is lost or doubled', async () => {

@@ -1,0 +1,25 @@
+// Deliveries running when a new worker is deployed must replay on it: histories recorded by the previous version of
+// the workflow (every attempt an activity task, the breaker's wait loop, a give-up) replay on today's code without a
+// nondeterminism error. Recorded with test/fixtures/histories/README.md's recipe.
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { temporal } from '@temporalio/proto';
+import { Worker } from '@temporalio/worker';
+import { workflowBundle } from './support/temporal';
+
+const HISTORIES = join(__dirname, 'fixtures', 'histories');
+
+describe('replay of histories recorded by the previous workflow version', function () {
+  this.timeout(60_000);
+  const files = readdirSync(HISTORIES).filter((name) => name.endsWith('.binpb'));
+
+  it('has histories to replay', () => assert.ok(files.length >= 4, files.join(', ')));
+
+  for (const file of files) {
+    it(`replays ${file.replace(/\.binpb$/, '')}`, async () => {
+      const history = temporal.api.history.v1.History.decode(readFileSync(join(HISTORIES, file)));
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file);
+    });
+  }
+});
