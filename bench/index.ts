@@ -311,22 +311,40 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
 
   if (selected.has('neighbour')) {
     const rows: NeighbourRow[] = [];
-    for (const fault of plan.faults) {
-      log(
-        `neighbour: project A's receiver ${fault === '503' ? 'answers 503 with Retry-After: 0' : `${fault}s`} for ${plan.neighbourSeconds} s`,
-      );
-      const row = await neighbourStage(ctx, neighbour, isolationProjects, fault, {
-        ...plan,
-        seconds: plan.neighbourSeconds,
-      });
-      check(`neighbour ${fault}`, row.healthyAccounting);
-      if (row.neighbourDelivered < row.neighbourSent)
-        problems.push(
-          `neighbour ${fault}: ${row.neighbourSent - row.neighbourDelivered} of A's ${row.neighbourSent} events did not arrive after recovery`,
+    // The delivery log counts the attempts against a receiver that refuses connections (none reach it to be counted).
+    const logDb = createDb(stack.databaseUrl, { max: 1 });
+    const loggedAttempts = async (failingProject: string, from: number, to: number) =>
+      (
+        await logDb('delivery_attempts as a')
+          .join('deliveries as d', 'd.id', 'a.delivery_id')
+          .where('d.project_id', failingProject)
+          .whereRaw('a.at >= to_timestamp(? / 1000.0) and a.at < to_timestamp(? / 1000.0)', [from, to])
+          .select(logDb.raw('extract(epoch from a.at) * 1000 as at'))
+      ).map((row: { at: string | number }) => Number(row.at));
+    try {
+      for (const fault of plan.faults) {
+        log(
+          `neighbour: project A's receiver ${fault === '503' ? 'answers 503 with Retry-After: 0' : `${fault}s`} for ${plan.neighbourSeconds} s`,
         );
-      if (row.neighbourUnderTwoIds)
-        problems.push(`neighbour ${fault}: ${row.neighbourUnderTwoIds} of A's events arrived under two ids`);
-      rows.push(row);
+        const row = await neighbourStage(
+          ctx,
+          neighbour,
+          isolationProjects,
+          fault,
+          { ...plan, seconds: plan.neighbourSeconds },
+          loggedAttempts,
+        );
+        check(`neighbour ${fault}`, row.healthyAccounting);
+        if (row.neighbourDelivered < row.neighbourSent)
+          problems.push(
+            `neighbour ${fault}: ${row.neighbourSent - row.neighbourDelivered} of A's ${row.neighbourSent} events did not arrive after recovery`,
+          );
+        if (row.neighbourUnderTwoIds)
+          problems.push(`neighbour ${fault}: ${row.neighbourUnderTwoIds} of A's events arrived under two ids`);
+        rows.push(row);
+      }
+    } finally {
+      await logDb.destroy();
     }
     figures.neighbour = rows;
   }

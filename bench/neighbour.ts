@@ -124,13 +124,15 @@ export interface NeighbourRow {
   healthy: LatencySummary;
   healthyAccounting: Accounting;
   /**
-   * Requests the failing receiver got per second while failing, averaged over the whole fault, and the most in any
-   * one window (windowSeconds) of it; null when it refuses (a refused connection never reaches it to be counted).
+   * Attempts against the failing receiver per second while it failed, averaged over the whole fault, and the most in
+   * any one window (windowSeconds) of it. Counted where requests arrive; a refused connection never arrives, so then
+   * from the delivery log (one row per attempt that went out, at its end); null when neither could count.
    */
   neighbourAttemptsPerSecond: number | null;
   neighbourPeakAttemptsPerSecond: number | null;
-  /** Requests per window while failing, the fault's first window first. */
+  /** Attempts per window while failing, the fault's first window first. */
   neighbourAttemptWindows: number[] | null;
+  attemptsCountedFrom: 'receiver' | 'delivery log' | null;
   /** From the receiver's recovery to the arrival of the neighbour's last event (null when some never arrived). */
   backlogRecoverySeconds: number | null;
   neighbourSent: number;
@@ -266,6 +268,8 @@ export async function neighbourStage(
   projects: { failing: string; healthy: string },
   fault: NeighbourFault,
   plan: NeighbourPlan,
+  /** Times (epoch ms) of the failing project's logged attempts between two instants: counts a refusing receiver. */
+  loggedAttempts?: (projectId: string, from: number, to: number) => Promise<number[]>,
 ): Promise<NeighbourRow> {
   await neighbour.setMode(fault);
   const requestsBefore = neighbour.requests.length;
@@ -281,7 +285,11 @@ export async function neighbourStage(
   await ctx.ledger.settle(Date.now() + 30_000 + plan.seconds * 1000);
   const recoveredAt = wallClockMs();
   const failingFor = (recoveredAt - t0) / 1000;
-  const attemptTimes = neighbour.requests.slice(requestsBefore).filter((at) => at < recoveredAt);
+  const countedFrom = fault !== 'refuse' ? 'receiver' : loggedAttempts ? 'delivery log' : null;
+  const attemptTimes =
+    fault !== 'refuse'
+      ? neighbour.requests.slice(requestsBefore).filter((at) => at < recoveredAt)
+      : ((await loggedAttempts?.(projects.failing, t0, recoveredAt)) ?? []);
   const attemptWindows = attemptsPerWindow(attemptTimes, t0, recoveredAt, plan.windowSeconds);
 
   await neighbour.setMode('healthy');
@@ -307,10 +315,11 @@ export async function neighbourStage(
     windows: perWindow(healthy, (id) => ctx.ledger.receivedAt(id), t0, plan.windowSeconds),
     healthy: summarize(healthyLatencies),
     healthyAccounting: ctx.ledger.account(),
-    neighbourAttemptsPerSecond: fault === 'refuse' ? null : Math.round((attemptTimes.length / failingFor) * 10) / 10,
+    neighbourAttemptsPerSecond: countedFrom && Math.round((attemptTimes.length / failingFor) * 10) / 10,
     neighbourPeakAttemptsPerSecond:
-      fault === 'refuse' ? null : Math.round(Math.max(0, ...attemptWindows.map((w) => w.perSecond)) * 10) / 10,
-    neighbourAttemptWindows: fault === 'refuse' ? null : attemptWindows.map((w) => w.count),
+      countedFrom && Math.round(Math.max(0, ...attemptWindows.map((w) => w.perSecond)) * 10) / 10,
+    neighbourAttemptWindows: countedFrom && attemptWindows.map((w) => w.count),
+    attemptsCountedFrom: countedFrom,
     backlogRecoverySeconds: Number.isFinite(lastArrival)
       ? Math.round(Math.max(0, lastArrival - recoveredAt) / 100) / 10
       : null,

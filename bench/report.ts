@@ -143,7 +143,7 @@ function isolationTargets(report: Omit<BenchReport, 'targets'>): Target[] {
         met: slowestRecovery <= 300,
       },
     );
-    // Counted where requests reach the receiver: not while it refuses connections.
+    // Counted where requests reach the receiver, or from the delivery log while it refuses connections.
     const counted = rows.filter((row) => row.neighbourPeakAttemptsPerSecond !== null);
     if (counted.length) {
       const peak = Math.max(...counted.map((row) => row.neighbourPeakAttemptsPerSecond!));
@@ -404,9 +404,10 @@ function isolationTables(report: BenchReport): string[] {
           `${row.neighbourRate} / ${row.healthyRate}`,
           row.windows.map((window) => `${window.p50}/${window.p99}`).join(' '),
           row.healthy.p99,
-          row.neighbourAttemptsPerSecond === null
-            ? '- (refused: not counted)'
-            : `${row.neighbourAttemptsPerSecond}, ${row.neighbourPeakAttemptsPerSecond}`,
+          row.attemptsCountedFrom === null
+            ? '- (not counted)'
+            : `${row.neighbourAttemptsPerSecond}, ${row.neighbourPeakAttemptsPerSecond}` +
+              (row.attemptsCountedFrom === 'delivery log' ? ' (delivery log)' : ''),
           row.backlogRecoverySeconds === null
             ? `${row.neighbourDelivered}/${row.neighbourSent} arrived`
             : `${row.backlogRecoverySeconds} s (${row.neighbourDelivered}/${row.neighbourSent})`,
