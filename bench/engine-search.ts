@@ -134,10 +134,20 @@ async function startSearchServer(
   const child = spawn(cli, args, { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   const server = track(name, child);
+  // A bench that dies without its finally must not leave a server running.
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  const stop = async () => {
+    process.removeListener('exit', killOnExit);
+    await server.stop();
+  };
   const address = `127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode}); see ${log}`);
+    if (child.exitCode !== null) {
+      process.removeListener('exit', killOnExit);
+      throw new Error(`${name} exited (${child.exitCode}); see ${log}`);
+    }
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1_000 });
       try {
@@ -148,13 +158,13 @@ async function startSearchServer(
       }
     } catch (error) {
       if (Date.now() > deadline) {
-        await server.stop(2_000);
+        await stop();
         throw new Error(`${name} not ready on ${address}: ${(error as Error).message}; see ${log}`);
       }
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }
-  return { address, pid: child.pid, stop: () => server.stop() };
+  return { address, pid: child.pid, stop };
 }
 
 /** The grid point as the empty worker's environment. */

@@ -280,7 +280,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
         ...result,
         peakRssMb: {
           worker: peaks.get(worker.pid) ?? NaN,
-          api: api ? (peaks.get(api.pid) ?? NaN) : NaN,
+          ...(api && { api: peaks.get(api.pid) ?? NaN }),
           ...(stack.temporalPid && { temporal: peaks.get(stack.temporalPid) }),
         },
         cpuSeconds,
@@ -419,6 +419,8 @@ async function main(): Promise<number> {
           NODE_ENV: 'production',
           DATA_DIR: dataDir,
           PAYLOAD_ENCRYPTION_KEYS: inputs.payloadKeys,
+          // Production settings want one; the empty worker never opens a registration secret.
+          WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
           LOG_PRETTY: 'false',
         },
         dataDir,

@@ -7,7 +7,8 @@ import type { Stage } from './plan';
 import type { ApiResult, DeliveryStageResult, EngineResult, SteadyResult } from './stages';
 
 export interface GrowthRow extends DeliveryStageResult {
-  peakRssMb: { worker: number; api: number; temporal?: number };
+  /** Peak RSS in MB of the worker, the API (when the run has the API stage) and Temporal (when measured). */
+  peakRssMb: { worker: number; api?: number; temporal?: number };
   /** CPU seconds each process used during the stage: where the time of a delivery goes. */
   cpuSeconds: Record<string, number>;
 }
@@ -287,7 +288,7 @@ export function formatReport(report: BenchReport): string {
           row.latencyMs.p50,
           row.latencyMs.p99,
           row.peakRssMb.worker,
-          row.peakRssMb.api,
+          row.peakRssMb.api ?? '-',
           row.peakRssMb.temporal ?? '-',
           ['temporal', 'worker', 'postgres', 'bench']
             .map((name) =>
