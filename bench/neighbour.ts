@@ -116,14 +116,23 @@ export interface WindowRow {
 export interface NeighbourRow {
   fault: NeighbourFault;
   seconds: number;
+  windowSeconds: number;
   neighbourRate: number;
   healthyRate: number;
   /** The healthy project's FALL_DETECTION, emit → verified receipt, per window of the load. */
   windows: WindowRow[];
   healthy: LatencySummary;
   healthyAccounting: Accounting;
-  /** Requests the failing receiver got per second while failing (null when it refuses: nothing to count). */
+  /**
+   * Attempts against the failing receiver per second while it failed, averaged over the whole fault, and the most in
+   * any one window (windowSeconds) of it. Counted where requests arrive; a refused connection never arrives, so then
+   * from the delivery log (one row per attempt that went out, at its end); null when neither could count.
+   */
   neighbourAttemptsPerSecond: number | null;
+  neighbourPeakAttemptsPerSecond: number | null;
+  /** Attempts per window while failing, the fault's first window first. */
+  neighbourAttemptWindows: number[] | null;
+  attemptsCountedFrom: 'receiver' | 'delivery log' | null;
   /** From the receiver's recovery to the arrival of the neighbour's last event (null when some never arrived). */
   backlogRecoverySeconds: number | null;
   neighbourSent: number;
@@ -134,6 +143,9 @@ export interface NeighbourRow {
 
 export interface FloodResult {
   seconds: number;
+  windowSeconds: number;
+  /** How vitalRate was chosen: a multiple of the engine limit measured in this run, or of the assumed one. */
+  vitalRateBasis: string;
   vitalRate: number;
   fallRate: number;
   windows: WindowRow[];
@@ -226,6 +238,17 @@ function perWindow(events: Emitted[], receivedAt: (id: string) => number | undef
   return rows;
 }
 
+/** Requests per window of `windowS` from t0 to `end`; a last window shorter than a second is left out of rates. */
+function attemptsPerWindow(times: number[], t0: number, end: number, windowS: number) {
+  const rows: { count: number; perSecond: number }[] = [];
+  for (let from = t0; from < end; from += windowS * 1000) {
+    const to = Math.min(end, from + windowS * 1000);
+    const count = times.filter((at) => at >= from && at < to).length;
+    rows.push({ count, perSecond: to - from >= 1000 ? count / ((to - from) / 1000) : 0 });
+  }
+  return rows;
+}
+
 export interface NeighbourPlan {
   seconds: number;
   windowSeconds: number;
@@ -245,6 +268,8 @@ export async function neighbourStage(
   projects: { failing: string; healthy: string },
   fault: NeighbourFault,
   plan: NeighbourPlan,
+  /** Times (epoch ms) of the failing project's logged attempts between two instants: counts a refusing receiver. */
+  loggedAttempts?: (projectId: string, from: number, to: number) => Promise<number[]>,
 ): Promise<NeighbourRow> {
   await neighbour.setMode(fault);
   const requestsBefore = neighbour.requests.length;
@@ -258,10 +283,15 @@ export async function neighbourStage(
   const t0 = wallClockMs();
   await emitPlanned(ctx, planned, t0);
   await ctx.ledger.settle(Date.now() + 30_000 + plan.seconds * 1000);
-  const failingFor = (wallClockMs() - t0) / 1000;
-  const attempts = neighbour.requests.length - requestsBefore;
-
   const recoveredAt = wallClockMs();
+  const failingFor = (recoveredAt - t0) / 1000;
+  const countedFrom = fault !== 'refuse' ? 'receiver' : loggedAttempts ? 'delivery log' : null;
+  const attemptTimes =
+    fault !== 'refuse'
+      ? neighbour.requests.slice(requestsBefore).filter((at) => at < recoveredAt)
+      : ((await loggedAttempts?.(projects.failing, t0, recoveredAt)) ?? []);
+  const attemptWindows = attemptsPerWindow(attemptTimes, t0, recoveredAt, plan.windowSeconds);
+
   await neighbour.setMode('healthy');
   const deadline = Date.now() + plan.recoveryDeadlineSeconds * 1000;
   const arrived = () => failing.filter((event) => neighbour.delivered.has(event.id)).length;
@@ -279,12 +309,17 @@ export async function neighbourStage(
   return {
     fault,
     seconds: plan.seconds,
+    windowSeconds: plan.windowSeconds,
     neighbourRate: plan.neighbourRate,
     healthyRate: plan.healthyRate,
     windows: perWindow(healthy, (id) => ctx.ledger.receivedAt(id), t0, plan.windowSeconds),
     healthy: summarize(healthyLatencies),
     healthyAccounting: ctx.ledger.account(),
-    neighbourAttemptsPerSecond: fault === 'refuse' ? null : Math.round((attempts / failingFor) * 10) / 10,
+    neighbourAttemptsPerSecond: countedFrom && Math.round((attemptTimes.length / failingFor) * 10) / 10,
+    neighbourPeakAttemptsPerSecond:
+      countedFrom && Math.round(Math.max(0, ...attemptWindows.map((w) => w.perSecond)) * 10) / 10,
+    neighbourAttemptWindows: countedFrom && attemptWindows.map((w) => w.count),
+    attemptsCountedFrom: countedFrom,
     backlogRecoverySeconds: Number.isFinite(lastArrival)
       ? Math.round(Math.max(0, lastArrival - recoveredAt) / 100) / 10
       : null,
@@ -298,7 +333,7 @@ export async function neighbourStage(
 export async function floodStage(
   ctx: StageContext,
   projects: { vitals: string; falls: string },
-  plan: { seconds: number; windowSeconds: number; vitalRate: number; fallRate: number },
+  plan: { seconds: number; windowSeconds: number; vitalRate: number; vitalRateBasis: string; fallRate: number },
 ): Promise<FloodResult> {
   const emitted = planStreams(ctx, 'flood', plan.seconds, [
     { projectId: projects.vitals, webhookType: 'VITAL_THRESHOLD', rate: plan.vitalRate },
@@ -321,6 +356,8 @@ export async function floodStage(
   const falls = emitted.filter((event) => event.webhookType === 'FALL_DETECTION');
   return {
     seconds: plan.seconds,
+    windowSeconds: plan.windowSeconds,
+    vitalRateBasis: plan.vitalRateBasis,
     vitalRate: plan.vitalRate,
     fallRate: plan.fallRate,
     windows: perWindow(falls, (id) => ctx.ledger.receivedAt(id), t0, plan.windowSeconds),

@@ -16,7 +16,7 @@ export interface BenchProcess {
   stop(graceMs?: number): Promise<void>;
 }
 
-function track(name: string, child: ChildProcess): BenchProcess {
+export function track(name: string, child: ChildProcess): BenchProcess {
   if (child.pid === undefined) throw new Error(`${name} did not start`);
   const exited = new Promise<void>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve();
@@ -118,9 +118,13 @@ function firstMessage<T>(child: ChildProcess, name: string, timeoutMs: number, a
   });
 }
 
-/** The engine-limit worker on its own task queue. */
-export async function startEmptyWorker(env: NodeJS.ProcessEnv, logDir: string): Promise<BenchProcess> {
-  const child = forkBenchModule('empty-worker.ts', env, logDir, 'empty-worker');
+/** The engine-limit worker on its own task queue (BENCH_EMPTY_TASK_QUEUE); logs to <logDir>/<name>.log. */
+export async function startEmptyWorker(
+  env: NodeJS.ProcessEnv,
+  logDir: string,
+  name = 'empty-worker',
+): Promise<BenchProcess> {
+  const child = forkBenchModule('empty-worker.ts', env, logDir, name);
   const process = track('empty-worker', child);
   try {
     await firstMessage(child, 'empty-worker', 60_000, (m) =>
@@ -281,25 +285,39 @@ export class RssSampler {
   }
 }
 
-/** CPU seconds (user + system) a process and, optionally, its direct children have used so far. */
-export async function cpuSeconds(pid: number, withChildren = false): Promise<number> {
-  const ticks = async (id: number) => {
-    try {
-      const stat = await readFile(`/proc/${id}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      // Fields 14 and 15 of proc(5) (utime, stime) are at 11 and 12 after the command name.
-      return { ppid: Number(fields[1]), used: Number(fields[11]) + Number(fields[12]) };
-    } catch {
-      return { ppid: -1, used: 0 };
-    }
-  };
-  let total = (await ticks(pid)).used;
+/** utime + stime of a process in clock ticks, and its parent; undefined when it is gone or /proc is unavailable. */
+async function procTicks(pid: number): Promise<{ ppid: number; used: number } | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of proc(5) (utime, stime) are at 11 and 12 after the command name.
+    return { ppid: Number(fields[1]), used: Number(fields[11]) + Number(fields[12]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU seconds (user + system) a process and, optionally, all its live descendants have used so far (a server in a
+ * container or behind a wrapper script works in its children); undefined when the process is not running here.
+ */
+export async function cpuSeconds(pid: number, withChildren = false): Promise<number | undefined> {
+  const own = await procTicks(pid);
+  if (!own) return undefined;
+  let total = own.used;
   if (withChildren) {
     const ids = (await readdir('/proc').catch(() => [])).filter((name) => /^\d+$/.test(name)).map(Number);
+    const parents = new Map<number, { ppid: number; used: number }>();
     for (const id of ids) {
-      const child = await ticks(id);
-      if (child.ppid === pid) total += child.used;
+      const entry = await procTicks(id);
+      if (entry) parents.set(id, entry);
     }
+    const descends = (id: number): boolean => {
+      for (let parent = parents.get(id)?.ppid; parent !== undefined && parent > 1; parent = parents.get(parent)?.ppid)
+        if (parent === pid) return true;
+      return false;
+    };
+    for (const [id, entry] of parents) if (id !== pid && descends(id)) total += entry.used;
   }
   return total / CLOCK_TICKS_PER_SECOND;
 }
@@ -307,9 +325,12 @@ export async function cpuSeconds(pid: number, withChildren = false): Promise<num
 /** USER_HZ: 100 on Linux for every mainstream architecture. */
 const CLOCK_TICKS_PER_SECOND = 100;
 
-/** CPU seconds per named process over a stage: start() before, stop() after. */
+/**
+ * CPU seconds per named process over a stage: start() before, stop() after. A process that is not running on this
+ * machine (a pid from elsewhere) is left out of the figures rather than counted as idle.
+ */
 export class CpuMeter {
-  private before = new Map<string, number>();
+  private before = new Map<string, number | undefined>();
   constructor(private readonly processes: { name: string; pid: number; withChildren?: boolean }[]) {}
 
   async start(): Promise<void> {
@@ -319,7 +340,8 @@ export class CpuMeter {
   async stop(): Promise<Record<string, number>> {
     const used: Record<string, number> = {};
     for (const p of this.processes) {
-      used[p.name] = Math.round(((await cpuSeconds(p.pid, p.withChildren)) - (this.before.get(p.name) ?? 0)) * 10) / 10;
+      const [before, after] = [this.before.get(p.name), await cpuSeconds(p.pid, p.withChildren)];
+      if (before !== undefined && after !== undefined) used[p.name] = Math.round((after - before) * 10) / 10;
     }
     return used;
   }

@@ -3,7 +3,7 @@
 import { chmodSync } from 'node:fs';
 import pino from 'pino';
 import type { Config } from '../common/config';
-import { startDevStack } from '../dev/stack';
+import { isAlive, startDevStack } from '../dev/stack';
 export { DEV_SERVER_SQLITE_PRAGMAS } from '../dev/stack';
 import { freePort } from '../dev/ports';
 import { createScratchDatabase } from '../db';
@@ -11,7 +11,7 @@ import { createScratchDatabase } from '../db';
 export interface BenchStack {
   databaseUrl: string;
   temporalAddress: string;
-  /** Pid of the Temporal dev server when the bench started it (for its RSS). */
+  /** Pid of the Temporal dev server the bench started, or of the configured one (BENCH_TEMPORAL_PID): CPU and RSS. */
   temporalPid?: number;
   /** Pid of the embedded PostgreSQL's postmaster (its backends are its children). */
   postgresPid?: number;
@@ -21,11 +21,13 @@ export interface BenchStack {
 }
 
 /** BENCH_TEMPORAL_PID: the process id of the Temporal server TEMPORAL_ADDRESS points at, on this machine. */
-function benchTemporalPid(): number | undefined {
+export function benchTemporalPid(): number | undefined {
   const text = process.env.BENCH_TEMPORAL_PID;
   if (!text) return undefined;
   const pid = Number(text);
   if (!Number.isInteger(pid) || pid < 1) throw new Error('BENCH_TEMPORAL_PID must be a process id');
+  // Its CPU and RSS come from /proc: a pid of another machine or container namespace would read as nothing.
+  if (!isAlive(pid)) throw new Error(`BENCH_TEMPORAL_PID ${pid} is not a running process on this machine`);
   return pid;
 }
 
@@ -60,7 +62,7 @@ export async function startBenchStack(options: { dataDir: string; config: Config
       databaseUrl,
       temporalAddress: devStack.env.TEMPORAL_ADDRESS ?? config.TEMPORAL_ADDRESS!,
       // A configured server's CPU and memory are measured too when BENCH_TEMPORAL_PID names its process.
-      temporalPid: devStack.pids.temporal ?? benchTemporalPid(),
+      temporalPid: devStack.env.TEMPORAL_ADDRESS ? devStack.pids.temporal : benchTemporalPid(),
       postgresPid: devStack.pids.postgres,
       postgres: devStack.env.DATABASE_URL ? 'embedded' : 'configured',
       temporal: devStack.env.TEMPORAL_ADDRESS ? 'dev-server' : 'configured',

@@ -48,7 +48,11 @@ export interface EngineResult {
 }
 
 /** N empty workflows started as fast as the client can: the engine's own limit on this machine. */
-export async function engineLimit(ctx: StageContext, n: number, label: string): Promise<EngineResult> {
+export async function engineLimit(
+  ctx: Pick<StageContext, 'client' | 'emptyTaskQueue' | 'runId'>,
+  n: number,
+  label: string,
+): Promise<EngineResult> {
   const prefix = `bench-empty-${ctx.runId}-${label}-`;
   const query = `TaskQueue = '${ctx.emptyTaskQueue}' AND ExecutionStatus = 'Completed'`;
   const count = () => ctx.client.workflow.count(query).then((result) => result.count);

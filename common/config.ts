@@ -37,6 +37,9 @@ export interface Config {
   WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: number;
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: number;
   WORKER_MAX_CACHED_WORKFLOWS: number;
+  /** Concurrent long polls for workflow tasks and for activity tasks; unset: the SDK's default, min(10, slots). */
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS?: number;
+  WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS?: number;
   WORKER_SHUTDOWN_GRACE_MS: number;
   /** How often a worker erases the previous secrets whose rotation overlap is over. */
   SECRET_SWEEP_INTERVAL_MS: number;
@@ -143,6 +146,9 @@ const schema: JSONSchemaType<Config> = {
     WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: int(1, 200),
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: int(1, 100),
     WORKER_MAX_CACHED_WORKFLOWS: int(0, 1_000),
+    // The SDK needs two workflow pollers (one sticky, one not) while the cache is on.
+    WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: { type: 'integer', minimum: 2, maximum: 1_000, nullable: true },
+    WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: { type: 'integer', minimum: 1, maximum: 1_000, nullable: true },
     WORKER_SHUTDOWN_GRACE_MS: int(0, 15_000),
     SECRET_SWEEP_INTERVAL_MS: int(1_000, 3_600_000, 86_400_000),
     JWT_MAX_AGE: int(1, 3_600, 86_400),
@@ -254,6 +260,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     if (!config.JWT_AUDIENCE) problems.push('JWT_AUDIENCE is required in production when JWT_JWKS_URI is set');
     if (!/^https:\/\//i.test(config.JWT_JWKS_URI)) problems.push('JWT_JWKS_URI must be an https:// URL in production');
   }
+  // A poll holds a slot: more pollers than slots would only wait for one.
+  if ((config.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS ?? 0) > config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS)
+    problems.push('WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_WORKFLOW_TASKS');
+  if ((config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS ?? 0) > config.WORKER_MAX_CONCURRENT_ACTIVITIES)
+    problems.push('WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_ACTIVITIES');
   if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
     problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);

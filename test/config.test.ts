@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { ConfigError, loadConfig } from '../common/config';
+import { workerTuningOptions } from '../worker/start';
 
 const SECRET = 'x'.repeat(32);
 const DB = 'postgres://u:p@localhost:5432/webhooks';
@@ -109,6 +110,26 @@ describe('config', () => {
       configError({ HTTP_HEADERS_TIMEOUT_MS: '40000' }),
       /HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS/,
     );
+  });
+
+  it('leaves the worker pollers to the SDK unless set, then passes them as poller maximums within the slots', () => {
+    const defaults = workerTuningOptions(loadConfig({}));
+    assert.equal(defaults.workflowTaskPollerBehavior, undefined);
+    assert.equal(defaults.activityTaskPollerBehavior, undefined);
+    const set = workerTuningOptions(
+      loadConfig({ WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '16', WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: '40' }),
+    );
+    assert.deepEqual(set.workflowTaskPollerBehavior, { type: 'simple-maximum', maximum: 16 });
+    assert.deepEqual(set.activityTaskPollerBehavior, { type: 'simple-maximum', maximum: 40 });
+    assert.match(
+      configError({ WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: '8', WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '10' }),
+      /WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_WORKFLOW_TASKS/,
+    );
+    assert.match(
+      configError({ WORKER_MAX_CONCURRENT_ACTIVITIES: '5', WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: '6' }),
+      /WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_ACTIVITIES/,
+    );
+    assert.match(configError({ WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '1' }), /WORKFLOW_TASK_POLLS must be >= 2/);
   });
 
   it('stops the API server at start-up with a message naming the missing variable', function () {

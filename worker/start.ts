@@ -34,6 +34,34 @@ export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workfl
 }
 
 /**
+ * Slots, pollers and cache from the WORKER_* settings (the bench's engine-limit worker takes the same). Pollers go
+ * through the poller-behavior options: SDK 1.24 still declares maxConcurrentWorkflowTaskPolls and
+ * maxConcurrentActivityTaskPolls but no longer reads them.
+ */
+export function workerTuningOptions(
+  config: Config,
+): Pick<
+  WorkerOptions,
+  | 'maxConcurrentActivityTaskExecutions'
+  | 'maxConcurrentLocalActivityExecutions'
+  | 'maxConcurrentWorkflowTaskExecutions'
+  | 'maxCachedWorkflows'
+  | 'workflowTaskPollerBehavior'
+  | 'activityTaskPollerBehavior'
+> {
+  const polls = (maximum: number | undefined) =>
+    maximum === undefined ? undefined : ({ type: 'simple-maximum', maximum } as const);
+  return {
+    maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
+    maxConcurrentLocalActivityExecutions: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
+    maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+    maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
+    workflowTaskPollerBehavior: polls(config.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS),
+    activityTaskPollerBehavior: polls(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS),
+  };
+}
+
+/**
  * Whether the namespace has the ProjectId/WebhookType search attributes. Upserting a missing one would fail every
  * workflow task, so the workflow skips them rather than stall deliveries; the operator gets an error to act on.
  */
@@ -111,10 +139,7 @@ export async function startWorker(
       ...source,
       activities,
       dataConverter: { payloadCodecs: [payloadCodec] },
-      maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
-      maxConcurrentLocalActivityExecutions: config.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
-      maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
-      maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
+      ...workerTuningOptions(config),
       shutdownGraceTime: config.WORKER_SHUTDOWN_GRACE_MS,
     });
     const run = worker.run().finally(closeAll);

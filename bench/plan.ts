@@ -1,0 +1,156 @@
+// What one bench run measures and for how long: the full and quick plans, and the command line that picks stages.
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { NeighbourFault } from './neighbour';
+
+/** Every stage, in the order a run takes them. `engine-search` runs only when asked for. */
+export const STAGES = ['engine', 'raw', 'steady', 'saturation', 'api', 'neighbour', 'flood', 'engine-search'] as const;
+export type Stage = (typeof STAGES)[number];
+export const DEFAULT_STAGES: readonly Stage[] = STAGES.filter((stage) => stage !== 'engine-search');
+export const NEIGHBOUR_FAULTS: readonly NeighbourFault[] = ['hang', 'refuse', '503'];
+
+export interface Plan {
+  mode: 'full' | 'quick';
+  stages: Stage[];
+  faults: NeighbourFault[];
+  n: number;
+  sizes: number[];
+  warmup: number;
+  steadyRate: number;
+  steadySeconds: number;
+  apiSeconds: number;
+  /** Neighbour stage: seconds of load per fault, latency window, the failing and the healthy project's rates. */
+  neighbourSeconds: number;
+  windowSeconds: number;
+  neighbourRate: number;
+  healthyRate: number;
+  recoveryDeadlineSeconds: number;
+  /** Flood stage: seconds of vitals at this multiple of the engine's limit (at most floodMaxRate), falls alongside. */
+  floodSeconds: number;
+  floodFactor: number;
+  floodMaxRate: number;
+  /** The engine limit the flood is sized from when the engine stage is not in the run (the last measured one). */
+  floodAssumedEngineRate: number;
+  /** Engine search: empty workflows per configuration, after a warm-up of searchWarmup. */
+  searchN: number;
+  searchWarmup: number;
+  /** Worker settings of the run (quick mode shortens the breaker so its stages finish in seconds). */
+  workerEnv: Record<string, string>;
+}
+
+const FULL: Omit<Plan, 'stages' | 'faults'> = {
+  mode: 'full',
+  n: 2_000,
+  sizes: [500, 2_000, 5_000],
+  warmup: 50,
+  steadyRate: 20,
+  steadySeconds: 30,
+  apiSeconds: 10,
+  neighbourSeconds: 120,
+  windowSeconds: 15,
+  neighbourRate: 20,
+  healthyRate: 2,
+  recoveryDeadlineSeconds: 360,
+  floodSeconds: 60,
+  floodFactor: 1.5,
+  floodMaxRate: 500,
+  floodAssumedEngineRate: 55,
+  searchN: 1_000,
+  searchWarmup: 50,
+  workerEnv: {},
+};
+const QUICK: Omit<Plan, 'stages' | 'faults'> = {
+  mode: 'quick',
+  n: 20,
+  sizes: [10, 20],
+  warmup: 5,
+  steadyRate: 10,
+  steadySeconds: 2,
+  apiSeconds: 1,
+  neighbourSeconds: 3,
+  windowSeconds: 1,
+  neighbourRate: 10,
+  healthyRate: 2,
+  recoveryDeadlineSeconds: 60,
+  floodSeconds: 2,
+  floodFactor: 1.5,
+  floodMaxRate: 30,
+  floodAssumedEngineRate: 20,
+  searchN: 20,
+  searchWarmup: 2,
+  workerEnv: {
+    WEBHOOK_TIMEOUT_MS: '1000',
+    BREAKER_OPEN_MS: '1000',
+    BREAKER_MAX_OPEN_MS: '2000',
+    BREAKER_RESUME_SPREAD_MS: '500',
+  },
+};
+
+export interface BenchArgs {
+  plan: Plan;
+  out: string;
+  profile: boolean;
+  keep: boolean;
+}
+
+/** A comma-separated list of names out of `allowed`, in `allowed`'s order, each once. */
+function pick<T extends string>(text: string, allowed: readonly T[], option: string): T[] {
+  const names = text
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+  const unknown = names.filter((name) => !allowed.includes(name as T));
+  if (unknown.length) throw new Error(`--${option}: unknown ${unknown.join(', ')} (one of ${allowed.join(', ')})`);
+  if (names.length === 0) throw new Error(`--${option} names none of ${allowed.join(', ')}`);
+  return allowed.filter((name) => names.includes(name));
+}
+
+export function parseArgsToPlan(argv: string[]): BenchArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean', default: false },
+      stages: { type: 'string' },
+      'engine-search': { type: 'boolean', default: false },
+      faults: { type: 'string' },
+      n: { type: 'string' },
+      sizes: { type: 'string' },
+      'steady-seconds': { type: 'string' },
+      'api-seconds': { type: 'string' },
+      'search-n': { type: 'string' },
+      'search-warmup': { type: 'string' },
+      out: { type: 'string', default: join(__dirname, 'results', 'latest.json') },
+      profile: { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+    },
+  });
+  const stages = values.stages ? pick(values.stages, STAGES, 'stages') : [...DEFAULT_STAGES];
+  if (values['engine-search'] && !stages.includes('engine-search')) stages.push('engine-search');
+  const faults = values.faults ? pick(values.faults, NEIGHBOUR_FAULTS, 'faults') : [...NEIGHBOUR_FAULTS];
+  const plan: Plan = { ...(values.quick ? QUICK : FULL), stages, faults };
+  const count = (text: string, name: string, min = 1) => {
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be an integer of at least ${min}`);
+    return value;
+  };
+  if (values.n) plan.n = count(values.n, 'n');
+  if (values.sizes) plan.sizes = values.sizes.split(',').map((size) => count(size, 'sizes'));
+  if (values['steady-seconds']) plan.steadySeconds = count(values['steady-seconds'], 'steady-seconds');
+  if (values['api-seconds']) plan.apiSeconds = count(values['api-seconds'], 'api-seconds');
+  if (values['search-n']) plan.searchN = count(values['search-n'], 'search-n');
+  if (values['search-warmup']) plan.searchWarmup = count(values['search-warmup'], 'search-warmup', 0);
+  if (!plan.sizes.includes(plan.n)) plan.sizes = [...plan.sizes, plan.n].sort((a, b) => a - b);
+  return { plan, out: resolve(values.out), profile: values.profile, keep: values.keep };
+}
+
+/** The command line that reproduces a run's selection. */
+export function commandOf(plan: Plan): string {
+  const args = [
+    ...(plan.mode === 'quick' ? ['--quick'] : []),
+    ...(plan.stages.join() === DEFAULT_STAGES.join() ? [] : [`--stages ${plan.stages.join(',')}`]),
+    ...(plan.faults.join() === NEIGHBOUR_FAULTS.join() || !plan.stages.includes('neighbour')
+      ? []
+      : [`--faults ${plan.faults.join(',')}`]),
+  ];
+  return `npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}`;
+}
