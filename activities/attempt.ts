@@ -72,7 +72,12 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
     const secrets = await openSecrets(db, secretBox, registration, context);
     const headers = signedHeaders(secrets, context.webhookId, body);
 
-    const target = { registrationId: registration.id, isTest: webhookType === 'TEST', ...context };
+    const target = {
+      registrationId: registration.id,
+      isTest: webhookType === 'TEST',
+      waitToken: input.waitToken,
+      ...context,
+    };
     return throughEndpointGuard(target, async () => {
       const started = performance.now();
       const elapsed = () => Math.round(performance.now() - started);

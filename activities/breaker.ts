@@ -7,7 +7,14 @@ import {
   type DeliveryDeferredDetails,
 } from '../common/contract';
 import type { Logger } from '../common/logger';
-import { admitAttempt, recordFailure, recordSuccess, type BreakerThresholds, type ReceiverFailure } from '../db';
+import {
+  addBreakerWaiter,
+  admitAttempt,
+  recordFailure,
+  recordSuccess,
+  type BreakerThresholds,
+  type ReceiverFailure,
+} from '../db';
 import type { ActivityDeps } from './deps';
 
 /** Only what the receiver did counts against its breaker; our own refusals (SSRF, bad URL, secret) do not. */
@@ -17,8 +24,11 @@ export interface EndpointAttempt {
   registrationId: string;
   /** TEST attempts skip the breaker (an operator checking a fix) but count towards the concurrency limit. */
   isTest: boolean;
-  /** The activity attempt number, reported with a deferral. */
+  /** The delivery's attempt number, reported with a deferral. */
   attempt: number;
+  workflowId: string;
+  /** Set by workflows that wait for the resumer's signal: the delivery is listed as a waiter under it. */
+  waitToken?: number;
   log: Logger;
 }
 
@@ -36,25 +46,31 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
     maxOpenMs: settings.BREAKER_MAX_OPEN_MS,
     probeLeaseMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
   };
-  const inFlight = new Map<string, number>();
+  const slots = createEndpointSlots(settings.ENDPOINT_MAX_CONCURRENT_ATTEMPTS);
   // Waiters wake spread over at least the rest of the open period, so a large backlog re-checks (and, once closed,
   // resumes) at a bounded rate instead of all at once when the period ends.
   const spread = (ms: number) => Math.ceil(ms + Math.random() * Math.max(settings.BREAKER_RESUME_SPREAD_MS, ms));
 
   return async function throughEndpointGuard<T>(target: EndpointAttempt, post: () => Promise<T>): Promise<T> {
     const { registrationId, isTest, log } = target;
-    const busy = inFlight.get(registrationId) ?? 0;
-    if (busy >= settings.ENDPOINT_MAX_CONCURRENT_ATTEMPTS) {
+    // A healthy receiver frees a slot within milliseconds: queue for one briefly. A slow or hanging one does not.
+    const release = await slots.acquire(registrationId, settings.ENDPOINT_QUEUE_WAIT_MS);
+    if (!release) {
       // One of the attempts in flight ends within the attempt timeout: ask again about then.
       throw deferred(target, 'endpoint-busy', Math.ceil(config.WEBHOOK_TIMEOUT_MS * (0.5 + Math.random())));
     }
-    inFlight.set(registrationId, busy + 1);
     try {
       const admission = isTest
         ? { state: 'closed' as const, failures: 0 }
         : await admitAttempt(db, registrationId, thresholds.probeLeaseMs);
-      if (admission.state === 'open')
-        throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);
+      if (admission.state === 'open') {
+        if (target.waitToken === undefined)
+          throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);
+        // Listed as a waiter: the resumer wakes it to probe or to go on; the long timer is only a safety net.
+        await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken);
+        const safetyNet = Math.ceil(settings.BREAKER_WAIT_MAX_MS * (0.5 + Math.random() / 2));
+        throw deferred(target, 'circuit-open', safetyNet, admission.lastFailure);
+      }
       if (admission.state === 'probe') log.info('circuit breaker half-open: this attempt probes the receiver');
       let result: T;
       try {
@@ -83,10 +99,46 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
       if (admission.state === 'probe') log.info('circuit breaker closed: the probe was delivered');
       return result;
     } finally {
-      const left = (inFlight.get(registrationId) ?? 1) - 1;
-      if (left > 0) inFlight.set(registrationId, left);
-      else inFlight.delete(registrationId);
+      release();
     }
+  };
+}
+
+/**
+ * At most `limit` attempts in flight per registration in this worker; the others queue in arrival order for at most
+ * the wait they are given. acquire() resolves to the slot's release, or to undefined when the wait ran out.
+ */
+export function createEndpointSlots(limit: number) {
+  const endpoints = new Map<string, { inFlight: number; queue: (() => void)[] }>();
+  const release = (key: string) => () => {
+    const endpoint = endpoints.get(key)!;
+    const next = endpoint.queue.shift();
+    // The slot passes straight to the next in the queue; the count drops only when nobody waits.
+    if (next) next();
+    else if (--endpoint.inFlight === 0) endpoints.delete(key);
+  };
+  return {
+    acquire(key: string, waitMs: number): Promise<(() => void) | undefined> {
+      let endpoint = endpoints.get(key);
+      if (!endpoint) endpoints.set(key, (endpoint = { inFlight: 0, queue: [] }));
+      if (endpoint.inFlight < limit) {
+        endpoint.inFlight += 1;
+        return Promise.resolve(release(key));
+      }
+      const queue = endpoint.queue;
+      return new Promise((resolve) => {
+        const granted = () => {
+          clearTimeout(timer);
+          resolve(release(key));
+        };
+        const timer = setTimeout(() => {
+          const waiting = queue.indexOf(granted);
+          if (waiting >= 0) queue.splice(waiting, 1);
+          resolve(undefined);
+        }, waitMs);
+        queue.push(granted);
+      });
+    },
   };
 }
 

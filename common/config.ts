@@ -61,6 +61,12 @@ export interface Config {
   BREAKER_MAX_OPEN_MS: number;
   BREAKER_RESUME_SPREAD_MS: number;
   ENDPOINT_MAX_CONCURRENT_ATTEMPTS: number;
+  /** How long an attempt queues in the worker for one of its endpoint's slots before it is deferred. */
+  ENDPOINT_QUEUE_WAIT_MS: number;
+  /** The longest durable wait of a delivery for an open breaker; the resumer's signal normally ends it first. */
+  BREAKER_WAIT_MAX_MS: number;
+  /** Deliveries per second per registration the resumer wakes once its breaker has closed. */
+  BREAKER_RESUME_RATE_PER_SECOND: number;
   TEST_EVENTS_PER_MINUTE: number;
   /** Human-readable logs (pino-pretty) instead of JSON lines; by default only at a terminal outside production. */
   LOG_PRETTY?: boolean;
@@ -97,6 +103,9 @@ export const ISOLATION_DEFAULTS = {
   BREAKER_MAX_OPEN_MS: 60_000,
   BREAKER_RESUME_SPREAD_MS: 5_000,
   ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 10,
+  ENDPOINT_QUEUE_WAIT_MS: 1_000,
+  BREAKER_WAIT_MAX_MS: 900_000,
+  BREAKER_RESUME_RATE_PER_SECOND: 20,
 };
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
@@ -164,6 +173,9 @@ const schema: JSONSchemaType<Config> = {
     BREAKER_MAX_OPEN_MS: int(100, ISOLATION_DEFAULTS.BREAKER_MAX_OPEN_MS, 86_400_000),
     BREAKER_RESUME_SPREAD_MS: int(0, ISOLATION_DEFAULTS.BREAKER_RESUME_SPREAD_MS, 3_600_000),
     ENDPOINT_MAX_CONCURRENT_ATTEMPTS: int(1, ISOLATION_DEFAULTS.ENDPOINT_MAX_CONCURRENT_ATTEMPTS, 10_000),
+    ENDPOINT_QUEUE_WAIT_MS: int(0, ISOLATION_DEFAULTS.ENDPOINT_QUEUE_WAIT_MS, 60_000),
+    BREAKER_WAIT_MAX_MS: int(1_000, ISOLATION_DEFAULTS.BREAKER_WAIT_MAX_MS, 86_400_000),
+    BREAKER_RESUME_RATE_PER_SECOND: int(1, ISOLATION_DEFAULTS.BREAKER_RESUME_RATE_PER_SECOND, 10_000),
     TEST_EVENTS_PER_MINUTE: int(1, 10, 10_000),
     LOG_PRETTY: { type: 'boolean', nullable: true },
     DEV_POSTGRES_PORT: int(1, 5433, 65535),

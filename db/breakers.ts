@@ -159,3 +159,76 @@ export async function findBreaker(db: Db, registrationId: string): Promise<Break
   const row = await db<Columns>(TABLE).where({ registration_id: registrationId }).first();
   return row && toRow(row);
 }
+
+const WAITERS = 'webhook_breaker_waiters';
+
+/** A delivery waits for this registration's open breaker, under its `waitToken`th wait (the resumer's signal names it). */
+export async function addBreakerWaiter(
+  db: Db,
+  registrationId: string,
+  workflowId: string,
+  waitToken: number,
+): Promise<void> {
+  await db(WAITERS)
+    .insert({ registration_id: registrationId, workflow_id: workflowId, wait_token: waitToken })
+    .onConflict(['registration_id', 'workflow_id'])
+    .merge({ wait_token: waitToken, since: db.fn.now() });
+}
+
+export interface BreakerWaiter {
+  registrationId: string;
+  workflowId: string;
+  waitToken: number;
+}
+
+/**
+ * The waiters the resumer wakes now, taken off the list (oldest first): up to `perRegistration` of a closed breaker's,
+ * and one of a half-open breaker's when no attempt holds or was just woken for its probe (`probeLeaseMs`); none of
+ * an open one's. Concurrent resumers (one per worker) take disjoint waiters.
+ */
+export async function takeWaitersToWake(
+  db: Db,
+  perRegistration: number,
+  probeLeaseMs: number,
+): Promise<BreakerWaiter[]> {
+  return db.transaction(async (trx) => {
+    const { rows } = await trx.raw<{ rows: { registration_id: string; workflow_id: string; wait_token: number }[] }>(
+      `WITH wanted AS (
+         SELECT w.registration_id,
+                CASE
+                  WHEN b.open_until IS NULL THEN :perRegistration
+                  WHEN b.open_until <= now() AND (b.probe_until IS NULL OR b.probe_until <= now())
+                       AND (b.probe_woken_at IS NULL OR b.probe_woken_at <= now() - :probeLeaseMs * interval '1 millisecond')
+                    THEN 1
+                  ELSE 0
+                END AS n
+           FROM (SELECT DISTINCT registration_id FROM ${WAITERS}) w
+           LEFT JOIN ${TABLE} b ON b.registration_id = w.registration_id
+       ),
+       taken AS (
+         DELETE FROM ${WAITERS} d
+          USING (
+            SELECT x.registration_id, x.workflow_id
+              FROM wanted
+              CROSS JOIN LATERAL (
+                SELECT registration_id, workflow_id FROM ${WAITERS} y
+                 WHERE y.registration_id = wanted.registration_id
+                 ORDER BY since
+                 LIMIT wanted.n
+                 FOR UPDATE SKIP LOCKED
+              ) x
+             WHERE wanted.n > 0
+          ) pick
+          WHERE d.registration_id = pick.registration_id AND d.workflow_id = pick.workflow_id
+          RETURNING d.registration_id, d.workflow_id, d.wait_token
+       ),
+       probing AS (
+         UPDATE ${TABLE} b SET probe_woken_at = now()
+           FROM taken WHERE b.registration_id = taken.registration_id AND b.open_until IS NOT NULL
+       )
+       SELECT * FROM taken`,
+      { perRegistration, probeLeaseMs },
+    );
+    return rows.map((r) => ({ registrationId: r.registration_id, workflowId: r.workflow_id, waitToken: r.wait_token }));
+  });
+}

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityConfig } from '../activities';
+import { createEndpointSlots } from '../activities/breaker';
 import { loadConfig } from '../common/config';
 import { FailureType, type DeliveryFailedDetails } from '../common/contract';
 import { admitAttempt, findBreaker, recordFailure, recordSuccess, type BreakerThresholds } from '../db';
@@ -148,7 +149,7 @@ describe('circuit breaker per registration', function () {
       return findBreaker(fx.database.db, row.id);
     }
 
-    it('opens after consecutive failures, waits on timers without requests, probes, closes and delivers every event once', async () => {
+    it('opens after consecutive failures, lists the waiting events without requests, wakes one probe, closes and delivers every event once', async () => {
       const projectId = newProjectId();
       const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
       fx.receiver.fallback = { status: 503 };
@@ -165,8 +166,10 @@ describe('circuit breaker per registration', function () {
           await sleep(300);
           const failedBeforeOpen = fx.receiver.requests.length;
           await sleep(1_000);
-          // Open: the pending events wait; none reaches the receiver.
+          // Open: the pending events wait, listed for the resumer; none reaches the receiver.
           assert.equal(fx.receiver.requests.length, failedBeforeOpen, 'no attempt while the breaker is open');
+          const waiting = await fx.database.db('webhook_breaker_waiters').count<{ count: string }[]>('* as count');
+          assert.ok(Number(waiting[0]!.count) >= 1, 'the waiting events are listed');
           fx.receiver.fallback = { status: 200 };
           const settled = await Promise.all(handles.map((handle) => handle.result()));
           return { settled, openedAt, failedBeforeOpen, handles };
@@ -192,9 +195,21 @@ describe('circuit breaker per registration', function () {
       assert.equal(breaker?.consecutiveFailures, 0);
       assert.equal(breaker?.openUntil, null);
 
-      // The wait was a durable timer in the workflow's history.
-      const history = await handles[0]!.fetchHistory();
-      assert.ok(history.events?.some((event) => event.timerStartedEventAttributes));
+      // The waits were durable (a timer in the history), and the resumer's signal ended them, long before the timer.
+      let signalled = 0;
+      for (const handle of handles) {
+        const { events: history } = await handle.fetchHistory();
+        if (history?.some((event) => event.workflowExecutionSignaledEventAttributes)) signalled += 1;
+      }
+      assert.ok(signalled >= 1, 'woken by the resumer');
+      assert.equal(
+        await fx.database
+          .db('webhook_breaker_waiters')
+          .count<{ count: string }[]>('* as count')
+          .then((r) => Number(r[0]!.count)),
+        0,
+        'no waiter left',
+      );
     });
 
     it('gives up at the window while open, naming the receiver’s last status; the attempts stay few', async () => {
@@ -275,8 +290,31 @@ describe('circuit breaker per registration', function () {
   });
 });
 
+describe('endpoint slots (pure): at most N attempts in flight per endpoint, the rest queue briefly', () => {
+  it('grants up to the limit at once, queues the next in order, and gives up on a queued one after its wait', async () => {
+    const slots = createEndpointSlots(2);
+    const first = await slots.acquire('a', 1_000);
+    const second = await slots.acquire('a', 1_000);
+    assert.ok(first && second);
+    // Another endpoint has slots of its own.
+    const other = await slots.acquire('b', 0);
+    assert.ok(other);
+    const order: string[] = [];
+    const third = slots.acquire('a', 1_000).then((release) => (order.push('third'), release));
+    const fourth = slots.acquire('a', 1_000).then((release) => (order.push('fourth'), release));
+    const late = slots.acquire('a', 50);
+    assert.equal(await late, undefined, 'no slot within 50 ms: deferred');
+    first();
+    const thirdRelease = await third;
+    assert.ok(thirdRelease);
+    second();
+    assert.ok(await fourth);
+    assert.deepEqual(order, ['third', 'fourth']);
+  });
+});
+
 describe('isolation settings (config)', () => {
-  it('defaults: breaker at 5 failures, open 30 s doubling to 1 min, 5 s spread, 10 attempts per endpoint, 10 tests a minute', () => {
+  it('defaults: breaker at 5 failures, open 30 s doubling to 1 min, 10 attempts per endpoint queued 1 s, waits resumed at 20/s, 10 tests a minute', () => {
     const config = loadConfig({});
     assert.deepEqual(
       {
@@ -285,9 +323,22 @@ describe('isolation settings (config)', () => {
         maxOpen: config.BREAKER_MAX_OPEN_MS,
         spread: config.BREAKER_RESUME_SPREAD_MS,
         perEndpoint: config.ENDPOINT_MAX_CONCURRENT_ATTEMPTS,
+        queueWait: config.ENDPOINT_QUEUE_WAIT_MS,
+        waitMax: config.BREAKER_WAIT_MAX_MS,
+        resumeRate: config.BREAKER_RESUME_RATE_PER_SECOND,
         tests: config.TEST_EVENTS_PER_MINUTE,
       },
-      { threshold: 5, open: 30_000, maxOpen: 60_000, spread: 5_000, perEndpoint: 10, tests: 10 },
+      {
+        threshold: 5,
+        open: 30_000,
+        maxOpen: 60_000,
+        spread: 5_000,
+        perEndpoint: 10,
+        queueWait: 1_000,
+        waitMax: 900_000,
+        resumeRate: 20,
+        tests: 10,
+      },
     );
   });
 

@@ -12,6 +12,7 @@ import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
+import { startBreakerResumer } from './breaker-resumer';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
@@ -109,10 +110,21 @@ export async function startWorker(
   });
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
+  const stopResumer = startBreakerResumer(
+    db,
+    connection,
+    {
+      namespace: config.TEMPORAL_NAMESPACE,
+      ratePerSecond: config.BREAKER_RESUME_RATE_PER_SECOND,
+      probeLeaseMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
+    },
+    logger,
+  );
   /** Closes what the worker opened, each whatever happens to the others. */
   const closeAll = async () => {
     stopSecretSweep();
     stopRetention();
+    await stopResumer();
     await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
   };
   const source = workflowSource();

@@ -2,6 +2,9 @@ import {
   ActivityFailure,
   ApplicationFailure,
   TemporalFailure,
+  condition,
+  defineSignal,
+  setHandler,
   log,
   patched,
   proxyActivities,
@@ -14,6 +17,7 @@ import type { createActivities } from '../activities';
 import {
   DELIVERY_DEFERRED,
   FailureType,
+  RESUME_DELIVERY_SIGNAL,
   ProjectIdKey,
   WebhookTypeKey,
   isSubscribed,
@@ -30,6 +34,9 @@ import {
 } from '../common/contract';
 
 type Activities = ReturnType<typeof createActivities>;
+
+/** The worker's resumer: this delivery's wait for an open breaker is over (probe now, or go on). */
+export const resumeDelivery = defineSignal<[waitToken: number]>(RESUME_DELIVERY_SIGNAL);
 
 // The lookup reads Postgres: a transient outage is retried for as long as a delivery would be.
 const { planDelivery } = proxyLocalActivities<Activities>({
@@ -87,8 +94,19 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   let lastKnown: Pick<DeliveryFailedDetails, 'statusCode' | 'lastError'> | undefined;
   // Read from the recorded lookup, not patched(): no extra marker and search-attribute upsert per delivery.
   let local = plan.firstAttemptLocal === true;
+  // Waits for an open breaker so far, and the latest one the resumer's signal ended.
+  let waits = 0;
+  let resumed = 0;
+  setHandler(resumeDelivery, (waitToken) => void (resumed = Math.max(resumed, waitToken)));
   for (;;) {
-    const attemptInput = { projectId, webhookType, body, webhookId: input.webhookId, earlierAttempts };
+    const attemptInput = {
+      projectId,
+      webhookType,
+      body,
+      webhookId: input.webhookId,
+      earlierAttempts,
+      waitToken: waits + 1,
+    };
     const attempt = local
       ? localAttempt(plan, webhookType, projectId)
       : durableAttempt(plan, webhookType, projectId, giveUpAt, earlierAttempts);
@@ -115,13 +133,16 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
         const deferral = last.details?.[0] as DeliveryDeferredDetails;
         earlierAttempts = deferral.attempt - 1;
         if (deferral.lastError) lastKnown = { statusCode: deferral.statusCode, lastError: deferral.lastError };
-        // A durable timer, not a stream of failing attempts; a test is answered at once instead.
-        if (!isTest && remaining > deferral.waitMs) {
-          await sleep(deferral.waitMs);
-          local = false;
-          continue;
+        // A durable wait, not a stream of failing attempts: until the timer, or the resumer's signal for this wait
+        // (time to probe, or the breaker closed). A test is answered at once instead.
+        if (!isTest) {
+          const waitToken = (waits += 1);
+          const woken = await condition(() => resumed >= waitToken, Math.min(deferral.waitMs, Math.max(1, remaining)));
+          if (woken || remaining > deferral.waitMs) {
+            local = false;
+            continue;
+          }
         }
-        if (!isTest) await sleep(Math.max(1, remaining));
         throw await giveUp(webhookId, projectId, webhookType, error, {
           attempts: earlierAttempts,
           statusCode: deferral.statusCode,

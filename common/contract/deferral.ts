@@ -7,7 +7,10 @@ export const DELIVERY_DEFERRED = 'WebhookDeliveryDeferred';
 export interface DeliveryDeferredDetails {
   /** `circuit-open`: the registration's breaker is open, or half-open with another attempt probing. */
   reason: 'circuit-open' | 'endpoint-busy';
-  /** How long the workflow sleeps (a durable timer) before the next attempt; spread so waiters resume gradually. */
+  /**
+   * How long the workflow waits (a durable timer) before the next attempt. For an open breaker this is a long
+   * safety net: the resumer's signal normally ends the wait when it is time to probe or to go on.
+   */
   waitMs: number;
   /** The activity attempt that was deferred: the ones before it reached the receiver. */
   attempt: number;
@@ -15,3 +18,9 @@ export interface DeliveryDeferredDetails {
   lastError?: string;
   statusCode?: number;
 }
+
+/**
+ * The signal the worker's resumer sends a delivery waiting for an open breaker: probe now (half-open) or go on
+ * (closed). Its argument is the wait token the delivery was listed under.
+ */
+export const RESUME_DELIVERY_SIGNAL = 'resumeDelivery';

@@ -39,6 +39,11 @@ export interface DeliveryAttemptInput {
    * wait for the breaker): the attempt numbers, the delivery log's rows and the Retry-After floor continue from them.
    */
   earlierAttempts?: number;
+  /**
+   * The number of the wait this attempt would start if an open breaker defers it: the worker lists the delivery as
+   * a waiter under it, and the resumer's signal names it, so a late signal never ends a later wait.
+   */
+  waitToken?: number;
 }
 
 /** How a delivery ended, as the workflow reports it to the delivery log. */

@@ -3,6 +3,7 @@ import * as initial from './001_initial';
 import * as secretRotation from './002_secret_rotation';
 import * as deliveryLog from './003_delivery_log';
 import * as circuitBreaker from './004_circuit_breaker';
+import * as breakerWaiters from './005_breaker_waiters';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -10,6 +11,7 @@ const migrations: Record<string, Knex.Migration> = {
   '002_secret_rotation': secretRotation,
   '003_delivery_log': deliveryLog,
   '004_circuit_breaker': circuitBreaker,
+  '005_breaker_waiters': breakerWaiters,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,7 +1,8 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { PayloadCodec } from '@temporalio/common';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
-import { loadConfig } from '../../common/config';
+import { ISOLATION_DEFAULTS, loadConfig } from '../../common/config';
+import { startBreakerResumer } from '../../worker/breaker-resumer';
 import { payloadCodecFromConfig } from '../../common/payload-codec';
 import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../../activities';
 import type { Logger } from '../../common/logger';
@@ -65,9 +66,22 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       }),
       ...options.slots,
     });
+    // The worker's resumer wakes deliveries waiting for an open breaker, as startWorker runs it.
+    const stopResumer = startBreakerResumer(
+      fixture.database.db,
+      fixture.env.nativeConnection,
+      {
+        namespace: 'default',
+        ratePerSecond: config.BREAKER_RESUME_RATE_PER_SECOND ?? ISOLATION_DEFAULTS.BREAKER_RESUME_RATE_PER_SECOND,
+        probeLeaseMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
+        intervalMs: 200,
+      },
+      options.logger ?? captureLogger().logger,
+    );
     try {
       return await worker.runUntil(work(taskQueue));
     } finally {
+      await stopResumer();
       await http.close();
     }
   }
