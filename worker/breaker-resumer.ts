@@ -28,7 +28,8 @@ export function startBreakerResumer(
   let running: Promise<void> | undefined;
   const tick = async () => {
     const waiters = await takeWaitersToWake(db, options.ratePerSecond, options.probeLeaseMs);
-    await Promise.all(
+    // Every signal settles before the next round, so two rounds never wake the same waiter twice.
+    const outcomes = await Promise.allSettled(
       waiters.map(async (waiter) => {
         try {
           await client.workflow.getHandle(waiter.workflowId).signal(RESUME_DELIVERY_SIGNAL, waiter.waitToken);
@@ -41,7 +42,10 @@ export function startBreakerResumer(
         }
       }),
     );
-    if (waiters.length > 0) logger.debug({ woken: waiters.length }, 'deliveries waiting for a breaker woken');
+    const failed = outcomes.filter((outcome) => outcome.status === 'rejected');
+    if (waiters.length > failed.length)
+      logger.debug({ woken: waiters.length - failed.length }, 'deliveries waiting for a breaker woken');
+    if (failed.length > 0) throw (failed[0] as PromiseRejectedResult).reason;
   };
   const timer = setInterval(() => {
     if (running) return;
