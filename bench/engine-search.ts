@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import type { PayloadCodec } from '@temporalio/common';
 import type { Config } from '../common/config';
 import { temporalConnectionOptions } from '../common/temporal-connection';
@@ -187,7 +187,11 @@ export async function engineSearch(options: SearchOptions): Promise<EngineSearch
   if (!options.configuredAddress && !options.cliPath)
     throw new Error('engine search: no temporal CLI to start its dev servers (TEMPORAL_CLI_PATH or PATH)');
   const bundlePath = join(options.dataDir, 'empty-workflow-bundle.js');
-  writeFileSync(bundlePath, (await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows') })).code);
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('./workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
+  writeFileSync(bundlePath, bundle.code);
 
   const rows: SearchRow[] = [];
   const failures: EngineSearchResult['failures'] = [];

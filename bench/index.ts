@@ -353,7 +353,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     const vitalRate = Math.min(plan.floodMaxRate, Math.max(1, Math.round(engineRate * plan.floodFactor)));
     const vitalRateBasis =
       `${plan.floodFactor} × ${figures.engine ? 'the engine limit of this run' : 'an assumed engine limit'} ` +
-      `(${engineRate}/s)${vitalRate === plan.floodMaxRate ? `, capped at ${plan.floodMaxRate}/s` : ''}`;
+      `(${engineRate}/s)${Math.round(engineRate * plan.floodFactor) > plan.floodMaxRate ? `, capped at ${plan.floodMaxRate}/s` : ''}`;
     log(
       `flood: VITAL_THRESHOLD at ${vitalRate}/s and FALL_DETECTION at ${plan.healthyRate}/s for ${plan.floodSeconds} s`,
     );
