@@ -6,7 +6,16 @@ import type { ActivityConfig } from '../activities';
 import { createEndpointSlots } from '../activities/breaker';
 import { loadConfig } from '../common/config';
 import { FailureType, type DeliveryFailedDetails } from '../common/contract';
-import { admitAttempt, findBreaker, recordFailure, recordSuccess, type BreakerThresholds } from '../db';
+import {
+  addBreakerWaiter,
+  admitAttempt,
+  findBreaker,
+  recordFailure,
+  recordSuccess,
+  takeWaitersToWake,
+  type BreakerThresholds,
+  type BreakerWaiter,
+} from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';
@@ -59,6 +68,36 @@ describe('circuit breaker per registration', function () {
         JSON.stringify(admission),
       );
       assert.deepEqual(admission.state === 'open' && admission.lastFailure, http500);
+    });
+
+    it('waiters: none woken while open, one to probe once half-open (once per lease), the oldest at the rate once closed', async () => {
+      const id = await registrationId();
+      const db = fx.database.db;
+      // Other tests' waiters are taken too: only this registration's count here.
+      const mine = (woken: BreakerWaiter[]) => woken.filter((w) => w.registrationId === id);
+      for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
+      for (let i = 1; i <= 5; i++) {
+        await addBreakerWaiter(db, id, `webhook-event-waiter-${i}`, i);
+        await sleep(5);
+      }
+      assert.deepEqual(mine(await takeWaitersToWake(db, 2, 5_000)), [], 'open: nobody is woken');
+      await endOpenPeriod(id);
+      const probe = mine(await takeWaitersToWake(db, 2, 5_000));
+      assert.deepEqual(
+        probe.map((w) => [w.workflowId, w.waitToken]),
+        [['webhook-event-waiter-1', 1]],
+        'half-open: the oldest, to probe',
+      );
+      assert.deepEqual(mine(await takeWaitersToWake(db, 2, 5_000)), [], 'not a second probe within the lease');
+      await recordSuccess(db, id);
+      const first = mine(await takeWaitersToWake(db, 2, 5_000));
+      assert.deepEqual(
+        first.map((w) => w.workflowId),
+        ['webhook-event-waiter-2', 'webhook-event-waiter-3'],
+        'closed: the oldest, at the rate',
+      );
+      assert.equal(mine(await takeWaitersToWake(db, 2, 5_000)).length, 2);
+      assert.equal(mine(await takeWaitersToWake(db, 2, 5_000)).length, 0, 'every waiter woken once');
     });
 
     it('a success in between resets the count: only consecutive failures open it', async () => {
