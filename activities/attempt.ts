@@ -7,6 +7,7 @@ import {
   type AttemptFailureDetails,
   type DeliveryAttemptInput,
   type DeliveryAttemptOutcome,
+  type RetrySchedule,
 } from '../common/contract';
 import type { Logger } from '../common/logger';
 import { registrationSecretAad, type SecretBox } from '../common/secrets';
@@ -23,7 +24,7 @@ import { createDeliveryLog, type DeliveryLog } from './delivery-log';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import type { ReceiverResponse } from './http';
-import { nextRetryDelay, parseRetryAfter, type RetrySchedule } from './retry-after';
+import { nextRetryDelay, parseRetryAfter } from './retry-after';
 import { ForbiddenTargetError } from './ssrf';
 
 /** Who this attempt is, for the X-Webhook-Id header and every log line. */

@@ -3,6 +3,7 @@ import { ISOLATION_DEFAULTS } from '../common/config';
 import {
   DELIVERY_DEFERRED,
   FailureType,
+  attemptDeadlineMs,
   type AttemptFailureDetails,
   type DeliveryDeferredDetails,
 } from '../common/contract';
@@ -44,7 +45,7 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
     failureThreshold: settings.BREAKER_FAILURE_THRESHOLD,
     openMs: settings.BREAKER_OPEN_MS,
     maxOpenMs: settings.BREAKER_MAX_OPEN_MS,
-    probeLeaseMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
+    probeLeaseMs: attemptDeadlineMs(config.WEBHOOK_TIMEOUT_MS),
   };
   const slots = createEndpointSlots(settings.ENDPOINT_MAX_CONCURRENT_ATTEMPTS);
   // Waiters wake spread over at least the rest of the open period, so a large backlog re-checks (and, once closed,

@@ -1,7 +1,5 @@
 import { policyDelay, type RetrySchedule } from '../common/contract';
 
-export { policyDelay, type RetrySchedule };
-
 // RFC 9110 §5.6.7 HTTP-date: IMF-fixdate, then the obsolete RFC 850 and asctime forms recipients must accept.
 const HTTP_DATE =
   /^(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;

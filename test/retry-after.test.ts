@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { nextRetryDelay, parseRetryAfter, policyDelay, type RetrySchedule } from '../activities/retry-after';
+import { nextRetryDelay, parseRetryAfter } from '../activities/retry-after';
+import { policyDelay, type RetrySchedule } from '../common/contract';
 
 describe('Retry-After is a floor above the retry policy, never an accelerator', () => {
   const now = Date.parse('2026-01-01T00:00:00Z');

@@ -8,7 +8,7 @@ import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { payloadCodecFromConfig } from '../common/payload-codec';
 import { createDb, dbPoolOptions } from '../db';
-import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
+import { SEARCH_ATTRIBUTE_KEYS, attemptDeadlineMs } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
@@ -116,7 +116,7 @@ export async function startWorker(
     {
       namespace: config.TEMPORAL_NAMESPACE,
       ratePerSecond: config.BREAKER_RESUME_RATE_PER_SECOND,
-      probeLeaseMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
+      probeLeaseMs: attemptDeadlineMs(config.WEBHOOK_TIMEOUT_MS),
     },
     logger,
   );

@@ -19,7 +19,7 @@ import {
   FailureType,
   RESUME_DELIVERY_SIGNAL,
   ProjectIdKey,
-  WebhookTypeKey,
+  deliverySearchAttributes,
   isSubscribed,
   notSubscribedMessage,
   type AttemptFailureDetails,
@@ -29,6 +29,7 @@ import {
   type DeliveryFailedDetails,
   type DeliveryPlan,
   type WebhookType,
+  attemptDeadlineMs,
   policyDelay,
   priorityKeyOf,
 } from '../common/contract';
@@ -73,10 +74,7 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   }
   // Clients give the search attributes at start; a validated event started without them (by hand) gets them here.
   if (plan.searchAttributes && workflowInfo().typedSearchAttributes.get(ProjectIdKey) === undefined) {
-    upsertSearchAttributes([
-      { key: ProjectIdKey, value: projectId },
-      { key: WebhookTypeKey, value: webhookType },
-    ]);
+    upsertSearchAttributes(deliverySearchAttributes(projectId, webhookType));
   }
   if (!plan.registered) {
     log.info('No webhook registered for the project: event skipped', { projectId, webhookType });
@@ -181,7 +179,7 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
 /** The first attempt, on the worker that runs the workflow task: one try, no retries of its own. */
 function localAttempt(plan: DeliveryPlan, webhookType: WebhookType, projectId: string) {
   return proxyLocalActivities<Activities>({
-    startToCloseTimeout: plan.attemptTimeoutMs + 5_000,
+    startToCloseTimeout: attemptDeadlineMs(plan.attemptTimeoutMs),
     retry: { maximumAttempts: 1 },
     summary: attemptSummary(webhookType, projectId),
   }).deliverWebhookAttempt;
@@ -200,7 +198,7 @@ function durableAttempt(
   earlierAttempts: number,
 ) {
   return proxyActivities<Activities>({
-    startToCloseTimeout: plan.attemptTimeoutMs + 5_000,
+    startToCloseTimeout: attemptDeadlineMs(plan.attemptTimeoutMs),
     ...(webhookType === 'TEST'
       ? { retry: { maximumAttempts: 1 } }
       : {

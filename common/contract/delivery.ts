@@ -59,3 +59,9 @@ export interface DeliveryOutcomeReport {
 export type DeliveryAttemptOutcome =
   | { status: 'delivered'; attempt: number; statusCode: number; durationMs: number }
   | { status: 'skipped'; reason: 'registration-deleted'; attempt: number };
+
+/**
+ * The longest one attempt may run: the receiver's timeout (WEBHOOK_TIMEOUT_MS) and a margin for reading the
+ * registration and signing. The attempt activity's start-to-close timeout, and the lease of a breaker's probe.
+ */
+export const attemptDeadlineMs = (attemptTimeoutMs: number): number => attemptTimeoutMs + 5_000;

@@ -2,6 +2,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { PayloadCodec } from '@temporalio/common';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { ISOLATION_DEFAULTS, loadConfig } from '../../common/config';
+import { attemptDeadlineMs } from '../../common/contract';
 import { startBreakerResumer } from '../../worker/breaker-resumer';
 import { payloadCodecFromConfig } from '../../common/payload-codec';
 import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../../activities';
@@ -73,7 +74,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       {
         namespace: 'default',
         ratePerSecond: config.BREAKER_RESUME_RATE_PER_SECOND ?? ISOLATION_DEFAULTS.BREAKER_RESUME_RATE_PER_SECOND,
-        probeLeaseMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
+        probeLeaseMs: attemptDeadlineMs(config.WEBHOOK_TIMEOUT_MS),
         intervalMs: 200,
       },
       options.logger ?? captureLogger().logger,
