@@ -4,7 +4,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import type { Payload } from '@temporalio/common';
-import { createApp } from '../api';
 import { emitWebhookEvent } from '../client';
 import { loadConfig, type Config } from '../common/config';
 import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/payload-codec';
@@ -13,11 +12,10 @@ import { temporalCliPath } from '../dev/temporal-binaries';
 import { startWorker, type RunningWorker } from '../worker/start';
 import type { deliverWebhookEvent } from '../workflows';
 import { captureLogger, fallEvent, fallPayload, newProjectId } from './support/deliveries';
-import { useDeliveryFixture } from './support/delivery-fixture';
-import { listenLocal, type LocalServer } from './support/jwks-server';
+import { useDeliveryFixture, useLocalApi } from './support/delivery-fixture';
 import { independentSignatureValid } from './support/receiver';
 import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
-import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
+import { bearer, hsToken } from './support/tokens';
 
 const run = promisify(execFile);
 /** The personal fields of fallPayload, as they would appear if stored in plain text. */
@@ -74,27 +72,16 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
   const k1 = keyEntry('k1');
   const k2 = keyEntry('k2');
   const k9 = keyEntry('k9');
-  let api: LocalServer;
   const workers: RunningWorker[] = [];
   const clients: Client[] = [];
-
-  before(async () => {
-    const app = createApp({
-      db: fx.database.db,
-      secretBox: fx.registrations.secretBox,
-      logger: captureLogger().logger,
-      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
-      sendTestEvent: () => Promise.reject(new Error('not used')),
-      codec: {
-        // The API after rotation: k2 encrypts, k1 still decrypts.
-        codec: new EncryptionCodec(parsePayloadKeyRing(`${k2},${k1}`)),
-        operators: { subjects: new Set([OPERATOR]), role: 'webhook-operator' },
-        corsOrigins: [UI_ORIGIN],
-      },
-    });
-    api = await listenLocal(app.callback());
-  });
-  after(() => api?.close());
+  const api = useLocalApi(fx, () => ({
+    codec: {
+      // The API after rotation: k2 encrypts, k1 still decrypts.
+      codec: new EncryptionCodec(parsePayloadKeyRing(`${k2},${k1}`)),
+      operators: { subjects: new Set([OPERATOR]), role: 'webhook-operator' },
+      corsOrigins: [UI_ORIGIN],
+    },
+  }));
   afterEach(async () => {
     await Promise.allSettled(workers.splice(0).map((worker) => worker.shutdown()));
     await Promise.allSettled(clients.splice(0).map((client) => client.connection.close()));

@@ -4,18 +4,16 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import { createApp } from '../api';
 import { createExampleReceiver } from '../receiver/example-receiver';
 import { startSecretSweep } from '../worker/secret-sweep';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../common/signature';
 import type { deliverWebhookEvent } from '../workflows';
 import { addMember, addProject, eraseExpiredPreviousSecrets, findRegistration } from '../db';
 import { fallEvent, fallPayload, newProjectId } from './support/deliveries';
-import { useDeliveryFixture } from './support/delivery-fixture';
-import { listenLocal, type LocalServer } from './support/jwks-server';
+import { useDeliveryFixture, useLocalApi } from './support/delivery-fixture';
 import { independentSignatureValid, type ReceivedRequest } from './support/receiver';
 import { createLocalEnvironment } from './support/temporal';
-import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
+import { bearer, hsToken } from './support/tokens';
 
 interface Reply {
   status: number;
@@ -39,20 +37,7 @@ function stockAccepts(secret: string, request: ReceivedRequest): boolean {
 describe('secret rotation with overlap (API in process, Temporal dev server, real receiver)', function () {
   this.timeout(60_000);
   const fx = useDeliveryFixture(createLocalEnvironment);
-  let api: LocalServer;
-
-  before(async () => {
-    const app = createApp({
-      db: fx.database.db,
-      secretBox: fx.registrations.secretBox,
-      logger: pino({ level: 'silent' }),
-      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
-      // The test endpoint is not exercised here.
-      sendTestEvent: () => Promise.reject(new Error('not used by these tests')),
-    });
-    api = await listenLocal(app.callback());
-  });
-  after(() => api?.close());
+  const api = useLocalApi(fx);
 
   async function call(method: string, path: string, user?: string, body?: unknown): Promise<Reply> {
     const headers: Record<string, string> = { ...(user && bearer(hsToken(user))) };

@@ -2,36 +2,21 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { createApp } from '../api';
 import { createTestEventSender, describeReceiverError } from '../api/test-event';
 import { freePort } from '../dev/ports';
 import { FailureType, type DeliveryFailedDetails } from '../common/contract';
 import { HTTPS_REQUIRED, webhookUrlPolicy } from '../common/webhook-url';
 import * as store from '../db';
 import type { deliverWebhookEvent } from '../workflows';
-import { captureLogger, fallEvent, fastConfig, newProjectId } from './support/deliveries';
-import { useDeliveryFixture } from './support/delivery-fixture';
-import { listenLocal, type LocalServer } from './support/jwks-server';
+import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
+import { useDeliveryFixture, useLocalApi } from './support/delivery-fixture';
 import { createLocalEnvironment } from './support/temporal';
-import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
+import { bearer, hsToken } from './support/tokens';
 
 describe('transport: https-only receivers in production (real Postgres, Temporal dev server)', function () {
   this.timeout(60_000);
   const fx = useDeliveryFixture(createLocalEnvironment);
-  let api: LocalServer;
-
-  before(async () => {
-    const app = createApp({
-      db: fx.database.db,
-      secretBox: fx.registrations.secretBox,
-      logger: captureLogger().logger,
-      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
-      sendTestEvent: () => Promise.reject(new Error('not used')),
-      webhookUrlPolicy: webhookUrlPolicy({ NODE_ENV: 'production' }),
-    });
-    api = await listenLocal(app.callback());
-  });
-  after(() => api?.close());
+  const api = useLocalApi(fx, () => ({ webhookUrlPolicy: webhookUrlPolicy({ NODE_ENV: 'production' }) }));
 
   it('the policy: https only in production, unless ALLOW_HTTP_WEBHOOK_URLS=true', () => {
     assert.deepEqual(webhookUrlPolicy({ NODE_ENV: 'production' }), { httpsOnly: true });

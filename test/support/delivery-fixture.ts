@@ -1,6 +1,9 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { PayloadCodec } from '@temporalio/common';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
+import { createApp, type AppDeps } from '../../api';
+import { listenLocal, type LocalServer } from './jwks-server';
+import { TEST_JWT_SECRET } from './tokens';
 import { ISOLATION_DEFAULTS, loadConfig } from '../../common/config';
 import { attemptDeadlineMs } from '../../common/contract';
 import { startBreakerResumer } from '../../worker/breaker-resumer';
@@ -103,4 +106,30 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
   beforeEach(async () => (fixture.receiver = await startTestReceiver()));
   afterEach(() => fixture.receiver.close());
   return fixture;
+}
+
+/**
+ * The API in process on the suite's database, signing in with HS256 test tokens, for suites that call it over HTTP.
+ * `overrides` adds or replaces dependencies (a URL policy, the codec). Register it after useDeliveryFixture.
+ */
+export function useLocalApi(fixture: DeliveryFixture, overrides: () => Partial<AppDeps> = () => ({})) {
+  let server: LocalServer | undefined;
+  before(async () => {
+    const app = createApp({
+      db: fixture.database.db,
+      secretBox: fixture.registrations.secretBox,
+      logger: captureLogger().logger,
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      // The test endpoint is not exercised through these suites' API.
+      sendTestEvent: () => Promise.reject(new Error('not used by this suite')),
+      ...overrides(),
+    });
+    server = await listenLocal(app.callback());
+  });
+  after(() => server?.close());
+  return {
+    get url(): string {
+      return server!.url;
+    },
+  };
 }
