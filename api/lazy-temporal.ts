@@ -1,7 +1,7 @@
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { Config } from '../common/config';
 import { payloadCodecFromConfig } from '../common/payload-codec';
-import { temporalConnectionOptions } from '../common/temporal-connection';
+import { connectTemporalClient, type temporalConnectionOptions } from '../common/temporal-connection';
 import { DependencyUnavailableError } from './errors';
 
 type LazySettings = Parameters<typeof temporalConnectionOptions>[0] &
@@ -25,16 +25,11 @@ export function lazyTemporalClient(config: LazySettings): LazyTemporalClient {
   let closed = false;
   const connect = async (): Promise<Client> => {
     try {
-      const connection = await Connection.connect({
-        ...temporalConnectionOptions(config),
-        connectTimeout: config.TEMPORAL_CONNECT_TIMEOUT_MS ?? 5_000,
-        channelArgs: CHANNEL_ARGS,
-      });
-      return new Client({
-        connection,
-        namespace: config.TEMPORAL_NAMESPACE,
-        dataConverter: { payloadCodecs: [payloadCodec] },
-      });
+      return await connectTemporalClient(
+        config,
+        { connectTimeout: config.TEMPORAL_CONNECT_TIMEOUT_MS ?? 5_000, channelArgs: CHANNEL_ARGS },
+        payloadCodec,
+      );
     } catch (error) {
       // The next request tries again: no restart needed when Temporal comes up.
       connecting = undefined;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import type { Config } from './config';
+import type { PayloadCodec } from '@temporalio/common';
 import { payloadCodecFromConfig } from './payload-codec';
 
 type TemporalSettings = Pick<
@@ -32,9 +33,12 @@ export function temporalConnectionOptions(config: TemporalSettings): ConnectionO
 /** A client that encrypts what it sends and decrypts what it reads (PAYLOAD_ENCRYPTION_KEYS), like the worker. */
 export async function connectTemporalClient(
   config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
+  /** Added to the configured connection options (timeouts, channel arguments). */
+  connectOptions: Partial<ConnectionOptions> = {},
+  /** Read from the configuration unless a caller that read it earlier (to fail at start) hands it over. */
+  payloadCodec: PayloadCodec = payloadCodecFromConfig(config),
 ): Promise<Client> {
-  const payloadCodec = payloadCodecFromConfig(config);
-  const connection = await Connection.connect(temporalConnectionOptions(config));
+  const connection = await Connection.connect({ ...temporalConnectionOptions(config), ...connectOptions });
   return new Client({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
