@@ -20,7 +20,7 @@ import {
   type WebhookUrlPolicy,
 } from '../common/webhook-url';
 import { eraseExpiredPreviousSecrets, findRegistration, type Db, type RegistrationRow } from '../db';
-import { createDeliveryLog, type DeliveryLog } from './delivery-log';
+import type { DeliveryLog } from './delivery-log';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import type { ReceiverResponse } from './http';
@@ -39,9 +39,10 @@ interface AttemptContext {
 /**
  * One delivery attempt, in named steps: read the registration afresh (a DELETE stops delivery, a re-registration
  * brings its new URL and secret), open its secret, sign the workflow's bytes with this attempt's timestamp, POST
- * them, and classify the receiver's answer for Temporal's retry policy.
+ * them, and classify the receiver's answer for Temporal's retry policy. The lookup, which has just read the
+ * registration, hands it over for the first attempt instead of a second read.
  */
-export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog = createDeliveryLog(deps)) {
+export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   const { db, secretBox, logger, config, http } = deps;
   const retrySchedule: RetrySchedule = {
     initialIntervalMs: config.DELIVERY_INITIAL_INTERVAL_MS,
@@ -50,7 +51,10 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
   };
   const throughEndpointGuard = createEndpointGuard(deps);
 
-  return async function deliverWebhookAttempt(input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> {
+  return async function attempt(
+    input: DeliveryAttemptInput,
+    read?: { registration: RegistrationRow | undefined },
+  ): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
     const context = attemptContext(logger, input);
     const logKey = {
@@ -62,7 +66,7 @@ export function createDeliverWebhookAttempt(deps: ActivityDeps, deliveryLog: Del
     };
     assertHeaderSafeId(context.webhookId);
 
-    const registration = await findRegistration(db, projectId);
+    const registration = read ? read.registration : await findRegistration(db, projectId);
     if (!registration) {
       context.log.warn('webhook registration deleted: delivery stopped, event not delivered');
       await deliveryLog.skipped(logKey, 'The webhook was deleted while the delivery was pending');

@@ -103,7 +103,6 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
         'delivered',
         firstRun ? Math.max(0, Date.now() - row.createdAt.getTime()) / 1000 : undefined,
       );
-      await recordEndpointOutcome(db, key.projectId, { delivered: true });
     }
   }
 

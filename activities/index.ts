@@ -1,7 +1,8 @@
 // The worker's activities: the local registration lookup and the signed POST of one attempt.
-import { createDeliverWebhookAttempt } from './attempt';
+import { createAttempt } from './attempt';
 import { createDeliveryLog, createRecordDeliveryOutcome } from './delivery-log';
 import type { ActivityDeps } from './deps';
+import type { DeliveryAttemptInput } from '../common/contract';
 import { createPlanDelivery } from './plan';
 
 export type { ActivityConfig, ActivityDeps } from './deps';
@@ -12,9 +13,11 @@ export { ForbiddenTargetError, forbiddenRange } from './ssrf';
 
 export function createActivities(deps: ActivityDeps) {
   const deliveryLog = createDeliveryLog(deps);
+  const attempt = createAttempt(deps, deliveryLog);
   return {
-    planDelivery: createPlanDelivery({ ...deps, deliveryLog }),
-    deliverWebhookAttempt: createDeliverWebhookAttempt(deps, deliveryLog),
+    planDelivery: createPlanDelivery({ ...deps, deliveryLog, attempt }),
+    // The activity reads the registration afresh at every attempt: a DELETE or a re-registration takes effect.
+    deliverWebhookAttempt: (input: DeliveryAttemptInput) => attempt(input),
     recordDeliveryOutcome: createRecordDeliveryOutcome(deps, deliveryLog),
   };
 }

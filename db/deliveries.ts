@@ -137,39 +137,58 @@ export interface AttemptRecord {
 
 /**
  * Logs one attempt once (a retried report of the same run attempt is ignored) and moves the delivery's counters;
- * a delivered attempt ends the delivery. Returns the delivery row, or undefined when the id is another project's.
+ * a delivered attempt ends the delivery and the endpoint's failure episode (its health). One statement, one round
+ * trip: this is on every delivery's path. Returns the delivery row, or undefined when the id is another project's.
  */
 export async function recordDeliveryAttempt(
   db: Db,
   key: DeliveryKey,
   attempt: AttemptRecord,
 ): Promise<DeliveryRow | undefined> {
-  return db.transaction(async (trx) => {
-    const row = await upsertDelivery(trx, key, attempt.delivered ? 'delivered' : 'pending');
-    if (!row) return undefined;
-    const inserted = await trx(ATTEMPTS)
-      .insert({
-        delivery_id: key.id,
-        workflow_id: key.workflowId,
-        run_attempt: attempt.runAttempt,
-        status_code: attempt.statusCode ?? null,
-        error_code: attempt.errorCode ?? null,
-        duration_ms: attempt.durationMs,
-      })
-      .onConflict(['delivery_id', 'workflow_id', 'run_attempt'])
-      .ignore()
-      .returning('seq');
-    if (inserted.length === 0) return row;
-    const [columns] = await trx<DeliveryColumns>(DELIVERIES)
-      .where({ id: key.id })
-      .update({
-        attempts: trx.raw('attempts + 1') as unknown as number,
-        last_status_code: attempt.statusCode ?? null,
-        last_error: attempt.delivered ? null : (attempt.error ?? null),
-      })
-      .returning('*');
-    return columns && toDelivery(columns);
-  });
+  // Nothing is written under an id another project's delivery holds.
+  const ours = `NOT EXISTS (SELECT 1 FROM ${DELIVERIES} WHERE id = :id AND project_id <> :projectId)`;
+  // The new row's attempts column carries how many attempts this statement logged (0 or 1) into the update.
+  const { rows } = await db.raw<{ rows: DeliveryColumns[] }>(
+    `WITH attempt AS (
+       INSERT INTO ${ATTEMPTS} (delivery_id, workflow_id, run_attempt, status_code, error_code, duration_ms)
+       SELECT :id, :workflowId, CAST(:runAttempt AS integer), CAST(:statusCode AS integer), :errorCode,
+              CAST(:durationMs AS integer)
+        WHERE ${ours}
+       ON CONFLICT (delivery_id, workflow_id, run_attempt) DO NOTHING
+       RETURNING 1
+     )${
+       attempt.delivered
+         ? `, health AS (
+       INSERT INTO ${HEALTH} AS h (project_id, last_success_at) SELECT :projectId, now() WHERE ${ours}
+       ON CONFLICT (project_id) DO UPDATE
+          SET consecutive_failures = 0, failing_since = NULL, last_success_at = now(), alerted_at = NULL
+     )`
+         : ''
+     }
+     INSERT INTO ${DELIVERIES} AS d (id, project_id, type, status, workflow_id, attempts, last_status_code, last_error)
+     VALUES (:id, :projectId, :type, :status, :workflowId, (SELECT count(*) FROM attempt), :statusCode, :lastError)
+     ON CONFLICT (id) DO UPDATE
+        SET status = excluded.status, workflow_id = excluded.workflow_id, updated_at = now(),
+            attempts = d.attempts + excluded.attempts,
+            last_status_code = CASE WHEN excluded.attempts > 0 THEN excluded.last_status_code ELSE d.last_status_code END,
+            last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE d.last_error END
+      WHERE d.project_id = excluded.project_id
+     RETURNING d.*`,
+    {
+      id: key.id,
+      projectId: key.projectId,
+      type: key.type,
+      workflowId: key.workflowId,
+      status: attempt.delivered ? 'delivered' : 'pending',
+      runAttempt: attempt.runAttempt,
+      statusCode: attempt.statusCode ?? null,
+      errorCode: attempt.errorCode ?? null,
+      durationMs: attempt.durationMs,
+      lastError: attempt.delivered ? null : (attempt.error ?? null),
+    },
+  );
+  const [columns] = rows;
+  return columns && toDelivery(columns);
 }
 
 /** The delivery gave up: failed, with the last error in words. */

@@ -1,6 +1,6 @@
-// Deliveries running when a new worker is deployed must replay on it: histories recorded by the previous version of
-// the workflow (every attempt an activity task, the breaker's wait loop, a give-up) replay on today's code without a
-// nondeterminism error. Recorded with test/fixtures/histories/README.md's recipe.
+// Deliveries running when a new worker is deployed must replay on it: histories recorded by earlier versions of
+// the workflow (every attempt an activity task, the breaker's wait loop, a give-up; the first attempt as its own local
+// activity) replay on today's code without a nondeterminism error. Recorded with test/fixtures/histories/README.md's recipe.
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import { workflowBundle } from './support/temporal';
 
 const HISTORIES = join(__dirname, 'fixtures', 'histories');
 
-describe('replay of histories recorded by the previous workflow version', function () {
+describe('replay of histories recorded by earlier workflow versions', function () {
   this.timeout(60_000);
   const files = readdirSync(HISTORIES).filter((name) => name.endsWith('.binpb'));
 

@@ -27,7 +27,10 @@ import {
   type DeliverWebhookEventResult,
   type DeliveryDeferredDetails,
   type DeliveryFailedDetails,
+  type DeliveryAttemptInput,
+  type DeliveryAttemptOutcome,
   type DeliveryPlan,
+  type RecordedAttempt,
   type WebhookType,
   attemptDeadlineMs,
   policyDelay,
@@ -39,9 +42,10 @@ type Activities = ReturnType<typeof createActivities>;
 /** The worker's resumer: this delivery's wait for an open breaker is over (probe now, or go on). */
 export const resumeDelivery = defineSignal<[waitToken: number]>(RESUME_DELIVERY_SIGNAL);
 
-// The lookup reads Postgres: a transient outage is retried for as long as a delivery would be.
+// The lookup reads Postgres: a transient outage is retried for as long as a delivery would be. On the fast path it
+// also makes the first attempt when this timeout has room for one (WEBHOOK_TIMEOUT_MS + 10 s at most).
 const { planDelivery } = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '10s',
+  startToCloseTimeout: '30s',
   scheduleToCloseTimeout: '24h',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1m' },
   summary: 'Validate the event and look up the webhook registration',
@@ -92,6 +96,8 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   let lastKnown: Pick<DeliveryFailedDetails, 'statusCode' | 'lastError'> | undefined;
   // Read from the recorded lookup, not patched(): no extra marker and search-attribute upsert per delivery.
   let local = plan.firstAttemptLocal === true;
+  // The lookup may have made the first attempt already (one local activity for both); it counts as the local one.
+  let recordedFirst = plan.firstAttempt;
   // Waits for an open breaker so far, and the latest one the resumer's signal ended.
   let waits = 0;
   let resumed = 0;
@@ -105,9 +111,12 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
       earlierAttempts,
       waitToken: waits + 1,
     };
-    const attempt = local
-      ? localAttempt(plan, webhookType, projectId)
-      : durableAttempt(plan, webhookType, projectId, giveUpAt, earlierAttempts);
+    const attempt = recordedFirst
+      ? recordedAttempt(recordedFirst)
+      : local
+        ? localAttempt(plan, webhookType, projectId)
+        : durableAttempt(plan, webhookType, projectId, giveUpAt, earlierAttempts);
+    recordedFirst = undefined;
     try {
       const outcome = await attempt(attemptInput);
       if (outcome.status === 'skipped') {
@@ -174,6 +183,15 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
       throw await giveUp(webhookId, projectId, webhookType, error, report);
     }
   }
+}
+
+/** The first attempt as the lookup recorded it: its outcome, or its failure rebuilt as the local attempt throws it. */
+function recordedAttempt(recorded: RecordedAttempt) {
+  return async (_input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> => {
+    if ('outcome' in recorded) return recorded.outcome;
+    const { type, message, nonRetryable, details, nextRetryDelayMs } = recorded.failure;
+    throw ApplicationFailure.create({ type, message, nonRetryable, details, nextRetryDelay: nextRetryDelayMs });
+  };
 }
 
 /** The first attempt, on the worker that runs the workflow task: one try, no retries of its own. */

@@ -25,6 +25,26 @@ export interface DeliveryPlan {
    * Recorded with the lookup, so the choice replays; absent in histories from before it, which replay without.
    */
   firstAttemptLocal?: boolean;
+  /**
+   * The first attempt, made by the lookup itself when the worker took the fast path and the event is to be sent:
+   * one local activity and one database read of the registration for both. Absent in histories from before it, and
+   * when the lookup's timeout leaves no room for an attempt; the workflow then makes the first attempt itself.
+   */
+  firstAttempt?: RecordedAttempt;
+}
+
+/** An attempt's result carried as data: its outcome, or the failure it threw (rebuilt by the workflow). */
+export type RecordedAttempt = { outcome: DeliveryAttemptOutcome } | { failure: RecordedFailure };
+
+export interface RecordedFailure {
+  /** The ApplicationFailure's type (FailureType, DELIVERY_DEFERRED), or the name of another error. */
+  type: string;
+  message: string;
+  nonRetryable: boolean;
+  /** AttemptFailureDetails or DeliveryDeferredDetails. */
+  details?: unknown[];
+  /** The receiver's Retry-After floor, when it set one. */
+  nextRetryDelayMs?: number;
 }
 
 export interface DeliveryAttemptInput {
