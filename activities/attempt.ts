@@ -53,10 +53,11 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
 
   return async function attempt(
     input: DeliveryAttemptInput,
-    read?: { registration: RegistrationRow | undefined },
+    lookup?: { registration: RegistrationRow | undefined },
   ): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
-    const context = attemptContext(logger, input);
+    // The lookup's own retries (a database error before any POST) are not attempts of the delivery.
+    const context = attemptContext(logger, input, lookup ? 1 : Context.current().info.attempt);
     const logKey = {
       id: context.webhookId,
       projectId,
@@ -66,7 +67,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     };
     assertHeaderSafeId(context.webhookId);
 
-    const registration = read ? read.registration : await findRegistration(db, projectId);
+    const registration = lookup ? lookup.registration : await findRegistration(db, projectId);
     if (!registration) {
       context.log.warn('webhook registration deleted: delivery stopped, event not delivered');
       await deliveryLog.skipped(logKey, 'The webhook was deleted while the delivery was pending');
@@ -101,12 +102,12 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
 }
 
 /** The attempt number counts the delivery's attempts, local first one included, across waits for the breaker. */
-function attemptContext(logger: Logger, input: DeliveryAttemptInput): AttemptContext {
+function attemptContext(logger: Logger, input: DeliveryAttemptInput, runAttempt: number): AttemptContext {
   const { projectId, webhookType } = input;
   const info = Context.current().info;
   const workflowId = info.workflowExecution?.workflowId ?? info.activityId;
   const webhookId = input.webhookId ?? workflowId;
-  const attempt = (input.earlierAttempts ?? 0) + info.attempt;
+  const attempt = (input.earlierAttempts ?? 0) + runAttempt;
   return { webhookId, workflowId, attempt, log: logger.child({ projectId, webhookType, workflowId, attempt }) };
 }
 

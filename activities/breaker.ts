@@ -54,7 +54,7 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
 
   return async function throughEndpointGuard<T>(target: EndpointAttempt, post: () => Promise<T>): Promise<T> {
     const { registrationId, isTest, log } = target;
-    // A healthy receiver frees a slot within milliseconds: queue for one briefly. A slow or hanging one does not.
+    // A healthy receiver frees a slot within milliseconds: queue for one briefly. A hanging one is not waited for.
     const release = await slots.acquire(registrationId, settings.ENDPOINT_QUEUE_WAIT_MS);
     if (!release) {
       // One of the attempts in flight ends within the attempt timeout: ask again about then.
@@ -108,11 +108,17 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
 /**
  * At most `limit` attempts in flight per registration in this worker; the others queue in arrival order for at most
  * the wait they are given. acquire() resolves to the slot's release, or to undefined when the wait ran out.
+ *
+ * Queueing only pays when the endpoint makes progress: when none of its attempts has finished for a whole wait (a
+ * receiver that hangs), a new attempt is refused at once instead of holding its slot, and its workflow task, for
+ * nothing.
  */
-export function createEndpointSlots(limit: number) {
-  const endpoints = new Map<string, { inFlight: number; queue: (() => void)[] }>();
+export function createEndpointSlots(limit: number, now: () => number = Date.now) {
+  /** progressAt: when the endpoint's first attempt began, or its latest one finished. */
+  const endpoints = new Map<string, { inFlight: number; queue: (() => void)[]; progressAt: number }>();
   const release = (key: string) => () => {
     const endpoint = endpoints.get(key)!;
+    endpoint.progressAt = now();
     const next = endpoint.queue.shift();
     // The slot passes straight to the next in the queue; the count drops only when nobody waits.
     if (next) next();
@@ -121,11 +127,12 @@ export function createEndpointSlots(limit: number) {
   return {
     acquire(key: string, waitMs: number): Promise<(() => void) | undefined> {
       let endpoint = endpoints.get(key);
-      if (!endpoint) endpoints.set(key, (endpoint = { inFlight: 0, queue: [] }));
+      if (!endpoint) endpoints.set(key, (endpoint = { inFlight: 0, queue: [], progressAt: now() }));
       if (endpoint.inFlight < limit) {
         endpoint.inFlight += 1;
         return Promise.resolve(release(key));
       }
+      if (now() - endpoint.progressAt >= waitMs) return Promise.resolve(undefined);
       const queue = endpoint.queue;
       return new Promise((resolve) => {
         const granted = () => {

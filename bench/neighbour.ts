@@ -4,6 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tsToMs } from '@temporalio/common/lib/time';
+import { temporal } from '@temporalio/proto';
 import { emitWebhookEvent, eventWorkflowId, type WebhookEvent } from '../client/emit';
 import type { SubscribableType } from '../common/contract';
 import type { Accounting } from './processes';
@@ -151,6 +153,13 @@ export interface FloodResult {
   windows: WindowRow[];
   falls: LatencySummary;
   vitals: LatencySummary;
+  /** Emit → the start accepted by Temporal (the client's call returned): the part of the latency at the engine's door. */
+  fallStarts: LatencySummary;
+  vitalStarts: LatencySummary;
+  /** From the falls' histories: the first workflow task's wait in the task queue (scheduled → picked up by a worker). */
+  fallTaskQueueWait: LatencySummary;
+  /** The worker picked the first workflow task up → the receiver had the POST (the activation, lookup and attempt). */
+  fallInWorker: LatencySummary;
   accounting: Accounting;
 }
 
@@ -161,6 +170,8 @@ interface Emitted {
   /** When it is due, from the start of the stage's load. */
   dueMs: number;
   startedAt: number;
+  /** When the client's start call returned. */
+  acceptedAt?: number;
   projectId: string;
   webhookType: SubscribableType;
 }
@@ -215,7 +226,7 @@ async function emitPlanned(ctx: StageContext, planned: Emitted[], t0: number): P
         ctx.client,
         { projectId, webhookType, userUUID: user, payload: payloadOf(webhookType, user) },
         { eventId: event.eventId, taskQueue: ctx.deliveryTaskQueue },
-      ),
+      ).then(() => (event.acceptedAt = wallClockMs())),
     );
   }
   await Promise.all(starts);
@@ -354,6 +365,26 @@ export async function floodStage(
         }),
     );
   const falls = emitted.filter((event) => event.webhookType === 'FALL_DETECTION');
+  const starts = (type: SubscribableType) =>
+    summarize(
+      emitted.flatMap((event) =>
+        event.webhookType === type && event.acceptedAt !== undefined ? [event.acceptedAt - event.startedAt] : [],
+      ),
+    );
+  const queueWaits: number[] = [];
+  const inWorker: number[] = [];
+  for (const fall of falls) {
+    const { events } = await ctx.client.workflow.getHandle(fall.id).fetchHistory();
+    const at = (type: temporal.api.enums.v1.EventType) => {
+      const event = events?.find((e) => e.eventType === type);
+      return event?.eventTime ? tsToMs(event.eventTime) : undefined;
+    };
+    const scheduled = at(temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED);
+    const started = at(temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED);
+    if (scheduled !== undefined && started !== undefined) queueWaits.push(started - scheduled);
+    const received = ctx.ledger.receivedAt(fall.id);
+    if (started !== undefined && received !== undefined) inWorker.push(received - started);
+  }
   return {
     seconds: plan.seconds,
     windowSeconds: plan.windowSeconds,
@@ -363,6 +394,10 @@ export async function floodStage(
     windows: perWindow(falls, (id) => ctx.ledger.receivedAt(id), t0, plan.windowSeconds),
     falls: latencies('FALL_DETECTION'),
     vitals: latencies('VITAL_THRESHOLD'),
+    fallStarts: starts('FALL_DETECTION'),
+    vitalStarts: starts('VITAL_THRESHOLD'),
+    fallTaskQueueWait: summarize(queueWaits),
+    fallInWorker: summarize(inWorker),
     accounting: ctx.ledger.account(),
   };
 }

@@ -431,6 +431,14 @@ function isolationTables(report: BenchReport): string[] {
             report.flood.windows.map((window) => `${window.p50}/${window.p99}`).join(' '),
           ],
           ['VITAL_THRESHOLD', report.flood.vitals.p50, report.flood.vitals.p99, report.flood.vitals.max, '-'],
+          ...(report.flood.fallStarts
+            ? [
+                ['FALL_DETECTION: emit → start accepted', ...startCells(report.flood.fallStarts), '-'],
+                ['VITAL_THRESHOLD: emit → start accepted', ...startCells(report.flood.vitalStarts), '-'],
+                ['FALL_DETECTION: first workflow task in the queue', ...startCells(report.flood.fallTaskQueueWait), '-'],
+                ['FALL_DETECTION: task picked up → POST received', ...startCells(report.flood.fallInWorker), '-'],
+              ]
+            : []),
         ],
       ),
       `delivered ${report.flood.accounting.delivered}/${report.flood.accounting.sent}`,
@@ -443,3 +451,5 @@ export function writeReport(path: string, report: BenchReport): void {
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, JSON.stringify(report, null, 2) + '\n');
 }
+
+const startCells = (summary: { p50: number; p99: number; max: number }) => [summary.p50, summary.p99, summary.max];

@@ -278,9 +278,10 @@ describe('circuit breaker per registration', function () {
       assert.ok(error.cause instanceof ApplicationFailure);
       assert.equal(error.cause.type, FailureType.DeliveryFailed);
       const details = error.cause.details?.[0] as DeliveryFailedDetails;
-      assert.equal(details.statusCode, 500);
-      assert.equal(details.lastError, 'Receiver answered HTTP 500');
-      assert.equal(fx.receiver.requests.length, details.attempts);
+      const seen = `details ${JSON.stringify(details)}, ${fx.receiver.requests.length} requests`;
+      assert.equal(details.statusCode, 500, seen);
+      assert.equal(details.lastError, 'Receiver answered HTTP 500', seen);
+      assert.equal(fx.receiver.requests.length, details.attempts, seen);
       // The policy alone would make about 6000 / 200 = 30 attempts in the window.
       assert.ok(details.attempts <= 10, `${details.attempts} attempts`);
       const { startTime, closeTime } = await handle.describe();
@@ -349,6 +350,25 @@ describe('endpoint slots (pure): at most N attempts in flight per endpoint, the 
     second();
     assert.ok(await fourth);
     assert.deepEqual(order, ['third', 'fourth']);
+  });
+
+  it('refuses at once, without queueing, while none of the endpoint\'s attempts has finished for a whole wait', async () => {
+    let clock = 0;
+    const slots = createEndpointSlots(1, () => clock);
+    const hanging = await slots.acquire('a', 1_000);
+    assert.ok(hanging);
+    clock = 1_000;
+    // Nothing finished for 1 s: answered now (a real wait would have taken the full second).
+    const refused = await Promise.race([slots.acquire('a', 1_000), sleep(200).then(() => 'queued')]);
+    assert.equal(refused, undefined);
+    // Progress (a release) makes the next one queue again, and the queued one gets the freed slot.
+    hanging();
+    const held = await slots.acquire('a', 1_000);
+    assert.ok(held);
+    clock = 1_500;
+    const queued = slots.acquire('a', 1_000);
+    held();
+    assert.ok(await queued);
   });
 });
 

@@ -67,6 +67,20 @@ describe('fast path: the first attempt as a local activity (Temporal dev server,
     );
   });
 
+  it('a receiver timeout the lookup has no room for: the first attempt is a local activity of its own', async () => {
+    const projectId = newProjectId();
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    // 30 s + 5 s of attempt deadline + the lookup's margin exceed the lookup's 30 s start-to-close timeout.
+    const { workflowId, result, types } = await deliverOne(projectId, { ...fastConfig, WEBHOOK_TIMEOUT_MS: 30_000 });
+    assert.equal(result.status, 'delivered');
+    assert.equal(count(types, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), 1, 'one workflow task');
+    assert.equal(count(types, EventType.EVENT_TYPE_MARKER_RECORDED), 2, 'the lookup, then the attempt');
+    assert.equal(count(types, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED), 0);
+    const [request] = await fx.receiver.waitForRequests(1);
+    assert.equal(request!.headers['x-webhook-id'], workflowId);
+    assert.ok(independentSignatureValid(secret, request!));
+  });
+
   it('falls back to the durable activity on failure: the schedule goes on, attempts numbered 1, 2, 3, one id', async () => {
     const projectId = newProjectId();
     const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
