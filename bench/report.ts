@@ -435,7 +435,11 @@ function isolationTables(report: BenchReport): string[] {
             ? [
                 ['FALL_DETECTION: emit → start accepted', ...startCells(report.flood.fallStarts), '-'],
                 ['VITAL_THRESHOLD: emit → start accepted', ...startCells(report.flood.vitalStarts), '-'],
-                ['FALL_DETECTION: first workflow task in the queue', ...startCells(report.flood.fallTaskQueueWait), '-'],
+                [
+                  'FALL_DETECTION: first workflow task in the queue',
+                  ...startCells(report.flood.fallTaskQueueWait),
+                  '-',
+                ],
                 ['FALL_DETECTION: task picked up → POST received', ...startCells(report.flood.fallInWorker), '-'],
               ]
             : []),

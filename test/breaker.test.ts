@@ -281,7 +281,9 @@ describe('circuit breaker per registration', function () {
       const seen = `details ${JSON.stringify(details)}, ${fx.receiver.requests.length} requests`;
       assert.equal(details.statusCode, 500, seen);
       assert.equal(details.lastError, 'Receiver answered HTTP 500', seen);
-      assert.equal(fx.receiver.requests.length, details.attempts, seen);
+      // An attempt in flight when the window closes reaches the receiver, but its outcome never reaches the workflow.
+      const requests = fx.receiver.requests.length;
+      assert.ok(requests === details.attempts || requests === details.attempts + 1, seen);
       // The policy alone would make about 6000 / 200 = 30 attempts in the window.
       assert.ok(details.attempts <= 10, `${details.attempts} attempts`);
       const { startTime, closeTime } = await handle.describe();
@@ -352,7 +354,7 @@ describe('endpoint slots (pure): at most N attempts in flight per endpoint, the 
     assert.deepEqual(order, ['third', 'fourth']);
   });
 
-  it('refuses at once, without queueing, while none of the endpoint\'s attempts has finished for a whole wait', async () => {
+  it("refuses at once, without queueing, while none of the endpoint's attempts has finished for a whole wait", async () => {
     let clock = 0;
     const slots = createEndpointSlots(1, () => clock);
     const hanging = await slots.acquire('a', 1_000);

@@ -187,10 +187,12 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
 
 /** The first attempt as the lookup recorded it: its outcome, or its failure rebuilt as the local attempt throws it. */
 function recordedAttempt(recorded: RecordedAttempt) {
-  return async (_input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> => {
-    if ('outcome' in recorded) return recorded.outcome;
+  return (_input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> => {
+    if ('outcome' in recorded) return Promise.resolve(recorded.outcome);
     const { type, message, nonRetryable, details, nextRetryDelayMs } = recorded.failure;
-    throw ApplicationFailure.create({ type, message, nonRetryable, details, nextRetryDelay: nextRetryDelayMs });
+    return Promise.reject(
+      ApplicationFailure.create({ type, message, nonRetryable, details, nextRetryDelay: nextRetryDelayMs }),
+    );
   };
 }
 
