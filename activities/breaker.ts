@@ -57,8 +57,9 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
     // A healthy receiver frees a slot within milliseconds: queue for one briefly. A hanging one is not waited for.
     const release = await slots.acquire(registrationId, settings.ENDPOINT_QUEUE_WAIT_MS);
     if (!release) {
-      // One of the attempts in flight ends within the attempt timeout: ask again about then.
-      throw deferred(target, 'endpoint-busy', Math.ceil(config.WEBHOOK_TIMEOUT_MS * (0.5 + Math.random())));
+      // The attempts in flight end within the attempt timeout: ask again after it, spread, when their outcome is known.
+      // Behind a hanging receiver its breaker has opened by then, and the delivery waits for it instead of for a slot.
+      throw deferred(target, 'endpoint-busy', Math.ceil(config.WEBHOOK_TIMEOUT_MS * (1 + Math.random())));
     }
     try {
       const admission = isTest
