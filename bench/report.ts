@@ -433,14 +433,14 @@ function isolationTables(report: BenchReport): string[] {
           ['VITAL_THRESHOLD', report.flood.vitals.p50, report.flood.vitals.p99, report.flood.vitals.max, '-'],
           ...(report.flood.fallStarts
             ? [
-                ['FALL_DETECTION: emit → start accepted', ...startCells(report.flood.fallStarts), '-'],
-                ['VITAL_THRESHOLD: emit → start accepted', ...startCells(report.flood.vitalStarts), '-'],
+                ['FALL_DETECTION: emit → start accepted', ...summaryCells(report.flood.fallStarts), '-'],
+                ['VITAL_THRESHOLD: emit → start accepted', ...summaryCells(report.flood.vitalStarts), '-'],
                 [
                   'FALL_DETECTION: first workflow task in the queue',
-                  ...startCells(report.flood.fallTaskQueueWait),
+                  ...summaryCells(report.flood.fallTaskQueueWait),
                   '-',
                 ],
-                ['FALL_DETECTION: task picked up → POST received', ...startCells(report.flood.fallInWorker), '-'],
+                ['FALL_DETECTION: task picked up → POST received', ...summaryCells(report.flood.fallInWorker), '-'],
               ]
             : []),
         ],
@@ -456,4 +456,4 @@ export function writeReport(path: string, report: BenchReport): void {
   writeFileSync(path, JSON.stringify(report, null, 2) + '\n');
 }
 
-const startCells = (summary: { p50: number; p99: number; max: number }) => [summary.p50, summary.p99, summary.max];
+const summaryCells = (summary: { p50: number; p99: number; max: number }) => [summary.p50, summary.p99, summary.max];
