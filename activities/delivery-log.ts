@@ -12,7 +12,7 @@ import {
   findEndpointHealth,
   markDeliveryFailed,
   recordDeliveryAttempt,
-  recordEndpointOutcome,
+  recordEndpointFailure,
   upsertDelivery,
   type DeliveryKey,
   type EndpointHealthRow,
@@ -85,7 +85,7 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
       });
       if (!row) return;
       countAttempt(key.type, 'failed');
-      await recordEndpointOutcome(db, key.projectId, { delivered: false, error });
+      await recordEndpointFailure(db, key.projectId, error);
       const claimed = await claimEpisodeAlert(db, key.projectId, alertAfterMs);
       if (claimed) await sendAlert(alertOf('endpoint-failing', key, claimed));
     } else if (outcome.status === 'delivered') {
@@ -157,8 +157,7 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
       if (key.type === 'TEST') return;
       // A give-up without a failed POST (a refused target, a bad URL) still starts an episode.
       const health = await findEndpointHealth(db, key.projectId);
-      if (!health || health.consecutiveFailures === 0)
-        await recordEndpointOutcome(db, key.projectId, { delivered: false, error: lastError });
+      if (!health || health.consecutiveFailures === 0) await recordEndpointFailure(db, key.projectId, lastError);
       const claimed = await claimEpisodeAlert(db, key.projectId);
       if (claimed) await sendAlert(alertOf('delivery-gave-up', key, claimed));
     },

@@ -159,7 +159,7 @@ export async function recordDeliveryAttempt(
      )${
        attempt.delivered
          ? `, health AS (
-       INSERT INTO ${HEALTH} AS h (project_id, last_success_at) SELECT :projectId, now() WHERE ${ours}
+       INSERT INTO ${HEALTH} (project_id, last_success_at) SELECT :projectId, now() WHERE ${ours}
        ON CONFLICT (project_id) DO UPDATE
           SET consecutive_failures = 0, failing_since = NULL, last_success_at = now(), alerted_at = NULL
      )`
@@ -299,34 +299,27 @@ export async function purgeDeliveries(db: Db, retentionDays: number): Promise<nu
     .delete();
 }
 
-/** A success ends the failure episode; a failure extends it (or starts one). Returns the endpoint's health. */
-export async function recordEndpointOutcome(
-  db: Db,
-  projectId: string,
-  outcome: { delivered: true } | { delivered: false; error: string },
-): Promise<EndpointHealthRow> {
+/**
+ * A failure extends the endpoint's failure episode (or starts one); a delivered attempt ends it, in
+ * recordDeliveryAttempt's statement. Returns the endpoint's health.
+ */
+export async function recordEndpointFailure(db: Db, projectId: string, error: string): Promise<EndpointHealthRow> {
   const now = db.fn.now();
-  const changes = outcome.delivered
-    ? { consecutive_failures: 0, failing_since: null, last_success_at: now, alerted_at: null }
-    : {
-        consecutive_failures: db.raw(`${HEALTH}.consecutive_failures + 1`),
-        failing_since: db.raw(`coalesce(${HEALTH}.failing_since, now())`),
-        last_failure_at: now,
-        last_error: outcome.error,
-      };
-  const insert = outcome.delivered
-    ? { project_id: projectId, last_success_at: now }
-    : {
-        project_id: projectId,
-        consecutive_failures: 1,
-        failing_since: now,
-        last_failure_at: now,
-        last_error: outcome.error,
-      };
   const [columns] = await db<HealthColumns>(HEALTH)
-    .insert(insert)
+    .insert({
+      project_id: projectId,
+      consecutive_failures: 1,
+      failing_since: now,
+      last_failure_at: now,
+      last_error: error,
+    })
     .onConflict('project_id')
-    .merge(changes)
+    .merge({
+      consecutive_failures: db.raw(`${HEALTH}.consecutive_failures + 1`),
+      failing_since: db.raw(`coalesce(${HEALTH}.failing_since, now())`),
+      last_failure_at: now,
+      last_error: error,
+    })
     .returning('*');
   return toHealth(columns as HealthColumns);
 }

@@ -399,7 +399,7 @@ describe('openapi: the document at /openapi.json', () => {
         delivered: false,
       });
       await store.markDeliveryFailed(t.db, key('evt-failed'), 'gave up');
-      await store.recordEndpointOutcome(t.db, p, { delivered: false, error: 'Receiver unreachable: ECONNREFUSED' });
+      await store.recordEndpointFailure(t.db, p, 'Receiver unreachable: ECONNREFUSED');
 
       const page = await expect(LIST, 200, { path: route(LIST, p), user: 'alice' });
       assert.equal((page.items as unknown[]).length, 3);
