@@ -355,22 +355,17 @@ export async function floodStage(
   await emitPlanned(ctx, emitted, t0);
   // The vitals' backlog drains at the engine's pace after the flood: wait for all of it, bounded.
   await ctx.ledger.settle(Date.now() + 120_000 + emitted.length * 50);
-  const latencies = (type: SubscribableType) =>
+  /** From emit to `at` (when it happened) for the events of one type; those it never happened to are left out. */
+  const sinceEmit = (type: SubscribableType, at: (event: Emitted) => number | undefined) =>
     summarize(
-      emitted
-        .filter((event) => event.webhookType === type)
-        .flatMap((event) => {
-          const at = ctx.ledger.receivedAt(event.id);
-          return at === undefined ? [] : [at - event.startedAt];
-        }),
+      emitted.flatMap((event) => {
+        const time = event.webhookType === type ? at(event) : undefined;
+        return time === undefined ? [] : [time - event.startedAt];
+      }),
     );
+  const received = (event: Emitted) => ctx.ledger.receivedAt(event.id);
+  const accepted = (event: Emitted) => event.acceptedAt;
   const falls = emitted.filter((event) => event.webhookType === 'FALL_DETECTION');
-  const starts = (type: SubscribableType) =>
-    summarize(
-      emitted.flatMap((event) =>
-        event.webhookType === type && event.acceptedAt !== undefined ? [event.acceptedAt - event.startedAt] : [],
-      ),
-    );
   const queueWaits: number[] = [];
   const inWorker: number[] = [];
   for (const fall of falls) {
@@ -382,8 +377,8 @@ export async function floodStage(
     const scheduled = at(temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED);
     const started = at(temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED);
     if (scheduled !== undefined && started !== undefined) queueWaits.push(started - scheduled);
-    const received = ctx.ledger.receivedAt(fall.id);
-    if (started !== undefined && received !== undefined) inWorker.push(received - started);
+    const arrived = received(fall);
+    if (started !== undefined && arrived !== undefined) inWorker.push(arrived - started);
   }
   return {
     seconds: plan.seconds,
@@ -392,10 +387,10 @@ export async function floodStage(
     vitalRate: plan.vitalRate,
     fallRate: plan.fallRate,
     windows: perWindow(falls, (id) => ctx.ledger.receivedAt(id), t0, plan.windowSeconds),
-    falls: latencies('FALL_DETECTION'),
-    vitals: latencies('VITAL_THRESHOLD'),
-    fallStarts: starts('FALL_DETECTION'),
-    vitalStarts: starts('VITAL_THRESHOLD'),
+    falls: sinceEmit('FALL_DETECTION', received),
+    vitals: sinceEmit('VITAL_THRESHOLD', received),
+    fallStarts: sinceEmit('FALL_DETECTION', accepted),
+    vitalStarts: sinceEmit('VITAL_THRESHOLD', accepted),
     fallTaskQueueWait: summarize(queueWaits),
     fallInWorker: summarize(inWorker),
     accounting: ctx.ledger.account(),
