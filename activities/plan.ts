@@ -37,6 +37,7 @@ export function createPlanDelivery({
   attempt?: ReturnType<typeof createAttempt>;
 }) {
   return async function planDelivery(input: unknown): Promise<DeliveryPlan> {
+    const local = config.DELIVERY_FIRST_ATTEMPT_LOCAL ?? true;
     const plan: DeliveryPlan = {
       registered: false,
       types: [],
@@ -48,7 +49,8 @@ export function createPlanDelivery({
       },
       attemptTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
       searchAttributes,
-      firstAttemptLocal: config.DELIVERY_FIRST_ATTEMPT_LOCAL ?? true,
+      firstAttemptLocal: local,
+      localAfterWait: local,
     };
     const problem = validateDeliveryInput(input);
     if (problem !== undefined) return { ...plan, problem };

@@ -235,10 +235,22 @@ describe('circuit breaker per registration', function () {
       assert.equal(breaker?.openUntil, null);
 
       // The waits were durable (a timer in the history), and the resumer's signal ended them, long before the timer.
+      // The attempt after a wait is a local activity in the task the signal starts: no activity task after it.
       let signalled = 0;
       for (const handle of handles) {
-        const { events: history } = await handle.fetchHistory();
-        if (history?.some((event) => event.workflowExecutionSignaledEventAttributes)) signalled += 1;
+        const { events: history = [] } = await handle.fetchHistory();
+        const signal = history.findIndex((event) => event.workflowExecutionSignaledEventAttributes);
+        if (signal < 0) continue;
+        signalled += 1;
+        const after = history.slice(signal);
+        assert.ok(
+          !after.some((event) => event.activityTaskScheduledEventAttributes),
+          'no activity task after the wait',
+        );
+        assert.ok(
+          after.some((event) => event.markerRecordedEventAttributes),
+          'the attempt after the wait is a local activity',
+        );
       }
       assert.ok(signalled >= 1, 'woken by the resumer');
       assert.equal(

@@ -64,8 +64,9 @@ const { recordDeliveryOutcome } = proxyLocalActivities<Activities>({
  * The workflow id is the delivery's idempotency key, sent as X-Webhook-Id.
  *
  * The common case costs the engine one workflow task: the first attempt runs as a local activity right after the
- * lookup, and a receiver that answers 2xx at once completes the workflow in that same task. Any other outcome hands
- * over to the durable activity, which continues the same retry schedule (and the same attempt numbers).
+ * lookup, and a receiver that answers 2xx at once completes the workflow in that same task. A failed attempt hands
+ * over to the durable activity, which continues the same retry schedule (and the same attempt numbers). An attempt
+ * deferred by the endpoint's guard made no request: the one after the wait is local again.
  */
 export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Promise<DeliverWebhookEventResult> {
   const { projectId, webhookType } = input;
@@ -146,7 +147,8 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
           const waitToken = (waits += 1);
           const woken = await condition(() => resumed >= waitToken, Math.min(deferral.waitMs, Math.max(1, remaining)));
           if (woken || remaining > deferral.waitMs) {
-            local = false;
+            // No attempt was made: the next one is local again on the fast path, in the task the wait ends with.
+            local = plan.localAfterWait === true;
             continue;
           }
         }
@@ -163,10 +165,10 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
         errorCode: failed?.errorCode,
         lastError: last?.message ?? error.cause?.message ?? error.message,
       };
-      // The local first attempt failed and may be retried: the durable activity takes over after the policy's first
-      // interval, or the receiver's longer Retry-After (a floor, never an accelerator).
+      // A local attempt failed and may be retried: the durable activity takes over after the policy's interval for
+      // this attempt, or the receiver's longer Retry-After (a floor, never an accelerator).
       if (local && !isTest && !last?.nonRetryable) {
-        const waitMs = Math.max(plan.retry.initialIntervalMs, failed?.retryDelayMs ?? 0);
+        const waitMs = Math.max(policyDelay(plan.retry, report.attempts), failed?.retryDelayMs ?? 0);
         earlierAttempts = report.attempts;
         lastKnown = { statusCode: report.statusCode, lastError: report.lastError };
         local = false;
@@ -196,7 +198,7 @@ function recordedAttempt(recorded: RecordedAttempt) {
   };
 }
 
-/** The first attempt, on the worker that runs the workflow task: one try, no retries of its own. */
+/** A local attempt (the first, or the next after a wait), in the workflow task that asks for it: one try. */
 function localAttempt(plan: DeliveryPlan, webhookType: WebhookType, projectId: string) {
   return proxyLocalActivities<Activities>({
     startToCloseTimeout: attemptDeadlineMs(plan.attemptTimeoutMs),

@@ -26,6 +26,12 @@ export interface DeliveryPlan {
    */
   firstAttemptLocal?: boolean;
   /**
+   * On the fast path, the attempt after a wait for the endpoint (its attempts in flight, or its open breaker) is a
+   * local activity too: one workflow task when the wait ends, instead of two and an activity task. Absent in
+   * histories from before it, whose attempts after a wait replay as durable activities.
+   */
+  localAfterWait?: boolean;
+  /**
    * The first attempt, made by the lookup itself when the worker took the fast path and the event is to be sent:
    * one local activity and one database read of the registration for both. Absent in histories from before it, and
    * when the lookup's timeout leaves no room for an attempt; the workflow then makes the first attempt itself.
