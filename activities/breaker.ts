@@ -36,8 +36,8 @@ export interface EndpointAttempt {
 /**
  * Isolation of one receiver from everyone else's deliveries: at most ENDPOINT_MAX_CONCURRENT_ATTEMPTS attempts in
  * flight per registration in this worker, and a circuit breaker per registration in Postgres. An attempt it does
- * not let through throws a non-retryable WebhookDeliveryDeferred: the workflow sleeps durably and asks again, so a
- * failing endpoint costs timers, not activity slots or requests.
+ * not let through throws a non-retryable WebhookDeliveryDeferred: the delivery is listed for the resumer's signal and
+ * its workflow waits durably, so a failing endpoint costs neither activity slots nor requests nor workflow tasks.
  */
 export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'config'>) {
   const settings = { ...ISOLATION_DEFAULTS, ...definedOnly(config) };
@@ -51,15 +51,21 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
   // Waiters wake spread over at least the rest of the open period, so a large backlog re-checks (and, once closed,
   // resumes) at a bounded rate instead of all at once when the period ends.
   const spread = (ms: number) => Math.ceil(ms + Math.random() * Math.max(settings.BREAKER_RESUME_SPREAD_MS, ms));
+  // A listed waiter's own timer: the resumer's signal normally ends its wait long before.
+  const safetyNet = () => Math.ceil(settings.BREAKER_WAIT_MAX_MS * (0.5 + Math.random() / 2));
 
   return async function throughEndpointGuard<T>(target: EndpointAttempt, post: () => Promise<T>): Promise<T> {
     const { registrationId, isTest, log } = target;
     // A healthy receiver frees a slot within milliseconds: queue for one briefly. A hanging one is not waited for.
     const release = await slots.acquire(registrationId, settings.ENDPOINT_QUEUE_WAIT_MS);
     if (!release) {
-      // The attempts in flight end within the attempt timeout: ask again after it, spread, when their outcome is known.
-      // Behind a hanging receiver its breaker has opened by then, and the delivery waits for it instead of for a slot.
-      throw deferred(target, 'endpoint-busy', Math.ceil(config.WEBHOOK_TIMEOUT_MS * (1 + Math.random())));
+      // The attempts in flight end within the attempt deadline: wait until their outcome is known. Listed as a waiter,
+      // the delivery is woken no sooner, and then only if the breaker lets it through: behind a hanging receiver the
+      // breaker has opened by then and it waits on, at no cost, for the probe to succeed.
+      if (target.waitToken === undefined)
+        throw deferred(target, 'endpoint-busy', Math.ceil(config.WEBHOOK_TIMEOUT_MS * (1 + Math.random())));
+      await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken, thresholds.probeLeaseMs);
+      throw deferred(target, 'endpoint-busy', safetyNet());
     }
     try {
       const admission = isTest
@@ -70,8 +76,7 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
           throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);
         // Listed as a waiter: the resumer wakes it to probe or to go on; the long timer is only a safety net.
         await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken);
-        const safetyNet = Math.ceil(settings.BREAKER_WAIT_MAX_MS * (0.5 + Math.random() / 2));
-        throw deferred(target, 'circuit-open', safetyNet, admission.lastFailure);
+        throw deferred(target, 'circuit-open', safetyNet(), admission.lastFailure);
       }
       if (admission.state === 'probe') log.info('circuit breaker half-open: this attempt probes the receiver');
       let result: T;

@@ -459,6 +459,7 @@ async function main(): Promise<number> {
         ...(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS && {
           WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS,
         }),
+        ...(config.WORKER_NONSTICKY_POLL_RATIO && { WORKER_NONSTICKY_POLL_RATIO: config.WORKER_NONSTICKY_POLL_RATIO }),
         ...Object.fromEntries(Object.entries(plan.workerEnv).map(([key, value]) => [key, Number(value)])),
       },
       ...figures,

@@ -40,6 +40,8 @@ export interface Config {
   /** Concurrent long polls for workflow tasks and for activity tasks; unset: the SDK's default, min(10, slots). */
   WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS?: number;
   WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS?: number;
+  /** Share of the workflow-task pollers that poll the task queue rather than the worker's sticky queue. */
+  WORKER_NONSTICKY_POLL_RATIO?: number;
   WORKER_SHUTDOWN_GRACE_MS: number;
   /** How often a worker erases the previous secrets whose rotation overlap is over. */
   SECRET_SWEEP_INTERVAL_MS: number;
@@ -158,6 +160,7 @@ const schema: JSONSchemaType<Config> = {
     // The SDK needs two workflow pollers (one sticky, one not) while the cache is on.
     WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: { type: 'integer', minimum: 2, maximum: 1_000, nullable: true },
     WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: { type: 'integer', minimum: 1, maximum: 1_000, nullable: true },
+    WORKER_NONSTICKY_POLL_RATIO: { type: 'number', exclusiveMinimum: 0, maximum: 1, nullable: true },
     WORKER_SHUTDOWN_GRACE_MS: int(0, 15_000),
     SECRET_SWEEP_INTERVAL_MS: int(1_000, 3_600_000, 86_400_000),
     JWT_MAX_AGE: int(1, 3_600, 86_400),

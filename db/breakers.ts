@@ -162,17 +162,27 @@ export async function findBreaker(db: Db, registrationId: string): Promise<Break
 
 const WAITERS = 'webhook_breaker_waiters';
 
-/** A delivery waits for this registration's open breaker, under its `waitToken`th wait (the resumer's signal names it). */
+/**
+ * A delivery waits for this registration's breaker, under its `waitToken`th wait (the resumer's signal names it):
+ * woken when the breaker lets it through, and not within `notBeforeMs` (the end of the attempts in flight it waits for).
+ */
 export async function addBreakerWaiter(
   db: Db,
   registrationId: string,
   workflowId: string,
   waitToken: number,
+  notBeforeMs = 0,
 ): Promise<void> {
+  const eligibleAt = db.raw(`now() + ? * interval '1 millisecond'`, [notBeforeMs]);
   await db(WAITERS)
-    .insert({ registration_id: registrationId, workflow_id: workflowId, wait_token: waitToken })
+    .insert({
+      registration_id: registrationId,
+      workflow_id: workflowId,
+      wait_token: waitToken,
+      eligible_at: eligibleAt,
+    })
     .onConflict(['registration_id', 'workflow_id'])
-    .merge({ wait_token: waitToken, since: db.fn.now() });
+    .merge({ wait_token: waitToken, since: db.fn.now(), eligible_at: eligibleAt, woken_at: null });
 }
 
 export interface BreakerWaiter {
@@ -181,54 +191,70 @@ export interface BreakerWaiter {
   waitToken: number;
 }
 
+export interface WakeLimits {
+  /** Waiters of a closed breaker woken per registration per second, across all resumers. */
+  perSecond: number;
+  /** How long a woken probe may take to start before another waiter is woken to probe instead. */
+  probeLeaseMs: number;
+  /** How long a resumer holds the waiters it took before another may take them again (its signals failed). */
+  wakeLeaseMs: number;
+}
+
 /**
- * The waiters the resumer wakes now, taken off the list (oldest first): up to `perRegistration` of a closed breaker's,
- * and one of a half-open breaker's when no attempt holds or was just woken for its probe (`probeLeaseMs`); none of
- * an open one's. Concurrent resumers (one per worker) take disjoint waiters.
+ * The waiters to wake now, oldest first, held for `wakeLeaseMs` (forgetWokenWaiters deletes them once signalled):
+ * up to `perSecond` of a closed breaker's, and one of a half-open breaker's when no attempt holds or was just woken
+ * for its probe; none of an open one's. One round per registration per second (0.9 s at least, so a resumer ticking
+ * every second never misses its turn): the breaker row's lock makes concurrent resumers (one per worker) take turns,
+ * so the rate holds however many workers run.
  */
-export async function takeWaitersToWake(
-  db: Db,
-  perRegistration: number,
-  probeLeaseMs: number,
-): Promise<BreakerWaiter[]> {
-  return db.transaction(async (trx) => {
-    const { rows } = await trx.raw<{ rows: { registration_id: string; workflow_id: string; wait_token: number }[] }>(
-      `WITH wanted AS (
-         SELECT w.registration_id,
-                CASE
-                  WHEN b.open_until IS NULL THEN :perRegistration
-                  WHEN b.open_until <= now() AND (b.probe_until IS NULL OR b.probe_until <= now())
-                       AND (b.probe_woken_at IS NULL OR b.probe_woken_at <= now() - :probeLeaseMs * interval '1 millisecond')
-                    THEN 1
-                  ELSE 0
-                END AS n
-           FROM (SELECT DISTINCT registration_id FROM ${WAITERS}) w
-           LEFT JOIN ${TABLE} b ON b.registration_id = w.registration_id
-       ),
-       taken AS (
-         DELETE FROM ${WAITERS} d
-          USING (
-            SELECT x.registration_id, x.workflow_id
-              FROM wanted
-              CROSS JOIN LATERAL (
-                SELECT registration_id, workflow_id FROM ${WAITERS} y
-                 WHERE y.registration_id = wanted.registration_id
-                 ORDER BY since
-                 LIMIT wanted.n
-                 FOR UPDATE SKIP LOCKED
-              ) x
-             WHERE wanted.n > 0
-          ) pick
-          WHERE d.registration_id = pick.registration_id AND d.workflow_id = pick.workflow_id
-          RETURNING d.registration_id, d.workflow_id, d.wait_token
-       ),
-       probing AS (
-         UPDATE ${TABLE} b SET probe_woken_at = now()
-           FROM taken WHERE b.registration_id = taken.registration_id AND b.open_until IS NOT NULL
-       )
-       SELECT * FROM taken`,
-      { perRegistration, probeLeaseMs },
-    );
-    return rows.map((r) => ({ registrationId: r.registration_id, workflowId: r.workflow_id, waitToken: r.wait_token }));
-  });
+export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<BreakerWaiter[]> {
+  const { rows } = await db.raw<{ rows: { registration_id: string; workflow_id: string; wait_token: number }[] }>(
+    `WITH pending AS (
+       SELECT DISTINCT registration_id FROM ${WAITERS}
+        WHERE eligible_at <= now() AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')
+     ),
+     turn AS (
+       INSERT INTO ${TABLE} AS b (registration_id, resumed_at, updated_at)
+       SELECT registration_id, now(), now() FROM pending
+       ON CONFLICT (registration_id) DO UPDATE
+          SET resumed_at = now(),
+              probe_woken_at = CASE WHEN b.open_until IS NULL THEN b.probe_woken_at ELSE now() END
+        WHERE (b.resumed_at IS NULL OR b.resumed_at <= now() - interval '900 milliseconds')
+          AND (b.open_until IS NULL
+               OR (b.open_until <= now() AND (b.probe_until IS NULL OR b.probe_until <= now())
+                   AND (b.probe_woken_at IS NULL
+                        OR b.probe_woken_at <= now() - :probeLeaseMs * interval '1 millisecond')))
+        RETURNING b.registration_id, CASE WHEN b.open_until IS NULL THEN :perSecond ELSE 1 END AS n
+     ),
+     picked AS (
+       SELECT x.registration_id, x.workflow_id
+         FROM turn
+         CROSS JOIN LATERAL (
+           SELECT registration_id, workflow_id FROM ${WAITERS} y
+            WHERE y.registration_id = turn.registration_id AND y.eligible_at <= now()
+              AND (y.woken_at IS NULL OR y.woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')
+            ORDER BY since
+            LIMIT turn.n
+            FOR UPDATE SKIP LOCKED
+         ) x
+     )
+     UPDATE ${WAITERS} w SET woken_at = now()
+       FROM picked
+      WHERE w.registration_id = picked.registration_id AND w.workflow_id = picked.workflow_id
+      RETURNING w.registration_id, w.workflow_id, w.wait_token`,
+    { ...limits },
+  );
+  return rows.map((r) => ({ registrationId: r.registration_id, workflowId: r.workflow_id, waitToken: r.wait_token }));
+}
+
+/** Deletes waiters the resumer has woken (or found ended), unless they have listed themselves again since. */
+export async function forgetWokenWaiters(db: Db, waiters: readonly BreakerWaiter[]): Promise<void> {
+  if (waiters.length === 0) return;
+  await db(WAITERS)
+    .whereIn(
+      ['registration_id', 'workflow_id', 'wait_token'],
+      waiters.map((w) => [w.registrationId, w.workflowId, w.waitToken]),
+    )
+    .whereNotNull('woken_at')
+    .delete();
 }

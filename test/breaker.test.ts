@@ -10,11 +10,11 @@ import {
   addBreakerWaiter,
   admitAttempt,
   findBreaker,
+  forgetWokenWaiters,
   recordFailure,
   recordSuccess,
   takeWaitersToWake,
   type BreakerThresholds,
-  type BreakerWaiter,
 } from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
@@ -23,6 +23,8 @@ import { independentSignatureValid } from './support/receiver';
 import { createLocalEnvironment } from './support/temporal';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The least time between two rounds of wakes of one registration's waiters. */
+const ROUND_MS = 950;
 
 describe('circuit breaker per registration', function () {
   this.timeout(90_000);
@@ -74,30 +76,92 @@ describe('circuit breaker per registration', function () {
       const id = await registrationId();
       const db = fx.database.db;
       // Other tests' waiters are taken too: only this registration's count here.
-      const mine = (woken: BreakerWaiter[]) => woken.filter((w) => w.registrationId === id);
+      const take = async () =>
+        (await takeWaitersToWake(db, { perSecond: 2, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 })).filter(
+          (w) => w.registrationId === id,
+        );
       for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
       for (let i = 1; i <= 5; i++) {
         await addBreakerWaiter(db, id, `webhook-event-waiter-${i}`, i);
         await sleep(5);
       }
-      assert.deepEqual(mine(await takeWaitersToWake(db, 2, 5_000)), [], 'open: nobody is woken');
+      assert.deepEqual(await take(), [], 'open: nobody is woken');
       await endOpenPeriod(id);
-      const probe = mine(await takeWaitersToWake(db, 2, 5_000));
+      const probe = await take();
       assert.deepEqual(
         probe.map((w) => [w.workflowId, w.waitToken]),
         [['webhook-event-waiter-1', 1]],
         'half-open: the oldest, to probe',
       );
-      assert.deepEqual(mine(await takeWaitersToWake(db, 2, 5_000)), [], 'not a second probe within the lease');
+      await sleep(ROUND_MS);
+      assert.deepEqual(await take(), [], 'not a second probe within the lease');
+      await forgetWokenWaiters(db, probe);
       await recordSuccess(db, id);
-      const first = mine(await takeWaitersToWake(db, 2, 5_000));
+      const first = await take();
       assert.deepEqual(
         first.map((w) => w.workflowId),
         ['webhook-event-waiter-2', 'webhook-event-waiter-3'],
         'closed: the oldest, at the rate',
       );
-      assert.equal(mine(await takeWaitersToWake(db, 2, 5_000)).length, 2);
-      assert.equal(mine(await takeWaitersToWake(db, 2, 5_000)).length, 0, 'every waiter woken once');
+      // Two resumers (two workers) asking at once share one round.
+      assert.deepEqual(await Promise.all([take(), take()]), [[], []], 'one round per second, across resumers');
+      await sleep(ROUND_MS);
+      const [a, b] = await Promise.all([take(), take()]);
+      assert.equal(a.length + b.length, 2, 'the next round: two more, to one resumer or the other');
+      await sleep(ROUND_MS);
+      assert.equal((await take()).length, 0, 'every waiter woken once');
+    });
+
+    it('waiters stay listed until their signal went through: taken again after the lease, never after a new wait', async () => {
+      const id = await registrationId();
+      const db = fx.database.db;
+      const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 1_500 };
+      const take = async () => (await takeWaitersToWake(db, limits)).filter((w) => w.registrationId === id);
+      await recordFailure(db, id, thresholds, http500); // closed, one failure: a row to hold the rounds
+      await addBreakerWaiter(db, id, 'webhook-event-signalled', 1);
+      await addBreakerWaiter(db, id, 'webhook-event-lost', 1);
+      await addBreakerWaiter(db, id, 'webhook-event-waits-again', 1);
+      const taken = await take();
+      assert.equal(taken.length, 3);
+      // One signal went through; one resumer died before the other's; the third delivery waits again meanwhile.
+      await addBreakerWaiter(db, id, 'webhook-event-waits-again', 2);
+      await forgetWokenWaiters(
+        db,
+        taken.filter((w) => w.workflowId !== 'webhook-event-lost'),
+      );
+      await sleep(ROUND_MS);
+      const again = await take();
+      assert.deepEqual(
+        again.map((w) => [w.workflowId, w.waitToken]).sort(),
+        [['webhook-event-waits-again', 2]],
+        'within the lease: only the new wait',
+      );
+      await forgetWokenWaiters(db, again);
+      await sleep(limits.wakeLeaseMs);
+      assert.deepEqual(
+        (await take()).map((w) => [w.workflowId, w.waitToken]),
+        [['webhook-event-lost', 1]],
+        'after the lease: the one whose signal never went through',
+      );
+    });
+
+    it("a delivery waiting for the endpoint's attempts in flight: woken once they have ended, if the breaker lets it through", async () => {
+      const db = fx.database.db;
+      const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 };
+      const [healthy, failing] = [await registrationId(), await registrationId()];
+      const take = async (id: string) => (await takeWaitersToWake(db, limits)).filter((w) => w.registrationId === id);
+      await addBreakerWaiter(db, healthy, 'webhook-event-busy-1', 1, 400);
+      await addBreakerWaiter(db, failing, 'webhook-event-busy-2', 1, 400);
+      assert.deepEqual(await take(healthy), [], 'not before the attempts in flight have ended');
+      // The attempts in flight to the second endpoint fail meanwhile: its breaker opens.
+      for (let i = 0; i < 3; i++) await recordFailure(db, failing, thresholds, http500);
+      await sleep(Math.max(ROUND_MS, 500));
+      assert.deepEqual(
+        (await take(healthy)).map((w) => w.workflowId),
+        ['webhook-event-busy-1'],
+        'then woken (its breaker never failed)',
+      );
+      assert.deepEqual(await take(failing), [], 'the breaker opened meanwhile: it waits on for the probe');
     });
 
     it('a success in between resets the count: only consecutive failures open it', async () => {
@@ -238,7 +302,7 @@ describe('circuit breaker per registration', function () {
       // The attempt after a wait is a local activity in the task the signal starts: no activity task after it.
       let signalled = 0;
       for (const handle of handles) {
-        const { events: history = [] } = await handle.fetchHistory();
+        const history = (await handle.fetchHistory()).events ?? [];
         const signal = history.findIndex((event) => event.workflowExecutionSignaledEventAttributes);
         if (signal < 0) continue;
         signalled += 1;
@@ -256,6 +320,10 @@ describe('circuit breaker per registration', function () {
       assert.equal(
         await fx.database
           .db('webhook_breaker_waiters')
+          .whereIn(
+            'registration_id',
+            fx.database.db('webhook_registrations').select('id').where({ project_id: projectId }),
+          )
           .count<{ count: string }[]>('* as count')
           .then((r) => Number(r[0]!.count)),
         0,
@@ -323,6 +391,35 @@ describe('circuit breaker per registration', function () {
         (at) => arrivals.filter((other) => other <= at && other + answerAfterMs > at).length,
       );
       assert.ok(Math.max(...overlapping) <= 2, `up to ${Math.max(...overlapping)} requests in flight at once`);
+    });
+
+    it("an attempt refused for the endpoint's attempts in flight waits for the resumer's signal, not a stream of retries", async () => {
+      const projectId = newProjectId();
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      fx.receiver.fallback = { status: 200, delayMs: 500 };
+      const events = 3;
+      const handles = await fx.runWorker(
+        async (taskQueue) => {
+          const started = await Promise.all(Array.from({ length: events }, () => start(taskQueue, projectId)));
+          await Promise.all(started.map((handle) => handle.result()));
+          return started;
+        },
+        { config: { ...breakerConfig, ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 1, ENDPOINT_QUEUE_WAIT_MS: 0 } },
+      );
+      assert.deepEqual(
+        fx.receiver.requests.map((request) => request.headers['x-webhook-id']).sort(),
+        handles.map((handle) => handle.workflowId).sort(),
+        'one request per event',
+      );
+      let woken = 0;
+      for (const handle of handles) {
+        const history = (await handle.fetchHistory()).events ?? [];
+        if (!history.some((event) => event.workflowExecutionSignaledEventAttributes)) continue;
+        woken += 1;
+        assert.ok(!history.some((event) => event.activityTaskScheduledEventAttributes), 'no activity task');
+        assert.ok(!history.some((event) => event.timerFiredEventAttributes), 'the wait ended by the signal');
+      }
+      assert.ok(woken >= 1, 'the refused events were listed and woken by the resumer');
     });
 
     for (const retryAfter of ['0', '-1', '1.5', 'abc', 'Wed, 21 Oct 2015 07:28:00 GMT']) {

@@ -2,21 +2,25 @@ import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { RESUME_DELIVERY_SIGNAL } from '../common/contract';
 import type { Logger } from '../common/logger';
-import { addBreakerWaiter, takeWaitersToWake, type Db } from '../db';
+import { forgetWokenWaiters, takeWaitersToWake, type BreakerWaiter, type Db } from '../db';
 
 export interface BreakerResumerOptions {
   namespace: string;
-  /** Waiters woken per registration per second once its breaker has closed. */
+  /** Waiters woken per registration per second once its breaker has closed, across all workers. */
   ratePerSecond: number;
   /** How long a woken probe may take to start before another waiter is woken to probe instead. */
   probeLeaseMs: number;
+  /** How long waiters whose signal failed (Temporal unreachable, this worker killed) stay taken: 10 s by default. */
+  wakeLeaseMs?: number;
   intervalMs?: number;
 }
 
 /**
  * Wakes deliveries waiting for an open circuit breaker, every second: one waiter to probe once a breaker is
  * half-open, and all of them at `ratePerSecond` per registration once it has closed. Waiting deliveries cost nothing
- * meanwhile, whatever the backlog. Every worker may run it: each takes disjoint waiters. Returns the stop.
+ * meanwhile, whatever the backlog. Every worker may run it: each takes disjoint waiters, and a waiter leaves the list
+ * only once its signal went through, so one that a dead or cut-off worker took is woken by the next round after the
+ * lease. Returns the stop.
  */
 export function startBreakerResumer(
   db: Db,
@@ -27,25 +31,30 @@ export function startBreakerResumer(
   const client = new Client({ connection, namespace: options.namespace });
   let running: Promise<void> | undefined;
   const tick = async () => {
-    const waiters = await takeWaitersToWake(db, options.ratePerSecond, options.probeLeaseMs);
+    const waiters = await takeWaitersToWake(db, {
+      perSecond: options.ratePerSecond,
+      probeLeaseMs: options.probeLeaseMs,
+      wakeLeaseMs: options.wakeLeaseMs ?? 10_000,
+    });
+    const woken: BreakerWaiter[] = [];
+    const failed: unknown[] = [];
     // Every signal settles before the next round, so two rounds never wake the same waiter twice.
-    const outcomes = await Promise.allSettled(
+    await Promise.all(
       waiters.map(async (waiter) => {
         try {
           await client.workflow.getHandle(waiter.workflowId).signal(RESUME_DELIVERY_SIGNAL, waiter.waitToken);
+          woken.push(waiter);
         } catch (error) {
           // Ended meanwhile (its safety timer woke it, or it gave up): nothing to wake.
-          if (error instanceof WorkflowNotFoundError) return;
-          // Temporal unreachable: listed again for the next round.
-          await addBreakerWaiter(db, waiter.registrationId, waiter.workflowId, waiter.waitToken);
-          throw error;
+          if (error instanceof WorkflowNotFoundError) woken.push(waiter);
+          // Temporal unreachable: the waiter stays listed, taken again after the lease.
+          else failed.push(error);
         }
       }),
     );
-    const failed = outcomes.filter((outcome) => outcome.status === 'rejected');
-    if (waiters.length > failed.length)
-      logger.debug({ woken: waiters.length - failed.length }, 'deliveries waiting for a breaker woken');
-    if (failed.length > 0) throw (failed[0] as PromiseRejectedResult).reason;
+    await forgetWokenWaiters(db, woken);
+    if (woken.length > 0) logger.debug({ woken: woken.length }, 'deliveries waiting for a breaker woken');
+    if (failed.length > 0) throw failed[0];
   };
   const timer = setInterval(() => {
     if (running) return;

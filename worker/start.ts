@@ -49,6 +49,7 @@ export function workerTuningOptions(
   | 'maxCachedWorkflows'
   | 'workflowTaskPollerBehavior'
   | 'activityTaskPollerBehavior'
+  | 'nonStickyToStickyPollRatio'
 > {
   const polls = (maximum: number | undefined) =>
     maximum === undefined ? undefined : ({ type: 'simple-maximum', maximum } as const);
@@ -59,6 +60,7 @@ export function workerTuningOptions(
     maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS,
     workflowTaskPollerBehavior: polls(config.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS),
     activityTaskPollerBehavior: polls(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS),
+    nonStickyToStickyPollRatio: config.WORKER_NONSTICKY_POLL_RATIO,
   };
 }
 

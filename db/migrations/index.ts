@@ -4,6 +4,7 @@ import * as secretRotation from './002_secret_rotation';
 import * as deliveryLog from './003_delivery_log';
 import * as circuitBreaker from './004_circuit_breaker';
 import * as breakerWaiters from './005_breaker_waiters';
+import * as waiterLeases from './006_waiter_leases';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -12,6 +13,7 @@ const migrations: Record<string, Knex.Migration> = {
   '003_delivery_log': deliveryLog,
   '004_circuit_breaker': circuitBreaker,
   '005_breaker_waiters': breakerWaiters,
+  '006_waiter_leases': waiterLeases,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
