@@ -116,11 +116,18 @@ describe('config', () => {
     const defaults = workerTuningOptions(loadConfig({}));
     assert.equal(defaults.workflowTaskPollerBehavior, undefined);
     assert.equal(defaults.activityTaskPollerBehavior, undefined);
+    assert.equal(defaults.nonStickyToStickyPollRatio, undefined);
     const set = workerTuningOptions(
-      loadConfig({ WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '16', WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: '40' }),
+      loadConfig({
+        WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '16',
+        WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: '40',
+        WORKER_NONSTICKY_POLL_RATIO: '1',
+      }),
     );
     assert.deepEqual(set.workflowTaskPollerBehavior, { type: 'simple-maximum', maximum: 16 });
     assert.deepEqual(set.activityTaskPollerBehavior, { type: 'simple-maximum', maximum: 40 });
+    assert.equal(set.nonStickyToStickyPollRatio, 1);
+    assert.match(configError({ WORKER_NONSTICKY_POLL_RATIO: '0' }), /WORKER_NONSTICKY_POLL_RATIO/);
     assert.match(
       configError({ WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: '8', WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '10' }),
       /WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_WORKFLOW_TASKS/,
