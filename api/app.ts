@@ -89,10 +89,10 @@ export function createApp(deps: AppDeps): Koa {
   app.use(authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
+  // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before
+  // authentication; the routers' own would answer 501 to a TRACE on an unknown path, which is a 404.
   app.use(webhooks.routes());
-  app.use(webhooks.allowedMethods());
   app.use(deliveries.routes());
-  app.use(deliveries.allowedMethods());
   if (codec) app.use(codec.routes());
 
   // Only errors thrown outside the problem-details middleware land here.

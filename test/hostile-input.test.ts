@@ -187,6 +187,15 @@ describe('hostile input: every route answers 4xx problem+json, never 5xx', () =>
     );
     assert.equal(options.status, 204);
     assert.match(options.headers.allow ?? '', /GET.*DELETE|DELETE.*GET/);
+    // An unknown path is a 404 whatever the method, TRACE too (once fast-check found a 501 from the router).
+    for (const method of ['TRACE', 'GET', 'PUT']) {
+      const reply = await rawRequest(
+        port,
+        `${method} /webhooks/register0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+      );
+      assert.equal(reply.status, 404, `${method} /webhooks/register0`);
+      assert.equal(reply.headers['content-type']?.split(';')[0], PROBLEM);
+    }
   });
 
   it('answers 400 to __proto__, constructor, deep nesting and huge numbers in a body', async () => {
