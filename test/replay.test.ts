@@ -1,8 +1,7 @@
 // Deliveries running when a new worker is deployed must replay on it: histories recorded by earlier versions of the
 // workflow (every attempt an activity task, the breaker's wait loop, a give-up; the first attempt as its own local
 // activity; the lookup making it, then a durable attempt after a wait) replay on today's code without a
-// nondeterminism error. Recorded with test/fixtures/histories/README.md's
-// recipe.
+// nondeterminism error. Recorded with the recipe of test/fixtures/histories/README.md.
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
