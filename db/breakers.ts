@@ -208,10 +208,12 @@ export interface WakeLimits {
  * so the rate holds however many workers run.
  */
 export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<BreakerWaiter[]> {
+  // A waiter due for a wake: eligible, and not held by another round. The registrations chosen and the waiters
+  // picked must agree, or a half-open breaker's probe round would be spent without a waiter to wake.
+  const due = `eligible_at <= now() AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')`;
   const { rows } = await db.raw<{ rows: { registration_id: string; workflow_id: string; wait_token: number }[] }>(
     `WITH pending AS (
-       SELECT DISTINCT registration_id FROM ${WAITERS}
-        WHERE eligible_at <= now() AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')
+       SELECT DISTINCT registration_id FROM ${WAITERS} WHERE ${due}
      ),
      turn AS (
        INSERT INTO ${TABLE} AS b (registration_id, resumed_at, updated_at)
@@ -231,8 +233,7 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
          FROM turn
          CROSS JOIN LATERAL (
            SELECT registration_id, workflow_id FROM ${WAITERS} y
-            WHERE y.registration_id = turn.registration_id AND y.eligible_at <= now()
-              AND (y.woken_at IS NULL OR y.woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')
+            WHERE y.registration_id = turn.registration_id AND ${due}
             ORDER BY since
             LIMIT turn.n
             FOR UPDATE SKIP LOCKED
