@@ -73,7 +73,14 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       await deliveryLog.skipped(logKey, 'The webhook was deleted while the delivery was pending');
       return { status: 'skipped', reason: 'registration-deleted', attempt: context.attempt };
     }
-    assertSubscribed(registration, webhookType);
+    if (!isSubscribed(registration.types, webhookType)) {
+      // Spec section 6, for types changed while the delivery was pending: not delivered, failed for good (not
+      // retried), and logged skipped with the reason, as the lookup logs an event of a type not subscribed.
+      const reason = notSubscribedMessage(projectId, webhookType);
+      context.log.warn('webhook no longer subscribes to the type: delivery stopped, event not delivered');
+      await deliveryLog.skipped(logKey, reason);
+      throw ApplicationFailure.create({ type: FailureType.NotSubscribed, message: reason, nonRetryable: true });
+    }
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
     const headers = signedHeaders(secrets, context.webhookId, body);
@@ -120,16 +127,6 @@ function assertHeaderSafeId(webhookId: string): void {
   throw ApplicationFailure.create({
     type: FailureType.InvalidEvent,
     message: 'The workflow id cannot be sent as X-Webhook-Id: use only visible ASCII characters (A-Z a-z 0-9 . _ : -)',
-    nonRetryable: true,
-  });
-}
-
-/** Spec section 6: a type the registration no longer subscribes to is not delivered (non-retryable). */
-function assertSubscribed(registration: RegistrationRow, webhookType: string): void {
-  if (isSubscribed(registration.types, webhookType)) return;
-  throw ApplicationFailure.create({
-    type: FailureType.NotSubscribed,
-    message: notSubscribedMessage(registration.projectId, webhookType),
     nonRetryable: true,
   });
 }

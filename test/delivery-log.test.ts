@@ -286,6 +286,29 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     );
   });
 
+  it('logs a pending event as skipped when the webhook stops subscribing to its type before the next attempt', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    fx.receiver.fallback = { status: 503 };
+    // The retry waits 2 s: time to change the types after the first attempt, before the second.
+    const slowRetry = { ...givingUp, DELIVERY_INITIAL_INTERVAL_MS: 2_000, DELIVERY_GIVE_UP_AFTER_MS: 30_000 };
+    const id = await withWorker(async () => {
+      const delivered = deliver(fallEvent(p));
+      await fx.receiver.waitForRequests(1);
+      assert.equal((await list(p)).body.items[0]?.status, 'pending');
+      await store.updateRegistration(fx.database.db, p, { types: ['VITAL_THRESHOLD'] });
+      return delivered;
+    }, slowRetry);
+    assert.equal(fx.receiver.requests.length, 1, 'no attempt after the type was unsubscribed');
+    const page = await list(p);
+    assert.deepEqual(
+      page.body.items.map((item) => [item.id, item.status, item.attempts, item.lastError]),
+      [[id, 'skipped', 1, `Project ${p} has not registered a webhook for event: FALL_DETECTION`]],
+    );
+    const { status } = await fx.env.client.workflow.getHandle(id).describe();
+    assert.equal(status.name, 'FAILED');
+  });
+
   /** Log rows written directly, `minutesAgo` apart, for the pure query tests. */
   async function seed(projectId: string, count: number): Promise<string[]> {
     const ids: string[] = [];
