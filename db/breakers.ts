@@ -205,13 +205,16 @@ export interface WakeLimits {
  * up to `perSecond` of a closed breaker's, and one of a half-open breaker's when no attempt holds or was just woken
  * for its probe; none of an open one's. One round per registration per second (0.9 s at least, so a resumer ticking
  * every second never misses its turn): the breaker row's lock makes concurrent resumers (one per worker) take turns,
- * so the rate holds however many workers run.
+ * so the rate holds however many workers run. A probe round that finds no waiter to wake (the only one locked while
+ * it lists itself again) hands its probe lease back, so the next round probes instead of one lease later.
  */
 export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<BreakerWaiter[]> {
   // A waiter due for a wake: eligible, and not held by another round. The registrations chosen and the waiters
   // picked must agree, or a half-open breaker's probe round would be spent without a waiter to wake.
   const due = `eligible_at <= now() AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')`;
-  const { rows } = await db.raw<{ rows: { registration_id: string; workflow_id: string; wait_token: number }[] }>(
+  const { rows } = await db.raw<{
+    rows: { registration_id: string; workflow_id: string | null; wait_token: number | null; round: string }[];
+  }>(
     `WITH pending AS (
        SELECT DISTINCT registration_id FROM ${WAITERS} WHERE ${due}
      ),
@@ -226,7 +229,8 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
                OR (b.open_until <= now() AND (b.probe_until IS NULL OR b.probe_until <= now())
                    AND (b.probe_woken_at IS NULL
                         OR b.probe_woken_at <= now() - :probeLeaseMs * interval '1 millisecond')))
-        RETURNING b.registration_id, CASE WHEN b.open_until IS NULL THEN :perSecond ELSE 1 END AS n
+        RETURNING b.registration_id, b.open_until IS NOT NULL AS probe, b.resumed_at::text AS round,
+                  CASE WHEN b.open_until IS NULL THEN :perSecond ELSE 1 END AS n
      ),
      picked AS (
        SELECT x.registration_id, x.workflow_id
@@ -238,14 +242,28 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
             LIMIT turn.n
             FOR UPDATE SKIP LOCKED
          ) x
+     ),
+     woken AS (
+       UPDATE ${WAITERS} w SET woken_at = now()
+         FROM picked
+        WHERE w.registration_id = picked.registration_id AND w.workflow_id = picked.workflow_id
+        RETURNING w.registration_id, w.workflow_id, w.wait_token
      )
-     UPDATE ${WAITERS} w SET woken_at = now()
-       FROM picked
-      WHERE w.registration_id = picked.registration_id AND w.workflow_id = picked.workflow_id
-      RETURNING w.registration_id, w.workflow_id, w.wait_token`,
+     SELECT registration_id, workflow_id, wait_token, NULL AS round FROM woken
+     UNION ALL
+     SELECT registration_id, NULL, NULL, round FROM turn
+      WHERE probe AND NOT EXISTS (SELECT 1 FROM picked WHERE picked.registration_id = turn.registration_id)`,
     { ...limits },
   );
-  return rows.map((r) => ({ registrationId: r.registration_id, workflowId: r.workflow_id, waitToken: r.wait_token }));
+  // The round's own lease only (as text: a JS Date would drop the microseconds).
+  for (const { registration_id, round } of rows.filter((r) => r.workflow_id === null))
+    await db(TABLE)
+      .where({ registration_id })
+      .whereRaw('probe_woken_at = ?::timestamptz', [round])
+      .update({ probe_woken_at: null });
+  return rows
+    .filter((r) => r.workflow_id !== null)
+    .map((r) => ({ registrationId: r.registration_id, workflowId: r.workflow_id!, waitToken: r.wait_token! }));
 }
 
 /** Deletes waiters the resumer has woken (or found ended), unless they have listed themselves again since. */

@@ -145,6 +145,28 @@ describe('circuit breaker per registration', function () {
       );
     });
 
+    it('a probe round whose only waiter is locked (listing itself again) is not spent: the next round wakes it', async () => {
+      const id = await registrationId();
+      const db = fx.database.db;
+      const take = async () =>
+        (await takeWaitersToWake(db, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 })).filter(
+          (w) => w.registrationId === id,
+        );
+      for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
+      await addBreakerWaiter(db, id, 'webhook-event-relisting', 1);
+      await endOpenPeriod(id);
+      await db.transaction(async (trx) => {
+        await trx('webhook_breaker_waiters').where({ registration_id: id }).forUpdate();
+        assert.deepEqual(await take(), [], 'its row is locked: nobody to wake this round');
+      });
+      await sleep(ROUND_MS);
+      assert.deepEqual(
+        (await take()).map((w) => w.workflowId),
+        ['webhook-event-relisting'],
+        'the next round wakes it to probe, not a probe lease later',
+      );
+    });
+
     it("a delivery waiting for the endpoint's attempts in flight: woken once they have ended, if the breaker lets it through", async () => {
       const db = fx.database.db;
       const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 };
