@@ -8,8 +8,9 @@ import {
 } from './schemas';
 import { MAX_BODY } from './errors';
 import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
+import { codecBodySchema } from './routes/codec';
 
-// The request bodies below are the very objects ajv compiles in ./schemas: the document cannot drift from validation.
+// The request bodies below are the very objects ajv compiles (./schemas, the codec route): they cannot drift apart.
 
 type Json = { readonly [key: string]: unknown };
 
@@ -22,6 +23,12 @@ export interface OpenApiOperation {
   parameters?: Json[];
   requestBody?: Json;
   responses: Record<string, Json>;
+}
+
+/** What the app serves beyond the routes every instance has: createApp mounts /codec only when given the codec. */
+export interface OpenApiOptions {
+  /** AppDeps.codec is given: document POST /codec/encode and /codec/decode. */
+  codec: boolean;
 }
 
 export type HttpMethod = 'get' | 'put' | 'post' | 'delete' | 'options' | 'head' | 'patch' | 'trace';
@@ -214,8 +221,81 @@ const projectIdParameter = {
 
 const bodyOf = (name: string) => ({ required: true, content: json(ref('schemas', name)) });
 
-/** The OpenAPI 3.1 document of the whole API, served at GET /openapi.json. */
-export function buildOpenApiDocument(): OpenApiDocument {
+const codecPayloadsSchema = {
+  type: 'object',
+  description: 'The payloads transformed, in the order given.',
+  properties: {
+    payloads: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          metadata: { type: 'object', additionalProperties: { type: 'string', contentEncoding: 'base64' } },
+          data: { type: 'string', contentEncoding: 'base64' },
+        },
+        required: ['metadata', 'data'],
+        additionalProperties: false,
+      },
+    },
+  },
+  required: ['payloads'],
+  additionalProperties: false,
+} as const;
+
+const codecOperation = (direction: 'encode' | 'decode', summary: string, invalid: Json): OpenApiOperation => ({
+  operationId: `${direction}Payloads`,
+  summary,
+  description:
+    'Temporal’s remote payload codec, which the Temporal UI and CLI call as their codec endpoint (…/codec). For ' +
+    'operators only: a token whose sub is listed in OPERATOR_SUBJECTS, or whose roles (or role) claim holds ' +
+    'OPERATOR_ROLE; project members are not operators. Served only by an API given the payload codec ' +
+    '(PAYLOAD_ENCRYPTION_KEYS, or the development key outside production); one without it neither serves nor lists ' +
+    '/codec. Browser calls from CODEC_CORS_ORIGINS get CORS headers, and their OPTIONS preflight is answered 204 ' +
+    'before authentication.',
+  tags: ['codec'],
+  requestBody: bodyOf('CodecBody'),
+  responses: {
+    '200': { description: 'The payloads, one for each given.', content: json(ref('schemas', 'CodecPayloads')) },
+    '400': invalid,
+    '401': ref('responses', 'Unauthorized'),
+    '403': problemResponse('The caller is not an operator (not in OPERATOR_SUBJECTS, no OPERATOR_ROLE).'),
+    '413': ref('responses', 'TooLarge'),
+    '415': ref('responses', 'UnsupportedMediaType'),
+  },
+});
+
+/** The operators' part: listed only when the app mounts the codec router. */
+const codecDocument = {
+  tag: {
+    name: 'codec',
+    description: 'Temporal’s remote payload codec, for operators; served only when payload encryption is set up.',
+  },
+  paths: {
+    '/codec/encode': {
+      post: codecOperation(
+        'encode',
+        'Encrypt Temporal payloads with the first key of PAYLOAD_ENCRYPTION_KEYS',
+        ref('responses', 'InvalidBody'),
+      ),
+    },
+    '/codec/decode': {
+      post: codecOperation(
+        'decode',
+        'Decrypt Temporal payloads with the key that sealed each; payloads not encrypted come back unchanged',
+        problemResponse(
+          'The body is not JSON, or breaks the schema (each problem listed in errors); or a payload cannot be ' +
+            'decrypted: sealed with a key not in PAYLOAD_ENCRYPTION_KEYS, truncated or altered (detail names the ' +
+            'key id, never content).',
+          ref('schemas', 'ValidationProblem'),
+        ),
+      ),
+    },
+  },
+  schemas: { CodecBody: codecBodySchema, CodecPayloads: codecPayloadsSchema },
+} as const;
+
+/** The OpenAPI 3.1 document of the whole API, served at GET /openapi.json: only the routes the app mounts. */
+export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
   const publicOperation = { tags: ['operations'], security: [] };
   return {
     openapi: '3.1.0',
@@ -231,6 +311,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
       { name: 'webhooks', description: 'Project webhook registration, management and test.' },
       { name: 'operations', description: 'Public probes and documentation; no token.' },
       { name: 'deliveries', description: 'A project’s delivery log, redelivery, recovery and endpoint health.' },
+      ...(options.codec ? [codecDocument.tag] : []),
     ],
     security: [{ bearerAuth: [] }],
     paths: {
@@ -362,6 +443,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
         },
       },
       ...deliveryPaths,
+      ...(options.codec && codecDocument.paths),
       '/healthz': {
         get: {
           operationId: 'healthz',
@@ -428,6 +510,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
         ReadinessChecks: readinessChecksSchema,
         NotReadyProblem: notReadyProblemSchema,
         ...deliverySchemas,
+        ...(options.codec && codecDocument.schemas),
       },
       responses,
       securitySchemes: {

@@ -10,7 +10,7 @@ import { createDb, dbPoolOptions, migrateToLatest } from '../db';
 import { temporalConnectionOptions } from '../common/temporal-connection';
 import { lazyTemporalClient } from './lazy-temporal';
 import { createTestEventSender } from './test-event';
-import { createApp } from './app';
+import { createApp, type AppDeps } from './app';
 import { createRedeliveryStarter } from './redelivery';
 import { createHttpServer } from './http-server';
 import { authOptionsFromConfig } from './auth';
@@ -52,14 +52,13 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
     const sendTestEvent: SendTestEvent = deps.sendTestEvent ?? createTestEventSender(temporal, config);
-    const app = createApp({
+    const appDeps: AppDeps = {
       db,
       secretBox: deps.secretBox ?? createSecretBox(resolveSecretKeyRing(config, logger)),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       testEventLimits: { perMinute: config.TEST_EVENTS_PER_MINUTE, waitMs: config.TEST_DELIVERY_WAIT_MS },
-      publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter()],
       redelivery: createRedeliveryStarter(temporal, config),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       metricsToken: config.METRICS_TOKEN,
@@ -69,6 +68,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         operators: operatorPolicyFromConfig(config),
         corsOrigins: codecCorsOrigins(config),
       },
+    };
+    // The document is built from the same deps: it lists /codec exactly when the app mounts it.
+    const app = createApp({
+      ...appDeps,
+      publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter(appDeps)],
     });
     const server = createHttpServer(app, config).listen(config.PORT);
     await new Promise<void>((resolve, reject) => {

@@ -11,8 +11,10 @@ import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../
 import { docsRouter } from '../api/routes/docs';
 import { healthRouter, type ReadinessDeps } from '../api/routes/health';
 import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/schemas';
+import { codecBodySchema } from '../api/routes/codec';
 import { DependencyUnavailableError } from '../api/errors';
 import { createSecretBox } from '../common/secrets';
+import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/payload-codec';
 import type { TestDeliveryOutcome } from '../api/test-event';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
@@ -48,7 +50,13 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'POST /webhooks/project/{projectId}/deliveries/recover': ['202', '400', '401', '403', '404', '413', '415', '503'],
   'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404'],
   'GET /metrics': ['200', '401'],
+  'POST /codec/encode': ['200', '400', '401', '403', '413', '415'],
+  'POST /codec/decode': ['200', '400', '401', '403', '413', '415'],
 };
+
+/** The one subject the test app's operator policy lists. */
+const OPERATOR = 'ops-anna';
+const keyRing = (id: string) => parsePayloadKeyRing(`${id}:${randomBytes(32).toString('base64')}`);
 
 const METHODS: HttpMethod[] = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
@@ -72,6 +80,16 @@ function servedRoutes(app: Koa): string[] {
       return layer.methods.filter((method) => method !== 'HEAD').map((method) => `${method} ${path}`);
     }),
   );
+}
+
+/** The document lists exactly the routes the app mounts, the Swagger UI's own pages aside. */
+function assertDocumentsServedRoutes(app: Koa, document: OpenApiDocument): void {
+  const routes = servedRoutes(app);
+  // The walk must see the public and the authenticated routers, or the comparison below proves nothing.
+  assert.ok(routes.includes('POST /webhooks/register') && routes.includes('GET /readyz'), routes.join(', '));
+  assert.ok(routes.includes('GET /docs'), routes.join(', '));
+  const api = routes.filter((route) => !UNDOCUMENTED.has(route)).sort();
+  assert.deepEqual(documentedOperations(document).sort(), api);
 }
 
 describe('openapi: the document at /openapi.json', () => {
@@ -101,12 +119,18 @@ describe('openapi: the document at /openapi.json', () => {
       sendTestEvent: () => Promise.resolve(testOutcome),
       // Two tests a minute, so the third of a project shows the documented 429.
       testEventLimits: { perMinute: 2, waitMs: 1_000 },
-      publicRoutes: [healthRouter({ db: t.db, temporal }), docsRouter()],
       redelivery: (row) =>
         redeliveryRetained
           ? Promise.resolve(`webhook-redelivery-${row.id}`)
           : Promise.reject(new EventNoLongerRetainedError(row.id)),
+      codec: {
+        codec: new EncryptionCodec(keyRing('k1')),
+        operators: { subjects: new Set([OPERATOR]) },
+        corsOrigins: [],
+      },
     };
+    // As startApi does: the document is built from the deps the app is built from.
+    appDeps.publicRoutes = [healthRouter({ db: t.db, temporal }), docsRouter(appDeps)];
     app = createApp(appDeps);
     server = await listenLocal(app.callback());
     const response = await fetch(`${server.url}/openapi.json`);
@@ -130,19 +154,35 @@ describe('openapi: the document at /openapi.json', () => {
   });
 
   it('documents every route the app serves, and nothing it does not serve', () => {
-    const routes = servedRoutes(app);
-    // The walk must see all three routers, or the comparison below proves nothing.
-    assert.ok(routes.includes('POST /webhooks/register') && routes.includes('GET /readyz'), routes.join(', '));
-    assert.ok(routes.includes('GET /docs'), routes.join(', '));
-    const api = routes.filter((route) => !UNDOCUMENTED.has(route)).sort();
-    assert.deepEqual(documentedOperations(served).sort(), api);
+    assert.ok(servedRoutes(app).includes('POST /codec/decode'), 'the test app mounts the codec');
+    assertDocumentsServedRoutes(app, served);
+  });
+
+  it('lists neither /codec nor its tag and schemas when the app has no codec', async () => {
+    const deps = { ...appDeps, codec: undefined };
+    const bare = createApp({ ...deps, publicRoutes: [healthRouter({ db: t.db, temporal }), docsRouter(deps)] });
+    const local = await listenLocal(bare.callback());
+    try {
+      const document = (await (await fetch(`${local.url}/openapi.json`)).json()) as OpenApiDocument;
+      assertDocumentsServedRoutes(bare, document);
+      const codecPaths = Object.keys(document.paths).filter((path) => path.startsWith('/codec'));
+      assert.deepEqual(codecPaths, []);
+      assert.equal(document.components.schemas.CodecBody, undefined);
+      assert.ok(!document.tags.some((tag) => tag.name === 'codec'), 'no codec tag');
+      const decode = await fetch(`${local.url}/codec/decode`, { method: 'POST', headers: bearer(hsToken(OPERATOR)) });
+      assert.equal(decode.status, 404, 'nor served');
+    } finally {
+      await local.close();
+    }
   });
 
   it('takes its request bodies from the very schema objects the API validates with', () => {
-    const built = buildOpenApiDocument();
+    const built = buildOpenApiDocument({ codec: true });
     assert.equal(built.components.schemas.RegisterWebhookBody, registerWebhookBodySchema);
     assert.equal(built.components.schemas.UpdateWebhookBody, updateWebhookBodySchema);
     assert.equal(built.components.schemas.RotateSecretBody, rotateSecretBodySchema);
+    assert.equal(built.components.schemas.CodecBody, codecBodySchema);
+    assert.deepEqual(served.components.schemas.CodecBody, JSON.parse(JSON.stringify(codecBodySchema)));
     assert.deepEqual(
       served.components.schemas.RegisterWebhookBody,
       JSON.parse(JSON.stringify(registerWebhookBodySchema)),
@@ -157,6 +197,8 @@ describe('openapi: the document at /openapi.json', () => {
       bodyRef('post', '/webhooks/project/{projectId}/secret/rotate'),
       '#/components/schemas/RotateSecretBody',
     );
+    assert.equal(bodyRef('post', '/codec/encode'), '#/components/schemas/CodecBody');
+    assert.equal(bodyRef('post', '/codec/decode'), '#/components/schemas/CodecBody');
   });
 
   it('lists the status codes of every operation', () => {
@@ -169,7 +211,7 @@ describe('openapi: the document at /openapi.json', () => {
     assert.deepEqual(statuses, EXPECTED_STATUSES);
   });
 
-  it('requires the bearer JWT on the webhook endpoints and nothing on the public ones', () => {
+  it('requires the bearer JWT on the webhook and codec endpoints and nothing on the public ones', () => {
     assert.deepEqual(served.security, [{ bearerAuth: [] }]);
     assert.deepEqual(served.components.securitySchemes.bearerAuth, {
       type: 'http',
@@ -180,7 +222,7 @@ describe('openapi: the document at /openapi.json', () => {
     for (const operation of documentedOperations(served)) {
       const [method, path] = operation.split(' ') as [string, string];
       const security = served.paths[path]![method.toLowerCase() as HttpMethod]!.security;
-      if (path.startsWith('/webhooks')) assert.equal(security, undefined, operation);
+      if (path.startsWith('/webhooks') || path.startsWith('/codec')) assert.equal(security, undefined, operation);
       else assert.deepEqual(security, [], operation);
     }
   });
@@ -458,6 +500,40 @@ describe('openapi: the document at /openapi.json', () => {
       } finally {
         appDeps.metricsToken = undefined;
       }
+    });
+
+    it('codec encode and decode: 200, 400, 401, 403, 413, 415', async () => {
+      const ENCODE = 'POST /codec/encode';
+      const DECODE = 'POST /codec/decode';
+      const plain: JsonPayload = {
+        metadata: { encoding: Buffer.from('json/plain').toString('base64') },
+        data: Buffer.from('{"email":"a@b.example"}').toString('base64'),
+      };
+      const encoded = await expect(ENCODE, 200, { user: OPERATOR, body: { payloads: [plain] } });
+      const sealed = encoded.payloads as JsonPayload[];
+      assert.equal(Buffer.from(sealed[0]!.metadata!.encoding!, 'base64').toString(), 'binary/encrypted');
+      const decoded = await expect(DECODE, 200, { user: OPERATOR, body: { payloads: sealed } });
+      assert.deepEqual(decoded.payloads, [plain]);
+      // The nulls the protocol allows are accepted.
+      await expect(ENCODE, 200, { user: OPERATOR, body: { payloads: [{ metadata: null, data: null }] } });
+
+      for (const operation of [ENCODE, DECODE]) {
+        const invalid = await expect(operation, 400, { user: OPERATOR, body: { payloads: [{ data: 5 }] } });
+        assert.deepEqual(invalid.errors, [{ pointer: '/payloads/0/data', detail: 'must be string,null' }]);
+        await expect(operation, 400, { user: OPERATOR, raw: '{not json' });
+        await expect(operation, 401, { body: { payloads: [plain] } });
+        const member = await expect(operation, 403, { user: 'alice', body: { payloads: sealed } });
+        assert.match(String(member.detail), /not an operator/);
+        await expect(operation, 413, { user: OPERATOR, body: { payloads: [{ data: 'A'.repeat(200_000) }] } });
+        await expect(operation, 415, { user: OPERATOR, raw: 'payloads=x', contentType: 'text/plain' });
+      }
+      // Sealed with a key the API does not hold: the decode 400 names the key id only.
+      const foreign = (await new EncryptionCodec(keyRing('k9')).encode([{ data: Buffer.from('secret') }])).map(
+        payloadToJson,
+      );
+      const undecodable = await expect(DECODE, 400, { user: OPERATOR, body: { payloads: foreign } });
+      assert.match(String(undecodable.detail), /key "k9", which is not in this process's PAYLOAD_ENCRYPTION_KEYS/);
+      assert.equal(undecodable.errors, undefined);
     });
 
     it('gave every response the document lists', () => {

@@ -84,16 +84,22 @@ export function codecCors(deps: Pick<CodecDeps, 'corsOrigins'>): Middleware {
   };
 }
 
-const bodySchema = {
+/** Temporal's remote codec body; exported as is so the OpenAPI document shows the schema validated here. */
+export const codecBodySchema = {
   type: 'object',
   properties: {
     payloads: {
       type: 'array',
+      description: 'Temporal payloads in the JSON form of the remote codec protocol.',
       items: {
         type: 'object',
         properties: {
-          metadata: { type: ['object', 'null'], additionalProperties: { type: 'string' } },
-          data: { type: ['string', 'null'] },
+          metadata: {
+            type: ['object', 'null'],
+            additionalProperties: { type: 'string', contentEncoding: 'base64' },
+            description: 'Metadata entries (encoding, encryption-key-id, …), each value base64.',
+          },
+          data: { type: ['string', 'null'], contentEncoding: 'base64', description: 'The payload’s bytes, base64.' },
         },
       },
     },
@@ -101,7 +107,7 @@ const bodySchema = {
   required: ['payloads'],
 } as const;
 const validateBody = new Ajv({ allErrors: true, allowUnionTypes: true }).compile<{ payloads: JsonPayload[] }>(
-  bodySchema,
+  codecBodySchema,
 );
 
 type Context = RouterContext<{ user?: unknown }>;

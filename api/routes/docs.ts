@@ -1,7 +1,8 @@
 import { createReadStream } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Router } from '@koa/router';
-import { buildOpenApiDocument, type OpenApiDocument } from '../openapi';
+import { buildOpenApiDocument } from '../openapi';
+import type { AppDeps } from '../app';
 
 /** swagger-ui-dist's folder; resolved through package.json so its browser bundle is never loaded into Node. */
 const SWAGGER_UI_DIR = dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -36,8 +37,12 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-/** Public API documentation: the OpenAPI document and Swagger UI rendering it, served from node_modules. */
-export function docsRouter(document: OpenApiDocument = buildOpenApiDocument()): Router {
+/**
+ * Public API documentation: the OpenAPI document and Swagger UI rendering it, served from node_modules. Given the deps
+ * createApp gets, so the document lists the optional routes (/codec) exactly when the app mounts them.
+ */
+export function docsRouter(app: Pick<AppDeps, 'codec'> = {}): Router {
+  const document = buildOpenApiDocument({ codec: app.codec !== undefined });
   const router = new Router();
   router.get('/openapi.json', (ctx) => {
     ctx.body = document;
