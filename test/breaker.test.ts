@@ -15,6 +15,7 @@ import {
   recordSuccess,
   takeWaitersToWake,
   type BreakerThresholds,
+  type WakeLimits,
 } from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
@@ -52,6 +53,10 @@ describe('circuit breaker per registration', function () {
         .where({ registration_id: id })
         .update({ open_until: fx.database.db.fn.now() });
 
+    /** The waiters a resumer's round takes now, of this registration only (other tests' waiters are taken too). */
+    const takeOf = async (id: string, limits: WakeLimits) =>
+      (await takeWaitersToWake(fx.database.db, limits)).filter((w) => w.registrationId === id);
+
     it('opens at BREAKER_FAILURE_THRESHOLD consecutive failures, not before, and refuses attempts while open', async () => {
       const id = await registrationId();
       assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
@@ -75,11 +80,7 @@ describe('circuit breaker per registration', function () {
     it('waiters: none woken while open, one to probe once half-open (once per lease), the oldest at the rate once closed', async () => {
       const id = await registrationId();
       const db = fx.database.db;
-      // Other tests' waiters are taken too: only this registration's count here.
-      const take = async () =>
-        (await takeWaitersToWake(db, { perSecond: 2, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 })).filter(
-          (w) => w.registrationId === id,
-        );
+      const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 });
       for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
       for (let i = 1; i <= 5; i++) {
         await addBreakerWaiter(db, id, `webhook-event-waiter-${i}`, i);
@@ -116,7 +117,7 @@ describe('circuit breaker per registration', function () {
       const id = await registrationId();
       const db = fx.database.db;
       const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 1_500 };
-      const take = async () => (await takeWaitersToWake(db, limits)).filter((w) => w.registrationId === id);
+      const take = () => takeOf(id, limits);
       await recordFailure(db, id, thresholds, http500); // closed, one failure: a row to hold the rounds
       await addBreakerWaiter(db, id, 'webhook-event-signalled', 1);
       await addBreakerWaiter(db, id, 'webhook-event-lost', 1);
@@ -148,10 +149,7 @@ describe('circuit breaker per registration', function () {
     it('a probe round whose only waiter is locked (listing itself again) is not spent: the next round wakes it', async () => {
       const id = await registrationId();
       const db = fx.database.db;
-      const take = async () =>
-        (await takeWaitersToWake(db, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 })).filter(
-          (w) => w.registrationId === id,
-        );
+      const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 });
       for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
       await addBreakerWaiter(db, id, 'webhook-event-relisting', 1);
       await endOpenPeriod(id);
@@ -171,7 +169,7 @@ describe('circuit breaker per registration', function () {
       const db = fx.database.db;
       const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 };
       const [healthy, failing] = [await registrationId(), await registrationId()];
-      const take = async (id: string) => (await takeWaitersToWake(db, limits)).filter((w) => w.registrationId === id);
+      const take = (id: string) => takeOf(id, limits);
       await addBreakerWaiter(db, healthy, 'webhook-event-busy-1', 1, 400);
       await addBreakerWaiter(db, failing, 'webhook-event-busy-2', 1, 400);
       assert.deepEqual(await take(healthy), [], 'not before the attempts in flight have ended');
