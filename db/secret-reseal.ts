@@ -1,38 +1,72 @@
 import { registrationSecretAad, type SecretBox } from '../common/secrets';
 import type { Db } from './connection';
+import { eraseExpiredPreviousSecrets } from './secret-rotation';
 
 export interface ResealReport {
-  /** Registrations read. */
+  /** Secrets read: each registration's current one, and its previous one while a rotation's overlap lasts. */
   total: number;
-  /** Registrations whose secret was sealed again under the newest key. */
+  /** Secrets sealed again under the newest key. */
   resealed: number;
 }
 
+export interface ResealOptions {
+  /** Runs once the rows are read and locked, before the first write: tests land a concurrent rotation there. */
+  afterRead?: () => Promise<void>;
+}
+
+interface SealedRow {
+  id: string;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+}
+
 /**
- * Seals every stored signing secret that is not under the newest key (or still in the v1 format) again under it, in
- * one transaction: either every row ends under the newest key or none changes. updated_at is left alone (the
- * registration did not change for its owner).
+ * Seals every stored signing secret that is not under the newest key (or still in the v1 format) again under it: the
+ * current secret, and the previous one a rotation keeps signing until its overlap ends (left under the old key, it
+ * could no longer be opened once that key is dropped, and every delivery would fail). A previous secret whose overlap
+ * is over never signs again: it is erased, as the worker's sweep would, not resealed.
+ *
+ * One transaction holding every row's lock from the read to the write: either every secret ends under the newest key
+ * or none changes, and a rotation waits for the reseal (instead of being overwritten by the secret it replaced).
+ * updated_at is left alone (the registration did not change for its owner).
  */
-export function resealRegistrationSecrets(db: Db, secretBox: SecretBox): Promise<ResealReport> {
+export function resealRegistrationSecrets(
+  db: Db,
+  secretBox: SecretBox,
+  { afterRead }: ResealOptions = {},
+): Promise<ResealReport> {
   return db.transaction(async (trx) => {
-    const rows = await trx<{ id: string; secret_sealed: string }>('webhook_registrations')
-      .select('id', 'secret_sealed')
+    await eraseExpiredPreviousSecrets(trx);
+    const rows = await trx<SealedRow>('webhook_registrations')
+      .select('id', 'secret_sealed', 'previous_secret_sealed')
       .forUpdate();
+    await afterRead?.();
+    let total = 0;
     let resealed = 0;
     for (const row of rows) {
-      if (!secretBox.isStale(row.secret_sealed)) continue;
       const aad = registrationSecretAad(row.id);
-      let secret: string;
-      try {
-        secret = secretBox.open(row.secret_sealed, aad);
-      } catch (error) {
-        throw new Error(`registration ${row.id}: ${(error as Error).message}; nothing was resealed`);
+      const reseal = (sealed: string, which: string): string => {
+        try {
+          return secretBox.seal(secretBox.open(sealed, aad), aad);
+        } catch (error) {
+          throw new Error(
+            `registration ${row.id} (${which} secret): ${(error as Error).message}; nothing was resealed`,
+          );
+        }
+      };
+      const update: Partial<SealedRow> = {};
+      total++;
+      if (secretBox.isStale(row.secret_sealed)) update.secret_sealed = reseal(row.secret_sealed, 'current');
+      if (row.previous_secret_sealed !== null) {
+        total++;
+        if (secretBox.isStale(row.previous_secret_sealed))
+          update.previous_secret_sealed = reseal(row.previous_secret_sealed, 'previous');
       }
-      await trx('webhook_registrations')
-        .where({ id: row.id })
-        .update({ secret_sealed: secretBox.seal(secret, aad) });
-      resealed++;
+      const count = Object.keys(update).length;
+      if (count === 0) continue;
+      await trx('webhook_registrations').where({ id: row.id }).update(update);
+      resealed += count;
     }
-    return { total: rows.length, resealed };
+    return { total, resealed };
   });
 }

@@ -138,6 +138,26 @@ describe('secret rotation with overlap (API in process, Temporal dev server, rea
     assert.equal(row?.previousSecretExpiresAt, null);
   });
 
+  it('a second rotation during the overlap keeps the secret it replaces beside the new one and drops the oldest', async () => {
+    const { projectId, secret: first } = await registered();
+    const second = (await rotate(projectId, 'alice', { overlapSeconds: 3600 })).body.secret!;
+    const startedAt = Date.now();
+    const again = await rotate(projectId, 'alice', { overlapSeconds: 600 });
+    assert.equal(again.status, 200);
+    const third = again.body.secret!;
+    // The overlap is the second rotation's own, not what was left of the first.
+    const expiresAt = Date.parse(again.body.previousSecretExpiresAt!);
+    assert.ok(expiresAt >= startedAt + 600_000 - 1_000 && expiresAt <= Date.now() + 600_000 + 1_000);
+
+    // The receiver was told of the newest two secrets: a delivery verifies with either, never with the oldest.
+    const request = await deliverOne(projectId);
+    assert.equal(String(request.headers['webhook-signature']).split(' ').length, 2);
+    assert.equal(stockAccepts(second, request), true, 'the secret just replaced still signs');
+    assert.equal(stockAccepts(third, request), true);
+    assert.equal(stockAccepts(first, request), false, 'the oldest secret no longer signs');
+    assert.equal(independentSignatureValid(third, request), true);
+  });
+
   it('overlapSeconds 0 ends the old secret at once', async () => {
     const { projectId, secret: old } = await registered();
     const reply = await rotate(projectId, 'alice', { overlapSeconds: 0 });

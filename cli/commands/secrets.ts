@@ -5,7 +5,8 @@ import { CliError, type CliCommand, parseCommandArgs, withDb } from '../command'
 
 export const secretsReseal: CliCommand = {
   usage: 'secrets reseal',
-  summary: 'seal every stored webhook secret again under the newest key of WEBHOOK_SECRET_KEYS',
+  summary:
+    'seal every stored webhook secret (the previous ones inside a rotation overlap too) again under the newest key of WEBHOOK_SECRET_KEYS',
   async run(args, io) {
     parseCommandArgs(args, {}, []);
     // Warnings (a development key in use) go to stderr, apart from the result.
