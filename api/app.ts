@@ -6,13 +6,13 @@ import type { Knex } from 'knex';
 import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
-import { limitTestEvents, type TestEventLimits } from './test-limits';
+import { createSendLimiter, limitTestEvents, type RedeliveryLimits, type TestEventLimits } from './test-limits';
 import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
 import { deliveriesRouter } from './routes/deliveries';
 import { metricsRouter, requestMetrics } from './metrics';
-import type { RedeliveryStarter } from './redelivery';
+import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
@@ -23,13 +23,19 @@ export interface AppDeps {
   logger: Logger;
   auth: AuthOptions;
   sendTestEvent: SendTestEvent;
-  /** Per-project limits of the test endpoint (default: one in flight, 10 a minute). */
+  /** Per-project limits of the test endpoint and TEST redeliveries (default: one in flight, 10 a minute). */
   testEventLimits?: TestEventLimits;
+  /** Per-project limits of redeliver and recover calls (default: 60 and 5 a minute, one recovery at a time). */
+  redeliveryLimits?: RedeliveryLimits;
+  /** Replaces the database's clock for those limits (tests move time with it). */
+  limitsClock?: () => Date;
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
   redelivery?: RedeliveryStarter;
   recoverRatePerSecond?: number;
+  /** Tells when a TEST redelivery has ended, to free the TEST slot before its lease ends. */
+  watchWorkflowEnd?: WorkflowEndWatcher;
   /** GET /metrics asks for this bearer token when set (METRICS_TOKEN). */
   metricsToken?: string;
   /** Temporal's remote codec endpoint for operators (POST /codec/encode, /codec/decode); absent when not given. */
@@ -70,15 +76,18 @@ const requireJsonBody: Middleware = async (ctx, next) => {
 /** Builds the API; never listens (the server entry point or a test does). */
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
-  const webhooks = webhooksRouter({
-    ...deps,
-    sendTestEvent: limitTestEvents(deps.sendTestEvent, deps.testEventLimits),
+  // Held in PostgreSQL: every API process counts against the same limits.
+  const sendLimiter = createSendLimiter(deps.db, deps.logger, {
+    test: deps.testEventLimits,
+    redelivery: deps.redeliveryLimits,
+    clock: deps.limitsClock,
   });
+  const webhooks = webhooksRouter({ ...deps, sendTestEvent: limitTestEvents(deps.sendTestEvent, sendLimiter) });
 
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
-  const deliveries = deliveriesRouter(deps);
+  const deliveries = deliveriesRouter({ ...deps, sendLimiter });
   const metrics = metricsRouter(deps);
   const codec = deps.codec && codecRouter(deps.codec);
   // The Temporal UI's CORS preflight for /codec is answered before the 405/OPTIONS rule and before auth.

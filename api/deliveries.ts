@@ -3,7 +3,8 @@ import * as store from '../db';
 import { WEBHOOK_TYPES } from '../common/contract';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
-import type { RedeliveryStarter } from './redelivery';
+import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
+import type { SendLimiter } from './test-limits';
 import { validateRecoverBody } from './delivery-schemas';
 
 export interface DeliveryDeps {
@@ -12,6 +13,10 @@ export interface DeliveryDeps {
   redelivery?: RedeliveryStarter;
   /** Recovery spaces its redeliveries to this many per second (RECOVER_RATE_PER_SECOND). */
   recoverRatePerSecond?: number;
+  /** The per-project limits of members' redeliver and recover calls; absent for the operator CLI (unlimited). */
+  sendLimiter?: SendLimiter;
+  /** Tells when a TEST redelivery has ended, to free the project's TEST slot; without it the slot's lease does. */
+  watchWorkflowEnd?: WorkflowEndWatcher;
 }
 
 /** One delivery as a member sees it: status, counts, codes and times; never the payload or a response body. */
@@ -183,7 +188,8 @@ export async function getDelivery(
 
 /**
  * Sends a delivered or failed event again, with its X-Webhook-Id, to the current registration. The claim moves it
- * to pending first, so a second redelivery of it is refused (409) until this one ends.
+ * to pending first, so a second redelivery of it is refused (409) until this one ends. A TEST event counts against
+ * the test endpoint's limits (one in flight, TEST_EVENTS_PER_MINUTE); any other against REDELIVER_CALLS_PER_MINUTE.
  */
 export async function redeliver(
   deps: DeliveryDeps,
@@ -192,7 +198,24 @@ export async function redeliver(
   id: string,
 ): Promise<{ id: string; redeliveryOf: string }> {
   await assertMember(deps.db, projectId, userId);
-  return redeliverAsOperator(deps, projectId, id);
+  if (!deps.sendLimiter) return redeliverAsOperator(deps, projectId, id);
+  const delivery = await store.findDelivery(deps.db, projectId, id);
+  if (!delivery) throw new DeliveryNotFoundError(id);
+  if (delivery.type !== 'TEST') {
+    await deps.sendLimiter('redeliver', projectId);
+    return redeliverAsOperator(deps, projectId, id);
+  }
+  const slot = await deps.sendLimiter('test', projectId);
+  let started: { id: string; redeliveryOf: string };
+  try {
+    started = await redeliverAsOperator(deps, projectId, id);
+  } catch (error) {
+    await slot.release();
+    throw error;
+  }
+  // The slot stays taken until the TEST attempt has ended, after this answer (or until its lease ends).
+  if (deps.watchWorkflowEnd) void deps.watchWorkflowEnd(started.id).then(() => slot.release());
+  return started;
 }
 
 /** The redelivery itself, without the membership check: the operator CLI calls it directly. */
@@ -215,6 +238,8 @@ export async function redeliverAsOperator(
 /**
  * Redelivers every failed delivery created in [since, until), oldest first, spaced by Temporal's start delay so
  * the receiver sees at most RECOVER_RATE_PER_SECOND of them per second. Returns how many were started.
+ * At most RECOVER_CALLS_PER_MINUTE calls per project, one at a time: a recovery holds the project's slot until its
+ * last redelivery is due, so calls made together or one after another never add up their rates.
  */
 export async function recoverDeliveries(
   deps: DeliveryDeps,
@@ -224,8 +249,19 @@ export async function recoverDeliveries(
 ): Promise<{ count: number }> {
   await assertMember(deps.db, projectId, userId);
   // After membership: a non-member learns nothing from the validation either.
-  return recoverAsOperator(deps, projectId, validateRecoverBody(body));
+  const window = validateRecoverBody(body);
+  if (!deps.sendLimiter) return recoverAsOperator(deps, projectId, window);
+  const slot = await deps.sendLimiter('recover', projectId);
+  let started = 0;
+  try {
+    ({ count: started } = await recoverAsOperator(deps, projectId, window));
+    return { count: started };
+  } finally {
+    await slot.keepFor(started * recoverSpacingMs(deps));
+  }
 }
+
+const recoverSpacingMs = (deps: DeliveryDeps) => 1000 / (deps.recoverRatePerSecond ?? 10);
 
 /** The recovery itself, without the membership check: the operator CLI calls it directly. */
 export async function recoverAsOperator(
@@ -237,7 +273,7 @@ export async function recoverAsOperator(
   const since = new Date(window.since);
   const until = window.until === undefined ? undefined : new Date(window.until);
   const failed = await store.failedDeliveries(deps.db, projectId, since, until, MAX_RECOVER_BATCH);
-  const spacingMs = 1000 / (deps.recoverRatePerSecond ?? 10);
+  const spacingMs = recoverSpacingMs(deps);
   let count = 0;
   for (const row of failed) {
     const claimed = await store.claimRedelivery(deps.db, projectId, row.id);

@@ -107,6 +107,12 @@ const common = {
 } as const;
 const notFound = problem('No such project, or no delivery with this id in it.');
 const unavailable = problem('This API instance has no Temporal connection to start redeliveries.');
+const rateLimited = (description: string) => ({
+  ...problem(description),
+  headers: {
+    'Retry-After': { description: 'Seconds to wait before calling again.', schema: { type: 'integer', minimum: 1 } },
+  },
+});
 
 export const deliverySchemas = {
   Delivery: deliverySchema,
@@ -174,6 +180,10 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
         '404': notFound,
         '409': problem('The delivery is pending (or was skipped): nothing to redeliver now.'),
         '410': problem('The event is past Temporal’s retention: its payload is gone.'),
+        '429': rateLimited(
+          'The project made REDELIVER_CALLS_PER_MINUTE (default 60) redeliver calls in the last minute; a TEST event ' +
+            'counts against the test endpoint’s limits instead (one in flight, TEST_EVENTS_PER_MINUTE, default 10).',
+        ),
         '503': unavailable,
       },
     },
@@ -182,7 +192,8 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
     post: {
       operationId: 'recoverDeliveries',
       summary: 'Redeliver every failed delivery created in a window, at a bounded rate',
-      description: 'At most 500 per call, spaced to RECOVER_RATE_PER_SECOND; call again for the rest.',
+      description:
+        'At most 500 per call, spaced to RECOVER_RATE_PER_SECOND; call again for the rest. TEST deliveries are left out.',
       tags: ['deliveries'],
       parameters: [projectId],
       requestBody: { required: true, content: json(ref('schemas', 'RecoverBody')) },
@@ -201,6 +212,10 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
         '404': problem('No such project.'),
         '413': ref('responses', 'TooLarge'),
         '415': ref('responses', 'UnsupportedMediaType'),
+        '429': rateLimited(
+          'A recovery of this project is still starting its redeliveries (one at a time), or it made ' +
+            'RECOVER_CALLS_PER_MINUTE (default 5) recover calls in the last minute.',
+        ),
         '503': unavailable,
       },
     },

@@ -52,3 +52,26 @@ export function createRedeliveryStarter(
     return workflowId;
   };
 }
+
+/** Resolves when the workflow has ended (whatever its outcome), or after the watcher's bound; never rejects. */
+export type WorkflowEndWatcher = (workflowId: string) => Promise<void>;
+
+/**
+ * A TEST redelivery holds the project's TEST slot until its one attempt ends: this tells when, waiting at most
+ * `maxWaitMs` (TEST_DELIVERY_WAIT_MS, within which a TEST attempt ends).
+ */
+export function createWorkflowEndWatcher(
+  temporal: Client | (() => Promise<Client>),
+  maxWaitMs: number,
+): WorkflowEndWatcher {
+  return async (workflowId) => {
+    try {
+      const client = typeof temporal === 'function' ? await temporal() : temporal;
+      await client.withAbortSignal(AbortSignal.timeout(maxWaitMs), () =>
+        client.workflow.getHandle(workflowId).result(),
+      );
+    } catch {
+      // Failed, or not ended within the bound: either way the watch is over (the slot's lease bounds it too).
+    }
+  };
+}

@@ -11,7 +11,7 @@ import { temporalConnectionOptions } from '../common/temporal-connection';
 import { lazyTemporalClient } from './lazy-temporal';
 import { createTestEventSender } from './test-event';
 import { createApp, type AppDeps } from './app';
-import { createRedeliveryStarter } from './redelivery';
+import { createRedeliveryStarter, createWorkflowEndWatcher } from './redelivery';
 import { createHttpServer } from './http-server';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
@@ -61,6 +61,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       testEventLimits: { perMinute: config.TEST_EVENTS_PER_MINUTE, waitMs: config.TEST_DELIVERY_WAIT_MS },
       redelivery: createRedeliveryStarter(temporal, config),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
+      redeliveryLimits: {
+        redeliverPerMinute: config.REDELIVER_CALLS_PER_MINUTE,
+        recoverPerMinute: config.RECOVER_CALLS_PER_MINUTE,
+      },
+      watchWorkflowEnd: createWorkflowEndWatcher(temporal, config.TEST_DELIVERY_WAIT_MS),
       metricsToken: config.METRICS_TOKEN,
       webhookUrlPolicy: webhookUrlPolicy(config),
       codec: {

@@ -1,3 +1,6 @@
+import type { Knex } from 'knex';
+import type { Logger } from '../common/logger';
+import { admitSend, extendSendSlot, releaseSendSlot, type SendLimitKind, type SendLimitRule } from '../db';
 import { ApiError } from './errors';
 import type { SendTestEvent } from './test-event';
 
@@ -5,57 +8,105 @@ import type { SendTestEvent } from './test-event';
 export interface TestEventLimits {
   /** TEST_EVENTS_PER_MINUTE (default 10). */
   perMinute: number;
-  /** TEST_DELIVERY_WAIT_MS: a test in flight has its outcome by then, so that is when to try again. */
+  /** TEST_DELIVERY_WAIT_MS: a TEST send has its outcome by then; its slot's lease runs a little longer. */
   waitMs: number;
 }
 
+/** How often a project's members may call redeliver and recover (recoveries also run one at a time). */
+export interface RedeliveryLimits {
+  /** REDELIVER_CALLS_PER_MINUTE (default 60). */
+  redeliverPerMinute: number;
+  /** RECOVER_CALLS_PER_MINUTE (default 5). */
+  recoverPerMinute: number;
+}
+
 export const DEFAULT_TEST_EVENT_LIMITS: TestEventLimits = { perMinute: 10, waitMs: 15_000 };
+export const DEFAULT_REDELIVERY_LIMITS: RedeliveryLimits = { redeliverPerMinute: 60, recoverPerMinute: 5 };
 
-const WINDOW_MS = 60_000;
+const MINUTE_MS = 60_000;
+/** Time for the release to reach the database after a TEST send's deadline. */
+const TEST_LEASE_MARGIN_MS = 1_000;
+/** The longest a recover call may take to start its redeliveries before another may run (if its process died). */
+export const RECOVER_CALL_LEASE_MS = 300_000;
 
-/** 429 with Retry-After (whole seconds): the project sends tests too often. */
-export class TestEventRateLimitedError extends ApiError {
-  constructor(detail: string, retryAfterS: number) {
+/** 429 with Retry-After (whole seconds): the project sends too often. */
+export class SendRateLimitedError extends ApiError {
+  constructor(detail: string, retryAfterMs: number) {
     super(429, detail);
-    this.headers = { 'Retry-After': String(retryAfterS) };
+    this.headers = { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) };
   }
 }
 
-/**
- * Wraps the test sender so the test endpoint cannot be used to hold the workers' slots: per project at most one TEST
- * event in flight and `perMinute` in a sliding minute, else a 429 naming the limit. Kept in this API process
- * (the compose stack runs one API; several would each allow the limit).
- */
-export function limitTestEvents(
-  send: SendTestEvent,
-  limits: TestEventLimits = DEFAULT_TEST_EVENT_LIMITS,
-  now: () => number = Date.now,
-): SendTestEvent {
-  const inFlight = new Set<string>();
-  const sentAt = new Map<string, number[]>();
+/** The in-flight slot of an admitted send; both methods log a failure rather than throw (the lease ends it anyway). */
+export interface SendSlot {
+  /** The send ended: another may start. */
+  release(): Promise<void>;
+  /** The send goes on for `ms` from now (a recovery's scheduled starts): the slot stays taken until then. */
+  keepFor(ms: number): Promise<void>;
+}
+
+/** Admits sends per project under the limits held in PostgreSQL (shared by every API process), or throws a 429. */
+export type SendLimiter = (kind: SendLimitKind, projectId: string) => Promise<SendSlot>;
+
+export interface SendLimiterOptions {
+  test?: TestEventLimits;
+  redelivery?: RedeliveryLimits;
+  /** Replaces the database's clock (tests move time with it). */
+  clock?: () => Date;
+}
+
+export function createSendLimiter(db: Knex, logger: Logger, options: SendLimiterOptions = {}): SendLimiter {
+  const test = options.test ?? DEFAULT_TEST_EVENT_LIMITS;
+  const redelivery = options.redelivery ?? DEFAULT_REDELIVERY_LIMITS;
+  const rules: Record<SendLimitKind, SendLimitRule> = {
+    test: { perWindow: test.perMinute, windowMs: MINUTE_MS, leaseMs: test.waitMs + TEST_LEASE_MARGIN_MS },
+    redeliver: { perWindow: redelivery.redeliverPerMinute, windowMs: MINUTE_MS },
+    recover: { perWindow: redelivery.recoverPerMinute, windowMs: MINUTE_MS, leaseMs: RECOVER_CALL_LEASE_MS },
+  };
+  return async (kind, projectId) => {
+    const admission = await admitSend(db, projectId, kind, rules[kind], options.clock?.());
+    if (!admission.admitted) {
+      const detail =
+        admission.limit === 'in-flight'
+          ? IN_FLIGHT[kind](projectId)
+          : `At most ${rules[kind].perWindow} ${PER_MINUTE[kind]} a minute per project: project ${projectId} reached the limit`;
+      throw new SendRateLimitedError(detail, admission.retryAfterMs);
+    }
+    const slotFailed = (err: unknown) =>
+      logger.warn({ err, projectId, kind }, 'send limit slot not updated: its lease frees it');
+    return {
+      release: () => releaseSendSlot(db, projectId, kind, admission.holder).catch(slotFailed),
+      keepFor: (ms) =>
+        (ms > 0
+          ? extendSendSlot(db, projectId, kind, admission.holder, ms, options.clock?.())
+          : releaseSendSlot(db, projectId, kind, admission.holder)
+        ).catch(slotFailed),
+    };
+  };
+}
+
+const PER_MINUTE: Record<SendLimitKind, string> = {
+  test: 'test events',
+  redeliver: 'redeliveries',
+  recover: 'recover calls',
+};
+
+const IN_FLIGHT: Record<SendLimitKind, (projectId: string) => string> = {
+  // Redeliver calls have no in-flight limit (a delivery being redelivered is pending: a second call is a 409).
+  redeliver: (projectId) => `A redelivery for project ${projectId} is already starting`,
+  test: (projectId) => `A test event for project ${projectId} is already in flight: one at a time per project`,
+  recover: (projectId) =>
+    `A recovery of project ${projectId} is still starting its redeliveries: one at a time per project`,
+};
+
+/** Wraps the test sender: the TEST slot is taken before the send and freed when it ends, whatever its outcome. */
+export function limitTestEvents(send: SendTestEvent, limiter: SendLimiter): SendTestEvent {
   return async (projectId) => {
-    if (inFlight.has(projectId))
-      throw new TestEventRateLimitedError(
-        `A test event for project ${projectId} is already in flight: one at a time per project`,
-        Math.ceil(limits.waitMs / 1000),
-      );
-    const at = now();
-    const recent = (sentAt.get(projectId) ?? []).filter((t) => t > at - WINDOW_MS);
-    const [oldest] = recent;
-    if (recent.length >= limits.perMinute && oldest !== undefined)
-      throw new TestEventRateLimitedError(
-        `At most ${limits.perMinute} test events a minute per project: project ${projectId} reached the limit`,
-        Math.max(1, Math.ceil((oldest + WINDOW_MS - at) / 1000)),
-      );
-    recent.push(at);
-    sentAt.set(projectId, recent);
-    inFlight.add(projectId);
+    const slot = await limiter('test', projectId);
     try {
       return await send(projectId);
     } finally {
-      inFlight.delete(projectId);
-      // Projects that stop testing do not keep an entry.
-      if ((sentAt.get(projectId) ?? []).every((t) => t <= now() - WINDOW_MS)) sentAt.delete(projectId);
+      await slot.release();
     }
   };
 }

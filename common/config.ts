@@ -81,6 +81,9 @@ export interface Config {
   /** Delivery log, recovery, alerts and metrics (issue 13). */
   DELIVERY_LOG_RETENTION_DAYS: number;
   RECOVER_RATE_PER_SECOND: number;
+  /** Members' redeliver and recover calls per project in any minute (held in PostgreSQL for every API process). */
+  REDELIVER_CALLS_PER_MINUTE: number;
+  RECOVER_CALLS_PER_MINUTE: number;
   ALERT_AFTER_MS: number;
   ALERT_WEBHOOK_URL?: string;
   ALERT_WEBHOOK_SECRET?: string;
@@ -188,6 +191,8 @@ const schema: JSONSchemaType<Config> = {
     TEMPORAL_TEST_SERVER_PATH: optionalString,
     DELIVERY_LOG_RETENTION_DAYS: int(1, 30, 3650),
     RECOVER_RATE_PER_SECOND: int(1, 10, 1_000),
+    REDELIVER_CALLS_PER_MINUTE: int(1, 60, 10_000),
+    RECOVER_CALLS_PER_MINUTE: int(1, 5, 1_000),
     ALERT_AFTER_MS: int(1_000, 900_000),
     ALERT_WEBHOOK_URL: { type: 'string', pattern: '^https?://', nullable: true },
     ALERT_WEBHOOK_SECRET: { type: 'string', minLength: 16, nullable: true },

@@ -277,7 +277,7 @@ export async function releaseRedelivery(db: Db, row: DeliveryRow): Promise<void>
   await db(DELIVERIES).where({ id: row.id, status: 'pending' }).update({ status: row.status });
 }
 
-/** The project's failed deliveries created in [since, until), oldest first. */
+/** The project's failed deliveries created in [since, until), oldest first; not TEST ones (tests are limited). */
 export async function failedDeliveries(
   db: Db,
   projectId: string,
@@ -287,6 +287,7 @@ export async function failedDeliveries(
 ): Promise<DeliveryRow[]> {
   const query = db<DeliveryColumns>(DELIVERIES)
     .where({ project_id: projectId, status: 'failed' })
+    .whereNot({ type: 'TEST' })
     .where('created_at', '>=', since);
   if (until) void query.where('created_at', '<', until);
   return (await query.orderBy('created_at').limit(limit)).map(toDelivery);

@@ -1,51 +1,61 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { createApp } from '../api/app';
-import type { TestDeliveryOutcome } from '../api/test-event';
+import { lazyTemporalClient } from '../api/lazy-temporal';
+import { createTestEventSender, type SendTestEvent, type TestDeliveryOutcome } from '../api/test-event';
+import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';
 import * as store from '../db';
+import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
 
-describe('test endpoint limits: one in flight and TEST_EVENTS_PER_MINUTE per project, else 429', () => {
+const MINUTE = 60_000;
+/** The TEST slot's lease: TEST_DELIVERY_WAIT_MS (15 s here) and a second for the release to reach the database. */
+const TEST_LEASE = 16_000;
+
+describe('test endpoint limits: one in flight and TEST_EVENTS_PER_MINUTE per project, held in PostgreSQL', () => {
   let t: TestDatabase;
-  let server: Server;
-  let url: string;
+  let api: LocalServer;
   const secretBox = createSecretBox(randomBytes(32));
+  /** The limits' clock: frozen, and moved by the tests (each test has projects of its own). */
+  let now: Date;
+  const advance = (ms: number) => (now = new Date(now.getTime() + ms));
   /** Each call to the sender waits until the test releases it, so "in flight" is under the test's control. */
   let release: (() => void)[] = [];
   let sent: string[] = [];
+  const delivered: TestDeliveryOutcome = { delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf' };
+  const heldSender: SendTestEvent = (projectId) => {
+    sent.push(projectId);
+    return new Promise<TestDeliveryOutcome>((resolve) => release.push(() => resolve(delivered)));
+  };
 
-  before(async () => {
-    t = await createTestDatabase();
-    const app = createApp({
+  const appWith = (sendTestEvent: SendTestEvent) =>
+    createApp({
       db: t.db,
       secretBox,
       logger: pino({ level: 'silent' }),
       auth: { mode: 'secret', secret: TEST_JWT_SECRET },
-      sendTestEvent: (projectId) => {
-        sent.push(projectId);
-        return new Promise<TestDeliveryOutcome>((resolve) =>
-          release.push(() => resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf' })),
-        );
-      },
+      sendTestEvent,
       testEventLimits: { perMinute: 3, waitMs: 15_000 },
+      limitsClock: () => now,
     });
-    server = app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  before(async () => {
+    t = await createTestDatabase();
+    api = await listenLocal(appWith(heldSender).callback());
   });
   after(async () => {
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
+    await api?.close();
     await t?.destroy();
   });
   beforeEach(() => {
     release = [];
     sent = [];
+    now = new Date();
   });
   // A test that failed half-way leaves no request hanging.
   afterEach(() => {
@@ -64,27 +74,43 @@ describe('test endpoint limits: one in flight and TEST_EVENTS_PER_MINUTE per pro
     return projectId;
   }
 
-  const test = (projectId: string) =>
-    fetch(`${url}/webhooks/test/project/${projectId}`, { method: 'POST', headers: bearer(hsToken('alice')) });
+  const test = (projectId: string, base = api.url) =>
+    fetch(`${base}/webhooks/test/project/${projectId}`, { method: 'POST', headers: bearer(hsToken('alice')) });
 
   /** Waits until the sender was called `count` times in all. */
   async function sendersCalled(count: number): Promise<void> {
     while (release.length < count) await new Promise((resolve) => setTimeout(resolve, 5));
   }
 
+  /** One test whose send (if it is sent) the sender answers at once: its status. */
+  async function testAnswered(projectId: string): Promise<number> {
+    const calls = release.length;
+    let answered = false;
+    const reply = test(projectId).finally(() => (answered = true));
+    while (!answered && release.length === calls) await new Promise((resolve) => setTimeout(resolve, 5));
+    release[calls]?.();
+    return (await reply).status;
+  }
+
+  async function assertLimited(reply: Response, retryAfter: string, detail: string): Promise<void> {
+    assert.equal(reply.status, 429, await reply.clone().text());
+    assert.equal(reply.headers.get('content-type'), 'application/problem+json');
+    assert.equal(reply.headers.get('retry-after'), retryAfter);
+    const problem = (await reply.json()) as { status: number; title: string; detail: string };
+    assert.equal(problem.status, 429);
+    assert.equal(problem.title, 'Too Many Requests');
+    assert.equal(problem.detail, detail);
+  }
+
+  const inFlight = (p: string) => `A test event for project ${p} is already in flight: one at a time per project`;
+  const perMinute = (p: string) => `At most 3 test events a minute per project: project ${p} reached the limit`;
+
   it('answers 429 problem+json with Retry-After while a test of the project is in flight; others are not held', async () => {
     const [p, other] = [await projectWithWebhook(), await projectWithWebhook()];
     const first = test(p);
     await sendersCalled(1);
 
-    const second = await test(p);
-    assert.equal(second.status, 429);
-    assert.equal(second.headers.get('content-type'), 'application/problem+json');
-    assert.equal(second.headers.get('retry-after'), '15');
-    const problem = (await second.json()) as { status: number; title: string; detail: string };
-    assert.equal(problem.status, 429);
-    assert.equal(problem.title, 'Too Many Requests');
-    assert.equal(problem.detail, `A test event for project ${p} is already in flight: one at a time per project`);
+    await assertLimited(await test(p), String(TEST_LEASE / 1000), inFlight(p));
 
     // Another project is not limited by this one's test.
     const otherTest = test(other);
@@ -95,32 +121,95 @@ describe('test endpoint limits: one in flight and TEST_EVENTS_PER_MINUTE per pro
     assert.deepEqual(sent, [p, other]);
 
     // Once the first answered, the project may test again.
-    const again = test(p);
-    await sendersCalled(3);
-    release[2]?.();
-    assert.equal((await again).status, 200);
+    assert.equal(await testAnswered(p), 200);
   });
 
   it('answers 429 with the seconds until a slot frees once the project sent TEST_EVENTS_PER_MINUTE', async () => {
     const p = await projectWithWebhook();
-    for (let i = 0; i < 3; i += 1) {
-      const reply = test(p);
-      await sendersCalled(i + 1);
-      release[i]?.();
-      assert.equal((await reply).status, 200);
+    for (let i = 0; i < 3; i += 1) assert.equal(await testAnswered(p), 200);
+    await assertLimited(await test(p), '60', perMinute(p));
+    advance(30_000);
+    await assertLimited(await test(p), '30', perMinute(p));
+    assert.equal(sent.length, 3, 'the refused tests were not sent');
+  });
+
+  it('slides the window: a project that used its tests may test again once the oldest is a minute old, not before', async () => {
+    const p = await projectWithWebhook();
+    const start = now.getTime();
+    for (const at of [0, 10_000, 20_000]) {
+      now = new Date(start + at);
+      assert.equal(await testAnswered(p), 200);
     }
-    const limited = await test(p);
-    assert.equal(limited.status, 429);
-    const retryAfter = Number(limited.headers.get('retry-after'));
-    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
-    const problem = (await limited.json()) as { detail: string };
-    assert.equal(problem.detail, `At most 3 test events a minute per project: project ${p} reached the limit`);
-    assert.equal(sent.length, 3, 'the refused test was not sent');
+    now = new Date(start + MINUTE - 1);
+    await assertLimited(await test(p), '1', perMinute(p));
+    now = new Date(start + MINUTE);
+    assert.equal(await testAnswered(p), 200, 'the first test left the window');
+    // Now the tests of 10 s, 20 s and 60 s are in it: the next slot frees when the one of 10 s leaves.
+    await assertLimited(await test(p), '10', perMinute(p));
+    now = new Date(start + MINUTE + 10_000);
+    assert.equal(await testAnswered(p), 200);
+    now = new Date(start + MINUTE + 20_000);
+    assert.equal(await testAnswered(p), 200);
+    await assertLimited(await test(p), '40', perMinute(p));
+    assert.equal(sent.length, 6);
+  });
+
+  it('a send that fails frees the slot: the next test is accepted, and failed sends count in the minute', async () => {
+    // The real sender, on a Temporal that refuses connections: the workflow start fails, 503.
+    const closed = await new Promise<Server>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => resolve(server));
+    });
+    const address = `127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise((resolve) => closed.close(resolve));
+    const config = loadConfig({ NODE_ENV: 'test', TEMPORAL_ADDRESS: address, TEMPORAL_CONNECT_TIMEOUT_MS: '1000' });
+    const temporal = lazyTemporalClient(config);
+    const down = await listenLocal(appWith(createTestEventSender(() => temporal.get(), config)).callback());
+    try {
+      const p = await projectWithWebhook();
+      for (let i = 0; i < 3; i += 1) {
+        const reply = await test(p, down.url);
+        assert.equal(reply.status, 503, `test ${i + 1}: ${await reply.text()}`);
+      }
+      await assertLimited(await test(p, down.url), '60', perMinute(p));
+    } finally {
+      await down.close();
+      await temporal.close();
+    }
+
+    // A send whose receiver refused (not delivered, 502) frees the slot too.
+    const refused = await listenLocal(
+      appWith(() =>
+        Promise.resolve({ delivered: false, reason: 'refused', category: 'refused', workflowId: 'wf' }),
+      ).callback(),
+    );
+    try {
+      const p = await projectWithWebhook();
+      for (let i = 0; i < 3; i += 1) assert.equal((await test(p, refused.url)).status, 502, 'not 429: slot released');
+    } finally {
+      await refused.close();
+    }
+  });
+
+  it('a slot whose holder never releases it (its API process died) frees itself when its lease ends', async () => {
+    const p = await projectWithWebhook();
+    const stuck = test(p);
+    await sendersCalled(1);
+    advance(TEST_LEASE - 1);
+    await assertLimited(await test(p), '1', inFlight(p));
+    advance(1);
+    const next = test(p);
+    await sendersCalled(2);
+    // The first send ending late does not free the slot the second one now holds.
+    release[0]?.();
+    assert.equal((await stuck).status, 200);
+    await assertLimited(await test(p), String(TEST_LEASE / 1000), inFlight(p));
+    release[1]?.();
+    assert.equal((await next).status, 200);
   });
 
   it('checks membership and registration before the limit: 403 and 404 are not turned into 429', async () => {
     const p = await projectWithWebhook();
-    const reply = await fetch(`${url}/webhooks/test/project/${p}`, {
+    const reply = await fetch(`${api.url}/webhooks/test/project/${p}`, {
       method: 'POST',
       headers: bearer(hsToken('mallory')),
     });
@@ -130,5 +219,21 @@ describe('test endpoint limits: one in flight and TEST_EVENTS_PER_MINUTE per pro
     await store.addMember(t.db, bare, 'alice');
     for (let i = 0; i < 5; i += 1) assert.equal((await test(bare)).status, 404);
     assert.equal(sent.length, 0);
+  });
+
+  it('the database decides atomically: concurrent admissions never exceed the window or the one slot', async () => {
+    const p = await projectWithWebhook();
+    const at = new Date();
+    const rate = await Promise.all(
+      Array.from({ length: 20 }, () => store.admitSend(t.db, p, 'redeliver', { perWindow: 5, windowMs: MINUTE }, at)),
+    );
+    assert.equal(rate.filter((a) => a.admitted).length, 5);
+    const slot = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        store.admitSend(t.db, p, 'test', { perWindow: 100, windowMs: MINUTE, leaseMs: 1_000 }, at),
+      ),
+    );
+    assert.equal(slot.filter((a) => a.admitted).length, 1);
+    assert.ok(slot.every((a) => a.admitted || (a.limit === 'in-flight' && a.retryAfterMs === 1_000)));
   });
 });
