@@ -14,7 +14,11 @@ export interface UnencryptedPayload {
 
 /** The marker, when `value` is one; undefined for every value that came encrypted. */
 export function unencryptedPayloadOf(value: unknown): UnencryptedPayload | undefined {
-  if (typeof value !== 'object' || value === null || !Object.prototype.hasOwnProperty.call(value, UNENCRYPTED_PAYLOAD_KEY))
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    !Object.prototype.hasOwnProperty.call(value, UNENCRYPTED_PAYLOAD_KEY)
+  )
     return undefined;
   const marker = (value as Record<string, unknown>)[UNENCRYPTED_PAYLOAD_KEY];
   return typeof marker === 'object' && marker !== null ? (marker as UnencryptedPayload) : undefined;
