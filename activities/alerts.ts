@@ -6,7 +6,12 @@ import { signPayload } from '../common/signature';
 export interface AlertOptions {
   /** An endpoint failing continuously this long raises an alert. */
   alertAfterMs: number;
-  webhook?: { url: string; secret: string };
+  webhook?: {
+    url: string;
+    secret: string;
+    /** How long the POST may take before it is abandoned and logged as failed: 10 s by default. */
+    timeoutMs?: number;
+  };
 }
 
 export const DEFAULT_ALERT_AFTER_MS = 15 * 60_000;
@@ -25,35 +30,49 @@ export interface OperatorAlert {
   raisedAt: string;
 }
 
+/** Resolves once the alert is logged and its POST started: the POST never holds up the caller. */
 export type SendAlert = (alert: OperatorAlert) => Promise<void>;
 
 /**
  * An error log line for every alert, and a signed POST (X-Timestamp, X-Signature as for deliveries) to the
- * operator's alert webhook when one is configured. A failed POST is logged, never thrown: the log line stands.
+ * operator's alert webhook when one is configured. The POST runs on its own, outside the delivery attempt that raised
+ * the alert: a slow or dead alert endpoint never delays or fails an attempt. A failed POST is logged; the log line
+ * stands.
  */
 export function createAlertSender(logger: Logger, options: AlertOptions): SendAlert {
-  return async (alert) => {
+  return (alert) => {
     logger.error({ ...alert }, `operator alert: ${alert.alert} for project ${alert.projectId}`);
-    if (!options.webhook) return;
-    const body = JSON.stringify(alert);
-    const timestamp = String(Date.now());
-    try {
-      const response = await request(options.webhook.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-timestamp': timestamp,
-          'x-signature': signPayload(options.webhook.secret, timestamp, body),
-        },
-        body,
-        headersTimeout: 10_000,
-        bodyTimeout: 10_000,
-      });
-      await response.body.dump();
-      if (response.statusCode < 200 || response.statusCode >= 300)
-        logger.error({ statusCode: response.statusCode }, 'alert webhook did not acknowledge the alert');
-    } catch (error) {
-      logger.error({ errorCode: (error as { code?: string }).code ?? 'UNKNOWN' }, 'alert webhook unreachable');
-    }
+    if (options.webhook) void postAlert(logger, options.webhook, alert);
+    return Promise.resolve();
   };
+}
+
+async function postAlert(
+  logger: Logger,
+  webhook: NonNullable<AlertOptions['webhook']>,
+  alert: OperatorAlert,
+): Promise<void> {
+  const body = JSON.stringify(alert);
+  const timestamp = String(Date.now());
+  const timeoutMs = webhook.timeoutMs ?? 10_000;
+  try {
+    const response = await request(webhook.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-timestamp': timestamp,
+        'x-signature': signPayload(webhook.secret, timestamp, body),
+      },
+      body,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await response.body.dump();
+    if (response.statusCode < 200 || response.statusCode >= 300)
+      logger.error({ alert: alert.alert, statusCode: response.statusCode }, 'alert webhook did not acknowledge the alert');
+  } catch (error) {
+    const { code, name } = error as { code?: string; name?: string };
+    logger.error({ alert: alert.alert, errorCode: code ?? name ?? 'UNKNOWN' }, 'alert webhook unreachable');
+  }
 }

@@ -27,3 +27,10 @@ export const deliveryLatencySeconds = new Histogram({
   buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400],
   registers: [deliveryRegistry],
 });
+
+export const unencryptedRefusedTotal = new Counter({
+  name: 'webhook_unencrypted_refused_total',
+  help: 'Payloads refused because they were not encrypted with the payload key, by what carried them (activity input)',
+  labelNames: ['what'] as const,
+  registers: [deliveryRegistry],
+});

@@ -103,7 +103,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
 async function main(): Promise<void> {
   let config: Config;
   try {
-    config = loadConfig(process.env, { database: true, auth: true });
+    config = loadConfig(process.env, { database: true, auth: true, standalone: true });
   } catch (error) {
     createLogger().fatal((error as Error).message);
     process.exitCode = 1;

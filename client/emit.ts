@@ -41,7 +41,8 @@ export const eventWorkflowId = (eventId: string) => `webhook-event-${eventId}`;
 
 /**
  * Validates the event against spec section 6 and starts its delivery workflow `webhook-event-{eventId}`.
- * Resolves to the workflow id. Throws InvalidWebhookEventError (nothing started) or
+ * The client must encrypt (connectTemporalClient, or encryptedDataConverter): a production worker refuses an event
+ * whose input is not encrypted with the payload key. Resolves to the workflow id. Throws InvalidWebhookEventError (nothing started) or
  * WebhookEventAlreadyEmittedError (the id was used before: one event id is delivered once).
  */
 export async function emitWebhookEvent(

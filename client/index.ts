@@ -9,8 +9,17 @@ export {
 } from './emit';
 export { InvalidWebhookEventError, validateEvent, validateDeliveryInput } from '../common/contract/validate';
 export { connectTemporalClient } from '../common/temporal-connection';
-/** For a monitoring system that builds its own Temporal Client: `dataConverter: { payloadCodecs: [codec] }`. */
-export { EncryptionCodec, parsePayloadKeyRing, type PayloadKey } from '../common/payload-codec';
+/**
+ * For a monitoring system that builds its own Temporal Client:
+ * `dataConverter: encryptedDataConverter(new EncryptionCodec(parsePayloadKeyRing(keys)))`. A production worker refuses
+ * an event that is not encrypted with the payload key.
+ */
+export {
+  EncryptionCodec,
+  encryptedDataConverter,
+  parsePayloadKeyRing,
+  type PayloadKey,
+} from '../common/payload-codec';
 export {
   verifyWebhookSignature,
   checkWebhookSignature,

@@ -89,6 +89,10 @@ export interface Config {
   ALERT_WEBHOOK_SECRET?: string;
   METRICS_TOKEN?: string;
   WORKER_METRICS_PORT?: number;
+  /** Where the worker's Prometheus endpoint listens (no authentication: loopback unless told otherwise). */
+  WORKER_METRICS_HOST: string;
+  /** Production worker: deliver events whose input is not encrypted by our codec (a migration window). */
+  ALLOW_UNENCRYPTED_EVENTS: boolean;
   /** Temporal payload encryption key ring: `id:base64key[,…]`; the first encrypts, all decrypt. */
   PAYLOAD_ENCRYPTION_KEYS?: string;
   /** Token subjects (comma-separated) allowed to use the codec endpoint; project members are not operators. */
@@ -198,6 +202,8 @@ const schema: JSONSchemaType<Config> = {
     ALERT_WEBHOOK_SECRET: { type: 'string', minLength: 16, nullable: true },
     METRICS_TOKEN: { type: 'string', minLength: 16, nullable: true },
     WORKER_METRICS_PORT: { type: 'integer', minimum: 1, maximum: 65535, nullable: true },
+    WORKER_METRICS_HOST: { type: 'string', pattern: '^[A-Za-z0-9.:-]+$', default: '127.0.0.1' },
+    ALLOW_UNENCRYPTED_EVENTS: { type: 'boolean', default: false },
     PAYLOAD_ENCRYPTION_KEYS: { type: 'string', pattern: PAYLOAD_KEY_RING_PATTERN, nullable: true },
     OPERATOR_SUBJECTS: optionalString,
     OPERATOR_ROLE: optionalString,
@@ -219,6 +225,11 @@ export interface ConfigNeeds {
   database?: boolean;
   auth?: boolean;
   temporal?: boolean;
+  /**
+   * A standalone process (`start:api`, `start:worker`, the image): NODE_ENV unset means production, and only an
+   * explicit NODE_ENV=development lets it run on keys it generated itself.
+   */
+  standalone?: boolean;
 }
 
 /**
@@ -231,6 +242,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     const value = env[key];
     if (value !== undefined && value !== '') candidate[key] = value;
   }
+  const nodeEnvDefaulted = needs.standalone && candidate.NODE_ENV === undefined;
+  if (nodeEnvDefaulted) candidate.NODE_ENV = 'production';
   const problems: string[] = [];
   if (!validate(candidate)) {
     for (const error of validate.errors ?? []) {
@@ -254,11 +267,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push(
       'DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts: at least 2 × WEBHOOK_TIMEOUT_MS + DELIVERY_MAX_INTERVAL_MS',
     );
-  if (config.NODE_ENV === 'production' && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
+  // Generated keys are for development: production, and a standalone process unless NODE_ENV=development, need them set.
+  const keysRequired = config.NODE_ENV === 'production' || (needs.standalone && config.NODE_ENV !== 'development');
+  if (keysRequired && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
     problems.push(
       'WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64), or the ring WEBHOOK_SECRET_KEYS',
     );
-  if (config.NODE_ENV === 'production' && !config.PAYLOAD_ENCRYPTION_KEYS)
+  if (keysRequired && !config.PAYLOAD_ENCRYPTION_KEYS)
     problems.push(
       'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
     );
@@ -271,6 +286,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   }
   if (config.ALERT_WEBHOOK_URL && !config.ALERT_WEBHOOK_SECRET)
     problems.push('ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL (alerts are signed like deliveries)');
+  if (config.NODE_ENV === 'production' && config.ALERT_WEBHOOK_URL && !/^https:\/\//i.test(config.ALERT_WEBHOOK_URL))
+    problems.push('ALERT_WEBHOOK_URL must be an https:// URL in production');
+  // The API (needs.auth) serves /metrics: in production to a bearer of METRICS_TOKEN only.
+  if (config.NODE_ENV === 'production' && needs.auth && !config.METRICS_TOKEN)
+    problems.push('METRICS_TOKEN is required in production (the bearer token of /metrics, at least 16 characters)');
   // Node answers 408 to a request whose headers are late only when headersTimeout is below requestTimeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS)
     problems.push('HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS');
@@ -287,6 +307,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push('WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_ACTIVITIES');
   if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
     problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
+  if (problems.length > 0 && nodeEnvDefaulted)
+    problems.unshift('NODE_ENV is not set, so this process runs as production (NODE_ENV=development for generated keys)');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
 }

@@ -3,8 +3,15 @@
 // Temporal server, its database or its UI in plain text; operators decode through the API's codec endpoint.
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';
+import {
+  METADATA_ENCODING_KEY,
+  defaultPayloadConverter,
+  type DataConverter,
+  type Payload,
+  type PayloadCodec,
+} from '@temporalio/common';
 import type { Config } from './config';
+import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from './contract/unencrypted';
 import type { Logger } from './logger';
 import { readOrCreateDevSecret } from './secrets';
 
@@ -59,19 +66,31 @@ export function generatePayloadKey(now = new Date()): string {
   return `key-${now.toISOString().slice(0, 10)}-${randomBytes(3).toString('hex')}:${randomBytes(32).toString('base64')}`;
 }
 
+export interface EncryptionCodecOptions {
+  /**
+   * The worker's codec: decode hands over a payload that is not encrypted as an UnencryptedPayload marker (allowed or
+   * not), so the workflow and the activities refuse what a client without the key sent, or knowingly accept it.
+   * Unset (clients, the codec endpoint): such a payload passes through decode unchanged.
+   */
+  markUnencrypted?: { allowed: boolean };
+}
+
 /**
  * AES-256-GCM per payload: the whole payload (metadata and data) is sealed under a random 12-byte nonce; the result
  * carries only `encoding: binary/encrypted` and the key id. The key id is authenticated (AAD), so it cannot be swapped.
- * Payloads that are not encrypted (a foreign client's plain `temporal workflow start`) pass through decode unchanged.
+ * Payloads that are not encrypted (a foreign client's plain `temporal workflow start`) pass through decode unchanged,
+ * or, in the worker, become an UnencryptedPayload marker (options.markUnencrypted).
  */
 export class EncryptionCodec implements PayloadCodec {
   private readonly byId: Map<string, Buffer>;
   private readonly current: PayloadKey;
+  private readonly markUnencrypted?: { allowed: boolean };
 
-  constructor(ring: PayloadKey[]) {
+  constructor(ring: PayloadKey[], options: EncryptionCodecOptions = {}) {
     if (ring.length === 0) throw new Error('an encryption codec needs at least one key');
     this.current = ring[0]!;
     this.byId = new Map(ring.map(({ id, key }) => [id, key]));
+    this.markUnencrypted = options.markUnencrypted;
   }
 
   // A throw inside the executor becomes a rejection, as callers of a codec expect.
@@ -100,7 +119,8 @@ export class EncryptionCodec implements PayloadCodec {
 
   private decrypt(payload: Payload): Payload {
     const encoding = payload.metadata?.[METADATA_ENCODING_KEY];
-    if (!encoding || Buffer.from(encoding).toString() !== ENCRYPTED_ENCODING) return payload;
+    if (!encoding || Buffer.from(encoding).toString() !== ENCRYPTED_ENCODING)
+      return this.markUnencrypted ? unencryptedMarker(payload, this.markUnencrypted.allowed) : payload;
     const idBytes = payload.metadata?.[KEY_ID_METADATA_KEY];
     const id = idBytes ? Buffer.from(idBytes).toString() : '';
     const key = this.byId.get(id);
@@ -128,6 +148,18 @@ export class EncryptionCodec implements PayloadCodec {
       );
     }
   }
+}
+
+/** The marker for a payload that arrived unencrypted: a JSON object the workflow recognises (contract/unencrypted). */
+function unencryptedMarker(payload: Payload, allowed: boolean): Payload {
+  let value: unknown;
+  try {
+    value = defaultPayloadConverter.fromPayload(payload);
+  } catch {
+    value = undefined; // an encoding the default converter does not know: nothing a workflow of ours could accept
+  }
+  const marker: UnencryptedPayload = { allowed, value };
+  return defaultPayloadConverter.toPayload({ [UNENCRYPTED_PAYLOAD_KEY]: marker });
 }
 
 /** A payload as JSON with base64 bytes (the shape of Temporal's remote codec protocol). */
@@ -177,7 +209,35 @@ export function resolvePayloadKeys(
   return parsePayloadKeyRing(value);
 }
 
-/** The codec every Temporal client and worker of this service uses. */
+/**
+ * The data converter of every Temporal client and worker of this service: payloads through the codec, and failure
+ * messages and stack traces moved into an encoded (so encrypted) attribute instead of plain text in the history.
+ */
+export function encryptedDataConverter(codec: PayloadCodec): DataConverter {
+  return { payloadCodecs: [codec], failureConverterPath: FAILURE_CONVERTER_PATH };
+}
+
+/** The module of the failure converter (encodeCommonAttributes), for workflow bundles too. */
+export const FAILURE_CONVERTER_PATH = require.resolve('./failure-converter');
+
+/**
+ * Whether a worker delivers events whose input is not encrypted by our codec: outside production yes; in production
+ * only with ALLOW_UNENCRYPTED_EVENTS=true (a migration window for clients that do not encrypt yet).
+ */
+export const unencryptedEventsAllowed = (config: Pick<Config, 'NODE_ENV' | 'ALLOW_UNENCRYPTED_EVENTS'>): boolean =>
+  config.NODE_ENV !== 'production' || config.ALLOW_UNENCRYPTED_EVENTS === true;
+
+/** The worker's codec: the key ring, and unencrypted payloads marked as refused or allowed (unencryptedEventsAllowed). */
+export function workerPayloadCodecFromConfig(
+  config: Pick<Config, 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV' | 'ALLOW_UNENCRYPTED_EVENTS'>,
+  logger?: Logger,
+): EncryptionCodec {
+  return new EncryptionCodec(resolvePayloadKeys(config, logger), {
+    markUnencrypted: { allowed: unencryptedEventsAllowed(config) },
+  });
+}
+
+/** The codec every Temporal client of this service uses. */
 export function payloadCodecFromConfig(
   config: Pick<Config, 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
   logger?: Logger,

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import type { Config } from './config';
 import type { PayloadCodec } from '@temporalio/common';
-import { payloadCodecFromConfig } from './payload-codec';
+import { encryptedDataConverter, payloadCodecFromConfig } from './payload-codec';
 
 type TemporalSettings = Pick<
   Config,
@@ -30,7 +30,10 @@ export function temporalConnectionOptions(config: TemporalSettings): ConnectionO
   return { address: config.TEMPORAL_ADDRESS ?? 'localhost:7233', tls, apiKey: config.TEMPORAL_API_KEY };
 }
 
-/** A client that encrypts what it sends and decrypts what it reads (PAYLOAD_ENCRYPTION_KEYS), like the worker. */
+/**
+ * A client that encrypts what it sends and decrypts what it reads (PAYLOAD_ENCRYPTION_KEYS), failure messages
+ * included, like the worker. A production worker refuses events from a client that does not.
+ */
 export async function connectTemporalClient(
   config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
   /** Added to the configured connection options (timeouts, channel arguments). */
@@ -42,6 +45,6 @@ export async function connectTemporalClient(
   return new Client({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
-    dataConverter: { payloadCodecs: [payloadCodec] },
+    dataConverter: encryptedDataConverter(payloadCodec),
   });
 }

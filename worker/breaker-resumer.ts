@@ -1,4 +1,5 @@
 import { Client, WorkflowNotFoundError } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import type { NativeConnection } from '@temporalio/worker';
 import { RESUME_DELIVERY_SIGNAL } from '../common/contract';
 import type { Logger } from '../common/logger';
@@ -6,6 +7,8 @@ import { forgetWokenWaiters, takeWaitersToWake, type BreakerWaiter, type Db } fr
 
 export interface BreakerResumerOptions {
   namespace: string;
+  /** The worker's (encryptedDataConverter): a production worker ignores a signal not encrypted with its key. */
+  dataConverter: DataConverter;
   /** Waiters woken per registration per second once its breaker has closed, across all workers. */
   ratePerSecond: number;
   /** How long a woken probe may take to start before another waiter is woken to probe instead. */
@@ -28,7 +31,7 @@ export function startBreakerResumer(
   options: BreakerResumerOptions,
   logger: Logger,
 ): () => Promise<void> {
-  const client = new Client({ connection, namespace: options.namespace });
+  const client = new Client({ connection, namespace: options.namespace, dataConverter: options.dataConverter });
   let running: Promise<void> | undefined;
   const tick = async () => {
     const waiters = await takeWaitersToWake(db, {

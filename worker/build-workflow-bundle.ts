@@ -1,10 +1,10 @@
 // `npm run build`: prebuilds the workflow bundle so workers start fast and run exactly the code that was built.
 import { writeFile } from 'node:fs/promises';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { WORKFLOW_BUNDLE_PATH } from './start';
+import { WORKFLOW_BUNDLE_PATH, workflowBundleOptions } from './start';
 
 async function build(): Promise<void> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows') });
+  const { code } = await bundleWorkflowCode(workflowBundleOptions());
   await writeFile(WORKFLOW_BUNDLE_PATH, code);
   process.stdout.write(`workflow bundle written to ${WORKFLOW_BUNDLE_PATH} (${Math.round(code.length / 1024)} kB)\n`);
 }

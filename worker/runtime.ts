@@ -3,11 +3,22 @@ import type { Logger } from '../common/logger';
 
 let installed = false;
 
+/** Where the SDK's Prometheus endpoint listens (WORKER_METRICS_HOST, WORKER_METRICS_PORT). */
+export interface RuntimeMetricsAddress {
+  host: string;
+  port: number;
+}
+
+/** `host:port` for the exporter; an IPv6 host goes in brackets. */
+export const metricsBindAddress = ({ host, port }: RuntimeMetricsAddress): string =>
+  host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+
 /**
- * Routes the SDK's logs (workflow and activity `log`, core) into pino, and serves its metrics on metricsPort. Process-wide and only possible before
- * the first NativeConnection, so it runs once; signals are left to our own shutdown code.
+ * Routes the SDK's logs (workflow and activity `log`, core) into pino, and serves its metrics at `metrics`.
+ * Process-wide and only possible before the first NativeConnection, so it runs once; signals are left to our own
+ * shutdown code. The endpoint has no authentication: keep it on loopback unless a network policy guards it.
  */
-export function installRuntimeLogger(logger: Logger, metricsPort?: number): void {
+export function installRuntimeLogger(logger: Logger, metrics?: RuntimeMetricsAddress): void {
   if (installed) return;
   const sdk = logger.child({ component: 'temporal' });
   try {
@@ -19,7 +30,7 @@ export function installRuntimeLogger(logger: Logger, metricsPort?: number): void
       telemetryOptions: {
         logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }) },
         // The SDK's metrics and the delivery counters of the activities' meter (WORKER_METRICS_PORT).
-        ...(metricsPort !== undefined && { metrics: { prometheus: { bindAddress: `0.0.0.0:${metricsPort}` } } }),
+        ...(metrics && { metrics: { prometheus: { bindAddress: metricsBindAddress(metrics) } } }),
       },
       shutdownSignals: [],
     });

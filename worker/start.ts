@@ -6,13 +6,19 @@ import { temporalConnectionOptions } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
-import { payloadCodecFromConfig } from '../common/payload-codec';
+import {
+  FAILURE_CONVERTER_PATH,
+  encryptedDataConverter,
+  unencryptedEventsAllowed,
+  workerPayloadCodecFromConfig,
+} from '../common/payload-codec';
 import { createDb, dbPoolOptions } from '../db';
 import { SEARCH_ATTRIBUTE_KEYS, attemptDeadlineMs } from '../common/contract';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
+import { unencryptedActivityInputGuard } from './unencrypted-guard';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
@@ -25,6 +31,11 @@ export interface RunningWorker {
   run: Promise<void>;
   /** Stops polling, lets in-flight attempts finish (WORKER_SHUTDOWN_GRACE_MS), then closes connections. */
   shutdown(): Promise<void>;
+}
+
+/** What `npm run build` bundles: the workflows, and the failure converter that encodes their failures' messages. */
+export function workflowBundleOptions(): { workflowsPath: string; failureConverterPath: string } {
+  return { workflowsPath: require.resolve('../workflows'), failureConverterPath: FAILURE_CONVERTER_PATH };
 }
 
 /** Where the workflow code comes from: the prebuilt bundle in production, the sources in development and tests. */
@@ -95,9 +106,22 @@ export async function startWorker(
   secretBox: SecretBox = createSecretBox(resolveSecretKeyRing(config, logger)),
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
-  installRuntimeLogger(logger, config.WORKER_METRICS_PORT);
+  installRuntimeLogger(
+    logger,
+    config.WORKER_METRICS_PORT === undefined
+      ? undefined
+      : { host: config.WORKER_METRICS_HOST, port: config.WORKER_METRICS_PORT },
+  );
   // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
-  const payloadCodec = payloadCodecFromConfig(config, logger);
+  const payloadCodec = workerPayloadCodecFromConfig(config, logger);
+  const dataConverter = encryptedDataConverter(payloadCodec);
+  if (config.ALLOW_UNENCRYPTED_EVENTS)
+    logger.warn(
+      'ALLOW_UNENCRYPTED_EVENTS=true: events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS are delivered ' +
+        '(a migration window); anyone who can reach Temporal can then cause a signed delivery',
+    );
+  else if (!unencryptedEventsAllowed(config))
+    logger.info('events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS are refused');
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
   const { address, tls } = temporalConnectionOptions(config);
@@ -117,6 +141,7 @@ export async function startWorker(
     connection,
     {
       namespace: config.TEMPORAL_NAMESPACE,
+      dataConverter,
       ratePerSecond: config.BREAKER_RESUME_RATE_PER_SECOND,
       probeLeaseMs: attemptDeadlineMs(config.WEBHOOK_TIMEOUT_MS),
     },
@@ -152,7 +177,8 @@ export async function startWorker(
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       ...source,
       activities,
-      dataConverter: { payloadCodecs: [payloadCodec] },
+      dataConverter,
+      interceptors: { activity: [unencryptedActivityInputGuard(logger.child({ component: 'delivery' }))] },
       ...workerTuningOptions(config),
       shutdownGraceTime: config.WORKER_SHUTDOWN_GRACE_MS,
     });

@@ -6,6 +6,7 @@ import {
   defineSignal,
   setHandler,
   log,
+  metricMeter,
   patched,
   proxyActivities,
   proxyLocalActivities,
@@ -35,6 +36,8 @@ import {
   attemptDeadlineMs,
   policyDelay,
   priorityKeyOf,
+  unencryptedPayloadOf,
+  type UnencryptedPayload,
 } from '../common/contract';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -68,7 +71,8 @@ const { recordDeliveryOutcome } = proxyLocalActivities<Activities>({
  * over to the durable activity, which continues the same retry schedule (and the same attempt numbers). An attempt
  * deferred by the endpoint's guard made no request: the one after the wait is local again.
  */
-export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Promise<DeliverWebhookEventResult> {
+export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Promise<DeliverWebhookEventResult> {
+  const input = acceptedInput(event);
   const { projectId, webhookType } = input;
   // A redelivery carries the original event's X-Webhook-Id, so receivers deduplicate.
   const webhookId = input.webhookId ?? workflowInfo().workflowId;
@@ -102,7 +106,10 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
   // Waits for an open breaker so far, and the latest one the resumer's signal ended.
   let waits = 0;
   let resumed = 0;
-  setHandler(resumeDelivery, (waitToken) => void (resumed = Math.max(resumed, waitToken)));
+  setHandler(resumeDelivery, (signalled) => {
+    const waitToken = acceptedSignal(signalled);
+    if (waitToken !== undefined) resumed = Math.max(resumed, waitToken);
+  });
   for (;;) {
     const attemptInput = {
       projectId,
@@ -185,6 +192,50 @@ export async function deliverWebhookEvent(input: DeliverWebhookEventInput): Prom
       throw await giveUp(webhookId, projectId, webhookType, error, report);
     }
   }
+}
+
+/** Recorded when a refusal is decided: a history replays as it ran, whatever ALLOW_UNENCRYPTED_EVENTS says now. */
+const UNENCRYPTED_EVENT_REFUSED = 'unencrypted-event-refused';
+const UNENCRYPTED_SIGNAL_IGNORED = 'unencrypted-signal-ignored';
+
+/**
+ * Whether a payload that arrived unencrypted (the worker's codec marked it) is refused. Decided once, live: a refusal
+ * records a patch marker, an acceptance records nothing, and a replay follows the history. So a delivery accepted
+ * during the migration window still replays after it closes, and no event costs a command unless it is refused.
+ */
+function refused(marker: UnencryptedPayload, patchId: string): boolean {
+  if (marker.allowed) return workflowInfo().unsafe.isReplaying && patched(patchId);
+  return patched(patchId);
+}
+
+/**
+ * The event, or the refusal of one a client without our payload key started (production, no migration window):
+ * nothing is looked up or sent, and the workflow fails for good.
+ */
+function acceptedInput(event: DeliverWebhookEventInput): DeliverWebhookEventInput {
+  const marker = unencryptedPayloadOf(event);
+  if (!marker) return event;
+  if (!refused(marker, UNENCRYPTED_EVENT_REFUSED)) return marker.value as DeliverWebhookEventInput;
+  log.warn('Unencrypted event refused: its input was not encrypted with PAYLOAD_ENCRYPTION_KEYS; nothing sent');
+  metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'event' });
+  throw ApplicationFailure.create({
+    type: FailureType.UnencryptedEventRefused,
+    message:
+      'Event refused: its input is not encrypted with the payload key (PAYLOAD_ENCRYPTION_KEYS); emit it with ' +
+      "the service's codec (connectTemporalClient), or open a migration window with ALLOW_UNENCRYPTED_EVENTS=true",
+    nonRetryable: true,
+  });
+}
+
+/** A resumeDelivery signal's wait token; one sent without our payload key is ignored in production. */
+function acceptedSignal(signalled: unknown): number | undefined {
+  const marker = unencryptedPayloadOf(signalled);
+  const token = marker ? (refused(marker, UNENCRYPTED_SIGNAL_IGNORED) ? undefined : marker.value) : signalled;
+  if (marker && token === undefined) {
+    log.warn('Unencrypted resumeDelivery signal ignored: not encrypted with PAYLOAD_ENCRYPTION_KEYS');
+    metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'signal' });
+  }
+  return typeof token === 'number' ? token : undefined;
 }
 
 /** The first attempt as the lookup recorded it: its outcome, or its failure rebuilt as the local attempt throws it. */

@@ -18,6 +18,8 @@ export const FailureType = {
   SecretUnavailable: 'WebhookSecretUnavailable',
   /** The workflow's own failure once retries are exhausted or a non-retryable attempt failure occurred. */
   DeliveryFailed: 'WebhookDeliveryFailed',
+  /** Non-retryable: a production worker refuses an event (or activity input) not encrypted by our payload codec. */
+  UnencryptedEventRefused: 'UnencryptedEventRefused',
 } as const;
 
 /** Spec section 6: TEST is delivered whatever the subscription; any other type only when subscribed. */

@@ -10,3 +10,4 @@ export * from './ids';
 export * from './priority';
 export * from './deferral';
 export * from './retry-schedule';
+export * from './unencrypted';

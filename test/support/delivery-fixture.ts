@@ -76,6 +76,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       fixture.env.nativeConnection,
       {
         namespace: 'default',
+        dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
         ratePerSecond: config.BREAKER_RESUME_RATE_PER_SECOND ?? ISOLATION_DEFAULTS.BREAKER_RESUME_RATE_PER_SECOND,
         probeLeaseMs: attemptDeadlineMs(config.WEBHOOK_TIMEOUT_MS),
         intervalMs: 200,
