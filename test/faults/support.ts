@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
@@ -27,8 +28,8 @@ export interface FaultReceiver {
   close(): Promise<void>;
 }
 
-/** A receiver on a fixed 127.0.0.1 port that records every request with its raw body. */
-export async function startFaultReceiver(): Promise<FaultReceiver> {
+/** A receiver on a fixed 127.0.0.1 port that records every request with its raw body; https with `tls`. */
+export async function startFaultReceiver(tls?: Pick<ServerOptions, 'key' | 'cert'>): Promise<FaultReceiver> {
   const requests: ReceivedRequest[] = [];
   let pending = 0;
   let server: Server | undefined;
@@ -39,7 +40,7 @@ export async function startFaultReceiver(): Promise<FaultReceiver> {
     url: '',
     inFlight: () => pending,
     async up() {
-      server = createServer((request, response) => {
+      const listener = (request: IncomingMessage, response: ServerResponse) => {
         const chunks: Buffer[] = [];
         request.on('data', (chunk: Buffer) => chunks.push(chunk));
         request.on('end', () => {
@@ -59,11 +60,12 @@ export async function startFaultReceiver(): Promise<FaultReceiver> {
             response.end('ok');
           }, receiver.delayMs);
         });
-      });
+      };
+      server = tls ? createHttpsServer(tls, listener) : createServer(listener);
       const listening = server;
       await new Promise<void>((resolve) => listening.listen(port, '127.0.0.1', resolve));
       port = (listening.address() as AddressInfo).port;
-      receiver.url = `http://127.0.0.1:${port}/hooks/receive`;
+      receiver.url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}/hooks/receive`;
     },
     async down() {
       const closing = server;
@@ -86,8 +88,17 @@ export interface WorkerProcess {
 
 /** The delivery worker as its own process (`worker/main.ts` from sources), as production runs it. */
 export function spawnWorker(env: Record<string, string>): WorkerProcess {
+  return spawnProcess(
+    process.execPath,
+    ['--require', 'tsx/cjs', join(__dirname, '..', '..', 'worker', 'main.ts')],
+    env,
+  );
+}
+
+/** A service process with only this environment (and PATH, HOME), its output kept for failure messages. */
+export function spawnProcess(command: string, args: string[], env: Record<string, string>): WorkerProcess {
   const lines: string[] = [];
-  const child = spawn(process.execPath, ['--require', 'tsx/cjs', join(__dirname, '..', '..', 'worker', 'main.ts')], {
+  const child = spawn(command, args, {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,6 +1,7 @@
 // A local identity provider for tests: a JWKS endpoint on 127.0.0.1 and the private keys behind it.
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import jwt from 'jsonwebtoken';
 
@@ -9,15 +10,17 @@ export interface LocalServer {
   close(): Promise<void>;
 }
 
-/** Any request listener on 127.0.0.1 and a free port. */
+/** Any request listener on 127.0.0.1 and a free port; https with `tls`. */
 export async function listenLocal(
   listener: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>,
+  tls?: Pick<ServerOptions, 'key' | 'cert'>,
 ): Promise<LocalServer> {
-  const server = createServer((req, res) => void listener(req, res));
+  const handle = (req: IncomingMessage, res: ServerResponse) => void listener(req, res);
+  const server = tls ? createHttpsServer(tls, handle) : createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));
@@ -39,6 +42,8 @@ export interface JwksServer extends LocalServer {
   ec: SigningKey;
   /** How many times the JWKS was fetched. */
   fetches: number;
+  /** Serves these public keys from now on instead (a key rotation at the identity provider). */
+  publish(keys: SigningKey[]): void;
   /** A token for `sub` signed by one of the published keys. */
   sign(
     sub: string,
@@ -69,12 +74,14 @@ export function signWith(
   });
 }
 
-export async function startJwksServer(): Promise<JwksServer> {
+const jwksOf = (keys: SigningKey[]) => ({
+  keys: keys.map((k) => ({ ...k.publicKey.export({ format: 'jwk' }), kid: k.kid, alg: k.alg, use: 'sig' })),
+});
+
+export async function startJwksServer(tls?: Pick<ServerOptions, 'key' | 'cert'>): Promise<JwksServer> {
   const rsa = rsaKey('rsa-test-key');
   const ec = ecKey('ec-test-key');
-  const jwks = {
-    keys: [rsa, ec].map((k) => ({ ...k.publicKey.export({ format: 'jwk' }), kid: k.kid, alg: k.alg, use: 'sig' })),
-  };
+  let jwks = jwksOf([rsa, ec]);
   const state = { fetches: 0 };
   const local = await listenLocal((req, res) => {
     if (req.url !== '/.well-known/jwks.json') {
@@ -83,7 +90,7 @@ export async function startJwksServer(): Promise<JwksServer> {
     }
     state.fetches += 1;
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
-  });
+  }, tls);
   return {
     ...local,
     jwksUri: `${local.url}/.well-known/jwks.json`,
@@ -92,6 +99,7 @@ export async function startJwksServer(): Promise<JwksServer> {
     get fetches() {
       return state.fetches;
     },
+    publish: (keys) => void (jwks = jwksOf(keys)),
     sign: (sub, options = {}) => signWith(options.key ?? rsa, sub, options),
   };
 }

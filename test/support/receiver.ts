@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 export interface ReceivedRequest {
@@ -47,13 +48,13 @@ export function independentSignatureValid(secret: string, request: ReceivedReque
   return expected.length === actual.length && timingSafeEqual(expected, actual);
 }
 
-/** A real HTTP receiver on 127.0.0.1 recording every request and answering from a script. */
-export async function startTestReceiver(): Promise<TestReceiver> {
+/** A real HTTP receiver on 127.0.0.1 recording every request and answering from a script; https with `tls`. */
+export async function startTestReceiver(tls?: Pick<ServerOptions, 'key' | 'cert'>): Promise<TestReceiver> {
   const requests: ReceivedRequest[] = [];
   const queue: ScriptedResponse[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];
   const receiver = { fallback: { status: 200 } as ScriptedResponse };
-  const server = createServer((request, response) => {
+  const listener = (request: IncomingMessage, response: ServerResponse) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
@@ -74,11 +75,12 @@ export async function startTestReceiver(): Promise<TestReceiver> {
       if (scripted.delayMs) setTimeout(answer, scripted.delayMs);
       else answer();
     });
-  });
+  };
+  const server = tls ? createHttpsServer(tls, listener) : createServer(listener);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return Object.assign(receiver, {
-    url: `http://127.0.0.1:${port}/hooks/receive`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${port}/hooks/receive`,
     port,
     requests,
     script: (...responses: ScriptedResponse[]) => void queue.push(...responses),

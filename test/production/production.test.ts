@@ -1,0 +1,492 @@
+// The production topology docker-compose.yml describes, started natively and driven as its users would: the real
+// Temporal server (not the dev server) on its own PostgreSQL databases with mTLS on the frontend, two API and two
+// worker processes from dist/ with NODE_ENV=production and every production guard, https receivers.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { Webhook } from 'standardwebhooks';
+import { emitWebhookEvent } from '../../client/emit';
+import type { SubscribableType } from '../../common/contract';
+import { connectTemporalClient } from '../../common/temporal-connection';
+import { addMember, addProject } from '../../db';
+import { freePort } from '../../dev/ports';
+import { assertAllDelivered, startFaultReceiver, untilDelivered, type FaultReceiver } from '../faults/support';
+import { USER, fallPayload, vitalPayload } from '../support/deliveries';
+import { rsaKey, signWith, startJwksServer, type JwksServer, type SigningKey } from '../support/jwks-server';
+import { createTestDatabase, type TestDatabase } from '../support/postgres';
+import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
+import {
+  adminToolsEnvironment,
+  apiEnvironment,
+  apiProcess,
+  ensureTemporalServer,
+  makeCertificates,
+  postgresServerOf,
+  root,
+  startTemporalServer,
+  workerEnvironment,
+  workerProcess,
+  type AppSettings,
+  type Certificates,
+  type ServiceProcess,
+} from './topology';
+
+const exec = promisify(execFile);
+const ISSUER = 'https://idp.test';
+const AUDIENCE = 'webhooks-api';
+const METRICS_TOKEN = randomBytes(24).toString('hex');
+const OPERATOR = 'ops-anna';
+const MEMBER = 'nurse-lead';
+
+const key32 = () => randomBytes(32);
+const stringHeaders = (request: ReceivedRequest): Record<string, string> =>
+  Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name, String(value)]));
+/** The stock `standardwebhooks` verifier, configured with this one secret, accepts the delivery. */
+const stockAccepts = (secret: string, request: ReceivedRequest): boolean => {
+  try {
+    new Webhook(secret).verify(request.rawBody, stringHeaders(request));
+    return true;
+  } catch {
+    return false;
+  }
+};
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Timings of this run, printed at the end for docs/operators.md ("Proven topology"). */
+const figures: Record<string, number> = {};
+
+describe('production topology: Temporal server with mTLS, 2 API and 2 worker processes in production mode', function () {
+  this.timeout(300_000);
+  let database: TestDatabase;
+  let certs: Certificates;
+  let intruders: Certificates;
+  let temporal: Awaited<ReturnType<typeof startTemporalServer>>;
+  let jwks: JwksServer;
+  let signingKey: SigningKey;
+  let settings: AppSettings;
+  let monitoring: Client;
+  let api1: ServiceProcess;
+  let api2: ServiceProcess;
+  let workers: ServiceProcess[];
+  const apiPorts: number[] = [];
+  const receivers: FaultReceiver[] = [];
+  let receiverTls: { key: Buffer; cert: Buffer };
+
+  const apiUrl = (api: ServiceProcess) => `http://127.0.0.1:${api.env.PORT}`;
+  const token = (sub: string, key = signingKey) => signWith(key, sub, { issuer: ISSUER, audience: AUDIENCE });
+
+  async function call(api: ServiceProcess, method: string, path: string, body?: unknown, sub = MEMBER) {
+    const response = await fetch(apiUrl(api) + path, {
+      method,
+      headers: {
+        authorization: `Bearer ${token(sub)}`,
+        ...(body !== undefined && { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return {
+      status: response.status,
+      headers: response.headers,
+      body: (text ? JSON.parse(text) : {}) as Record<string, unknown>,
+    };
+  }
+
+  async function receiver(): Promise<FaultReceiver> {
+    const started = await startFaultReceiver(receiverTls);
+    receivers.push(started);
+    return started;
+  }
+
+  /** A project with a member, registered through `api` to a fresh https receiver; resolves to its secret. */
+  async function registeredProject(api: ServiceProcess, types: SubscribableType[] = ['FALL_DETECTION']) {
+    const projectId = `prod-${randomUUID().slice(0, 8)}`;
+    await addProject(database.db, projectId);
+    await addMember(database.db, projectId, MEMBER);
+    const target = await receiver();
+    const registered = await call(api, 'POST', '/webhooks/register', { projectId, url: target.url, types });
+    assert.equal(registered.status, 201, JSON.stringify(registered.body));
+    return { projectId, receiver: target, secret: registered.body.secret as string };
+  }
+
+  function emit(projectId: string, webhookType: SubscribableType, eventId = randomUUID()): Promise<string> {
+    const payload = webhookType === 'FALL_DETECTION' ? fallPayload : vitalPayload;
+    return emitWebhookEvent(monitoring, { projectId, webhookType, userUUID: USER, payload }, { eventId });
+  }
+
+  const monitoringClient = (payloadKeys: string) =>
+    connectTemporalClient({
+      TEMPORAL_ADDRESS: temporal.address,
+      TEMPORAL_NAMESPACE: 'default',
+      TEMPORAL_TLS_CA_PATH: certs.ca,
+      TEMPORAL_TLS_CERT_PATH: certs.of('monitoring').cert,
+      TEMPORAL_TLS_KEY_PATH: certs.of('monitoring').key,
+      TEMPORAL_TLS_SERVER_NAME: 'temporal',
+      PAYLOAD_ENCRYPTION_KEYS: payloadKeys,
+      NODE_ENV: 'production',
+      DATA_DIR: '',
+    });
+
+  const allProcesses = () => [api1, api2, ...workers];
+
+  /** Restarts each process in turn with `change` applied to its environment: one down at a time, as a rollout. */
+  async function rollingRestart(change: Record<string, string>) {
+    for (const service of allProcesses()) {
+      const exit = await service.stop('SIGTERM');
+      assert.equal(exit.code, 0, `${service.name} stops gracefully: ${service.output()}`);
+      service.env = { ...service.env, ...change };
+      await service.start();
+    }
+  }
+
+  before(async function () {
+    this.timeout(900_000);
+    let started = Date.now();
+    const serverDir = ensureTemporalServer();
+    figures['ensure server built (cached)'] = Date.now() - started;
+    started = Date.now();
+    certs = await makeCertificates(['temporal', 'webhooks', 'admin-tools', 'monitoring', 'receiver']);
+    intruders = await makeCertificates(['monitoring'], 'intruder-ca');
+    receiverTls = { key: readFileSync(certs.of('receiver').key), cert: readFileSync(certs.of('receiver').cert) };
+    database = await createTestDatabase();
+    temporal = await startTemporalServer(serverDir, postgresServerOf(database.url), certs);
+    figures['Temporal server: schema, start, namespace'] = Date.now() - started;
+    jwks = await startJwksServer(receiverTls);
+    signingKey = jwks.rsa;
+    const payloadKeys = `p1:${key32().toString('base64')}`;
+    settings = {
+      databaseUrl: database.url,
+      temporalAddress: temporal.address,
+      certs,
+      webhookSecretKeys: `w1:${key32().toString('hex')}`,
+      payloadEncryptionKeys: payloadKeys,
+      extraCaCerts: certs.ca,
+    };
+    for (let i = 0; i < 2; i += 1) apiPorts.push(await freePort());
+    const apiSettings = (port: number) => ({
+      port,
+      jwksUri: jwks.jwksUri,
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      metricsToken: METRICS_TOKEN,
+    });
+    api1 = apiProcess('api-1', { ...apiEnvironment(settings, apiSettings(apiPorts[0]!)), OPERATOR_SUBJECTS: OPERATOR });
+    api2 = apiProcess('api-2', { ...apiEnvironment(settings, apiSettings(apiPorts[1]!)), OPERATOR_SUBJECTS: OPERATOR });
+    workers = [
+      workerProcess('worker-1', workerEnvironment(settings)),
+      workerProcess('worker-2', workerEnvironment(settings)),
+    ];
+    started = Date.now();
+    // Each API migrates at start; the second finds nothing left to do.
+    await api1.start();
+    await Promise.all([api2.start(), ...workers.map((w) => w.start())]);
+    monitoring = await monitoringClient(payloadKeys);
+    figures['2 API + 2 worker processes'] = Date.now() - started;
+  });
+
+  afterEach(function () {
+    if (this.currentTest?.duration) figures[this.currentTest.title] = this.currentTest.duration;
+  });
+
+  after(async () => {
+    await monitoring?.connection.close();
+    await Promise.allSettled([api1, api2, ...(workers ?? [])].filter(Boolean).map((s) => s.kill()));
+    await temporal?.process.kill();
+    await Promise.allSettled(receivers.map((r) => r.close()));
+    await jwks?.close();
+    await temporal?.dropDatabases();
+    await database?.destroy();
+    process.stdout.write(`      production figures (ms): ${JSON.stringify(figures)}\n`);
+  });
+
+  it('runs with every production guard: JWKS with issuer and audience, METRICS_TOKEN, https receivers only', async () => {
+    const metrics = await fetch(`${apiUrl(api1)}/metrics`);
+    assert.equal(metrics.status, 401, '/metrics needs METRICS_TOKEN');
+    const authorized = await fetch(`${apiUrl(api1)}/metrics`, {
+      headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+    });
+    assert.equal(authorized.status, 200);
+    const projectId = `prod-${randomUUID().slice(0, 8)}`;
+    await addProject(database.db, projectId);
+    await addMember(database.db, projectId, MEMBER);
+    const wrongAudience = signWith(signingKey, MEMBER, { issuer: ISSUER, audience: 'another-app' });
+    const refused = await fetch(`${apiUrl(api2)}/webhooks/project/${projectId}`, {
+      headers: { authorization: `Bearer ${wrongAudience}` },
+    });
+    assert.equal(refused.status, 401, 'a token for another audience is refused');
+    const http = await call(api1, 'POST', '/webhooks/register', {
+      projectId,
+      url: 'http://127.0.0.1:9/hook',
+      types: ['FALL_DETECTION'],
+    });
+    assert.equal(http.status, 400, JSON.stringify(http.body));
+  });
+
+  it('registers through API 1, then the test event sent through API 2 arrives signed over https', async () => {
+    const { projectId, receiver: target, secret } = await registeredProject(api1);
+    const tested = await call(api2, 'POST', `/webhooks/test/project/${projectId}`);
+    assert.equal(tested.status, 200, JSON.stringify(tested.body));
+    assert.equal(tested.body.delivered, true);
+    assert.equal(target.requests.length, 1);
+    const [request] = target.requests;
+    assert.equal(request!.headers['x-webhook-id'], tested.body.workflowId);
+    assert.ok(independentSignatureValid(secret, request!), 'X-Signature verifies');
+    assert.ok(stockAccepts(secret, request!), 'webhook-signature verifies');
+    assert.match(request!.rawBody.toString(), /"test"/);
+  });
+
+  it('the monitoring system emits over mTLS; clients without a certificate of the CA are refused', async () => {
+    const { projectId, receiver: target, secret } = await registeredProject(api2);
+    const workflowId = await emit(projectId, 'FALL_DETECTION');
+    await untilDelivered(target, [workflowId], 30_000);
+    assertAllDelivered(target, [workflowId], secret);
+    assert.ok(target.requests.every((r) => stockAccepts(secret, r)));
+
+    const tls = { serverNameOverride: 'temporal', serverRootCACertificate: readFileSync(certs.ca) };
+    const refusals = {
+      'no client certificate': { address: temporal.address, tls, connectTimeout: 5_000 },
+      'a certificate from another CA': {
+        address: temporal.address,
+        tls: {
+          ...tls,
+          clientCertPair: {
+            crt: readFileSync(intruders.of('monitoring').cert),
+            key: readFileSync(intruders.of('monitoring').key),
+          },
+        },
+        connectTimeout: 5_000,
+      },
+      plaintext: { address: temporal.address, connectTimeout: 5_000 },
+    };
+    for (const [what, options] of Object.entries(refusals))
+      await assert.rejects(Connection.connect(options), `${what}: refused`);
+    // The operators' CLI with a certificate from another CA is refused too (with its own it set up the namespace).
+    const intruderCli = {
+      ...adminToolsEnvironment(temporal.address, certs),
+      TEMPORAL_TLS_CLIENT_CERT_PATH: intruders.of('monitoring').cert,
+      TEMPORAL_TLS_CLIENT_KEY_PATH: intruders.of('monitoring').key,
+    };
+    await assert.rejects(
+      exec(process.env.TEMPORAL_CLI_PATH ?? 'temporal', ['workflow', 'list', '--limit', '1'], {
+        env: { ...process.env, ...intruderCli },
+        timeout: 30_000,
+      }),
+    );
+  });
+
+  /** Stops both workers, queues what `emitBacklog` emits, then lets one worker with one slot drain it in order. */
+  async function drainBacklogWithOneSlot(emitBacklog: () => Promise<void>, target: FaultReceiver, count: number) {
+    await Promise.all(workers.map((w) => w.stop('SIGTERM')));
+    await emitBacklog();
+    const [first] = workers;
+    const env = first!.env;
+    first!.env = {
+      ...env,
+      WORKER_MAX_CONCURRENT_ACTIVITIES: '1',
+      WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: '1',
+      WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: '2',
+    };
+    try {
+      await first!.start();
+      const deadline = Date.now() + 90_000;
+      while (target.requests.length < count && Date.now() < deadline) await sleep(100);
+    } finally {
+      await first!.stop('SIGTERM');
+      first!.env = env;
+      await Promise.all(workers.map((w) => w.start()));
+    }
+    return target.requests.map((r) => String(r.headers['x-webhook-id']));
+  }
+
+  it('priority holds on this server: a FALL_DETECTION emitted behind a backlog of VITAL_THRESHOLD goes first', async () => {
+    const {
+      projectId,
+      receiver: target,
+      secret,
+    } = await registeredProject(api1, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+    const vitals: string[] = [];
+    const falls: string[] = [];
+    const order = await drainBacklogWithOneSlot(
+      async () => {
+        for (let i = 0; i < 12; i += 1) vitals.push(await emit(projectId, 'VITAL_THRESHOLD', `vital-${randomUUID()}`));
+        for (let i = 0; i < 2; i += 1) falls.push(await emit(projectId, 'FALL_DETECTION', `fall-${randomUUID()}`));
+      },
+      target,
+      14,
+    );
+    assertAllDelivered(target, [...vitals, ...falls], secret);
+    const fallPositions = falls.map((id) => order.indexOf(id));
+    assert.ok(Math.max(...fallPositions) < 3, `falls emitted last arrive first: at ${fallPositions.join(', ')}`);
+  });
+
+  it('fairness is on in this server: a quiet project is not queued behind a busy project’s backlog', async () => {
+    const busy = await registeredProject(api1, ['VITAL_THRESHOLD']);
+    const quiet = await registeredProject(api2, ['VITAL_THRESHOLD']);
+    // One receiver for both, so the arrival order is the server's dispatch order across projects.
+    const shared = await receiver();
+    for (const { projectId } of [busy, quiet]) {
+      const patched = await call(api1, 'PATCH', '/webhooks', { projectId, url: shared.url });
+      assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    }
+    const busyIds: string[] = [];
+    const quietIds: string[] = [];
+    const order = await drainBacklogWithOneSlot(
+      async () => {
+        for (let i = 0; i < 24; i += 1) busyIds.push(await emit(busy.projectId, 'VITAL_THRESHOLD'));
+        for (let i = 0; i < 4; i += 1) quietIds.push(await emit(quiet.projectId, 'VITAL_THRESHOLD'));
+      },
+      shared,
+      28,
+    );
+    assert.equal(order.length, 28);
+    const quietPositions = quietIds.map((id) => order.indexOf(id));
+    // First come, first served would put them at 24 to 27; shared fairly they come among the first dozen.
+    assert.ok(Math.max(...quietPositions) < 12, `quiet project's events at ${quietPositions.join(', ')}`);
+  });
+
+  it('a worker SIGKILLed during a burst: every event is still delivered exactly once, signed', async () => {
+    const { projectId, receiver: target, secret } = await registeredProject(api2);
+    target.delayMs = 1_000;
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i += 1) ids.push(await emit(projectId, 'FALL_DETECTION'));
+    const deadline = Date.now() + 30_000;
+    while (target.inFlight() < 2 && Date.now() < deadline) await sleep(20);
+    const [victim] = workers;
+    const exit = await victim!.stop('SIGKILL');
+    assert.equal(exit.signal, 'SIGKILL');
+    target.delayMs = 0;
+    await victim!.start();
+    await untilDelivered(target, ids, 120_000);
+    const delivered = assertAllDelivered(target, ids, secret);
+    assert.equal(delivered.duplicates, 0, 'each event answered once');
+  });
+
+  it('one API process stopped: the other keeps serving', async () => {
+    const { projectId, receiver: target } = await registeredProject(api1);
+    const exit = await api1.stop('SIGTERM');
+    assert.equal(exit.code, 0, api1.output());
+    try {
+      const shown = await call(api2, 'GET', `/webhooks/project/${projectId}`);
+      assert.equal(shown.status, 200);
+      const tested = await call(api2, 'POST', `/webhooks/test/project/${projectId}`);
+      assert.equal(tested.status, 200, JSON.stringify(tested.body));
+      assert.equal(target.requests.length, 1);
+      await assert.rejects(fetch(`${apiUrl(api1)}/healthz`), 'API 1 is down');
+    } finally {
+      await api1.start();
+    }
+  });
+
+  // Needs the limits held in PostgreSQL (issue 21, sec-limits): with per-process limits each API allows its own.
+  it('the test-endpoint limits hold across both API processes', async () => {
+    const { projectId, receiver: target } = await registeredProject(api1);
+    target.delayMs = 1_500;
+    const [first, second] = await Promise.all([
+      call(api1, 'POST', `/webhooks/test/project/${projectId}`),
+      sleep(300).then(() => call(api2, 'POST', `/webhooks/test/project/${projectId}`)),
+    ]);
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.equal(second.status, 429, `one test in flight per project across processes: ${JSON.stringify(second.body)}`);
+    assert.ok(second.headers.get('retry-after'));
+    target.delayMs = 0;
+    const statuses = [first.status];
+    for (let i = 0; i < 10; i += 1)
+      statuses.push((await call(i % 2 ? api1 : api2, 'POST', `/webhooks/test/project/${projectId}`)).status);
+    assert.deepEqual(
+      statuses,
+      [...Array<number>(10).fill(200), 429],
+      'TEST_EVENTS_PER_MINUTE (10) across both processes',
+    );
+  });
+
+  // Needs the reseal of previous secrets (issue 21, sec-rotation): a registration inside an overlap keeps its
+  // replaced secret sealed under the old key otherwise, and dropping that key loses its deliveries.
+  it('every key rotated end to end while events flow: no delivery lost or failed', async function () {
+    this.timeout(600_000);
+    const { projectId, receiver: target, secret: firstSecret } = await registeredProject(api1);
+    const emitted: string[] = [];
+    /** The monitoring system emits an event every 150 ms until stopped; resolves once it has stopped. */
+    const startFlow = () => {
+      let flowing = true;
+      const flow = (async () => {
+        while (flowing) {
+          emitted.push(await emit(projectId, 'FALL_DETECTION'));
+          await sleep(150);
+        }
+      })();
+      return () => ((flowing = false), flow);
+    };
+    let stopFlow = startFlow();
+    try {
+      // 1. The webhook secret, with an overlap: both secrets sign meanwhile.
+      const rotated = await call(api2, 'POST', `/webhooks/project/${projectId}/secret/rotate`, {
+        overlapSeconds: 3600,
+      });
+      assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
+      const secret = rotated.body.secret as string;
+      await sleep(1_000);
+
+      // 2. WEBHOOK_SECRET_KEYS and PAYLOAD_ENCRYPTION_KEYS get their new keys beside the old ones: the new secret key
+      //    seals at once, the new payload key only decrypts until every process has it.
+      const [w1] = settings.webhookSecretKeys.split(',');
+      const w2 = `w2:${key32().toString('hex')}`;
+      const [p1] = settings.payloadEncryptionKeys.split(',');
+      const p2 = `p2:${key32().toString('base64')}`;
+      await rollingRestart({ WEBHOOK_SECRET_KEYS: `${w2},${w1}`, PAYLOAD_ENCRYPTION_KEYS: `${p1},${p2}` });
+      const resealed = await exec(process.execPath, [join(root, 'dist', 'cli', 'index.js'), 'secrets', 'reseal'], {
+        env: { PATH: process.env.PATH, ...api1.env, LOG_LEVEL: 'warn' },
+      });
+      assert.match(resealed.stdout + resealed.stderr, /Resealed/);
+
+      // 3. The old secret key is dropped; the new payload key encrypts, in the monitoring system too.
+      await rollingRestart({ WEBHOOK_SECRET_KEYS: w2, PAYLOAD_ENCRYPTION_KEYS: `${p2},${p1}` });
+      await stopFlow();
+      await monitoring.connection.close();
+      monitoring = await monitoringClient(`${p2},${p1}`);
+      stopFlow = startFlow();
+
+      // 4. The identity provider publishes a new signing key beside the old, signs with it, then drops the old.
+      const next = rsaKey('rsa-rotated-key');
+      jwks.publish([signingKey, next]);
+      signingKey = next;
+      for (const api of [api1, api2])
+        assert.equal((await call(api, 'GET', `/webhooks/project/${projectId}`)).status, 200, `${api.name}: new key`);
+      jwks.publish([next]);
+      for (const api of [api1, api2])
+        assert.equal((await call(api, 'GET', `/webhooks/project/${projectId}`)).status, 200, `${api.name}: new key`);
+
+      // 5. Once every delivery started under the old payload key is done, that key goes.
+      await stopFlow();
+      await untilDelivered(target, [...emitted], 120_000);
+      stopFlow = startFlow();
+      await rollingRestart({ PAYLOAD_ENCRYPTION_KEYS: p2 });
+      await stopFlow();
+      await monitoring.connection.close();
+      monitoring = await monitoringClient(p2);
+      emitted.push(await emit(projectId, 'FALL_DETECTION'));
+
+      await untilDelivered(target, emitted, 120_000);
+      const arrived = new Set(target.requests.map((request) => request.headers['x-webhook-id']));
+      assert.deepEqual(
+        emitted.filter((id) => !arrived.has(id)),
+        [],
+        'no event lost',
+      );
+      // X-Signature: the first secret before the rotation, the new one after.
+      for (const request of target.requests)
+        assert.ok(independentSignatureValid(secret, request) || independentSignatureValid(firstSecret, request));
+      // During the overlap every delivery carries a signature with the replaced secret too.
+      for (const request of target.requests)
+        assert.ok(stockAccepts(firstSecret, request), `${String(request.headers['x-webhook-id'])} verifies`);
+      const failed = await call(api2, 'GET', `/webhooks/project/${projectId}/deliveries?status=failed`);
+      assert.equal(failed.status, 200, JSON.stringify(failed.body));
+      assert.deepEqual(failed.body.items, [], 'no delivery failed');
+    } finally {
+      await stopFlow();
+    }
+  });
+});

@@ -1,0 +1,315 @@
+// The production topology of docker-compose.yml, started natively (no Docker engine here): the real Temporal server
+// with its own databases and mTLS on the frontend, API and worker processes from dist/ with NODE_ENV=production.
+// The environments are built here, named as compose names them; test/compose.test.ts checks the two agree.
+import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort } from '../../dev/ports';
+import { killWorker, spawnProcess, type WorkerProcess } from '../faults/support';
+
+const run = promisify(execFile);
+export const root = join(__dirname, '..', '..');
+/** The file compose mounts into the server; the server here reads it in place. */
+export const DYNAMIC_CONFIG_FILE = join(root, 'temporal-dynamic-config.yaml');
+export const ENSURE_SERVER_SCRIPT = join(root, 'scripts', 'ensure-temporal-server.sh');
+
+/** The server version the ensure script builds (the tag of compose's temporalio/server image). */
+export const TEMPORAL_SERVER_VERSION = /^TEMPORAL_SERVER_VERSION=v(\S+)$/m.exec(
+  readFileSync(ENSURE_SERVER_SCRIPT, 'utf8'),
+)![1]!;
+
+/** The folder with `server` and `sql`, built once by scripts/ensure-temporal-server.sh. */
+export function ensureTemporalServer(): string {
+  return execFileSync('sh', [ENSURE_SERVER_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+}
+
+export interface Pem {
+  cert: string;
+  key: string;
+}
+export interface Certificates {
+  dir: string;
+  ca: string;
+  of(name: string): Pem;
+}
+
+/** A CA and certificates for `names`, made by openssl through the documented recipe (deploy/make-certs.sh). */
+export async function makeCertificates(names: string[], caName?: string): Promise<Certificates> {
+  const dir = mkdtempSync(join(tmpdir(), 'webhooks-prod-certs-'));
+  await run('sh', [join(root, 'deploy', 'make-certs.sh'), dir, ...names], {
+    env: { ...process.env, ...(caName && { CA_NAME: caName }) },
+  });
+  return {
+    dir,
+    ca: join(dir, 'ca.pem'),
+    of: (name) => ({ cert: join(dir, `${name}.pem`), key: join(dir, `${name}.key`) }),
+  };
+}
+
+export interface PostgresServer {
+  host: string;
+  port: string;
+  user: string;
+  password: string;
+}
+export const postgresServerOf = (url: string): PostgresServer => {
+  const parsed = new URL(url);
+  return {
+    host: parsed.hostname,
+    port: parsed.port || '5432',
+    user: decodeURIComponent(parsed.username),
+    password: decodeURIComponent(parsed.password),
+  };
+};
+
+export interface TemporalPorts {
+  FRONTEND_GRPC_PORT: string;
+  FRONTEND_HTTP_PORT: string;
+  FRONTEND_MEMBERSHIP_PORT: string;
+  HISTORY_GRPC_PORT: string;
+  HISTORY_MEMBERSHIP_PORT: string;
+  MATCHING_GRPC_PORT: string;
+  MATCHING_MEMBERSHIP_PORT: string;
+  WORKER_GRPC_PORT: string;
+  WORKER_MEMBERSHIP_PORT: string;
+}
+/** Compose runs the server alone in its container on the default ports; here many servers share one machine. */
+export const TEST_ONLY_SERVER_VARIABLES = [
+  'FRONTEND_GRPC_PORT',
+  'FRONTEND_HTTP_PORT',
+  'FRONTEND_MEMBERSHIP_PORT',
+  'HISTORY_GRPC_PORT',
+  'HISTORY_MEMBERSHIP_PORT',
+  'MATCHING_GRPC_PORT',
+  'MATCHING_MEMBERSHIP_PORT',
+  'WORKER_GRPC_PORT',
+  'WORKER_MEMBERSHIP_PORT',
+  'BIND_ON_IP',
+];
+
+export async function freeTemporalPorts(): Promise<TemporalPorts> {
+  const ports = {} as Record<string, string>;
+  for (const name of TEST_ONLY_SERVER_VARIABLES.filter((n) => n.endsWith('_PORT')))
+    ports[name] = String(await freePort());
+  return ports as unknown as TemporalPorts;
+}
+
+export interface TemporalDatabases {
+  DBNAME: string;
+  VISIBILITY_DBNAME: string;
+}
+
+/** temporal-sql-tool's connection (deploy/temporal-schema.sh), as compose's temporal-schema service sets it. */
+export const schemaEnvironment = (pg: PostgresServer, databases: TemporalDatabases): Record<string, string> => ({
+  SQL_PLUGIN: 'postgres12',
+  SQL_HOST: pg.host,
+  SQL_PORT: pg.port,
+  SQL_USER: pg.user,
+  SQL_PASSWORD: pg.password,
+  ...databases,
+});
+
+/** The server's environment, read by its embedded config template exactly as in the temporalio/server image. */
+export const temporalServerEnvironment = (
+  pg: PostgresServer,
+  databases: TemporalDatabases,
+  certs: Certificates,
+  ports: TemporalPorts,
+): Record<string, string> => ({
+  DB: 'postgres12',
+  DB_PORT: pg.port,
+  POSTGRES_SEEDS: pg.host,
+  POSTGRES_USER: pg.user,
+  POSTGRES_PWD: pg.password,
+  ...databases,
+  DYNAMIC_CONFIG_FILE_PATH: DYNAMIC_CONFIG_FILE,
+  LOG_LEVEL: 'warn',
+  // mTLS everywhere: internode traffic and the frontend present the server certificate and require a client
+  // certificate signed by the CA.
+  TEMPORAL_TLS_REQUIRE_CLIENT_AUTH: 'true',
+  TEMPORAL_TLS_SERVER_CA_CERT: certs.ca,
+  TEMPORAL_TLS_SERVER_CERT: certs.of('temporal').cert,
+  TEMPORAL_TLS_SERVER_KEY: certs.of('temporal').key,
+  TEMPORAL_TLS_INTERNODE_SERVER_NAME: 'temporal',
+  TEMPORAL_TLS_FRONTEND_CERT: certs.of('temporal').cert,
+  TEMPORAL_TLS_FRONTEND_KEY: certs.of('temporal').key,
+  TEMPORAL_TLS_CLIENT1_CA_CERT: certs.ca,
+  TEMPORAL_TLS_CLIENT2_CA_CERT: certs.ca,
+  TEMPORAL_TLS_FRONTEND_SERVER_NAME: 'temporal',
+  BIND_ON_IP: '127.0.0.1',
+  ...ports,
+});
+
+/** The Temporal CLI's connection (deploy/temporal-namespace.sh), as compose's temporal-init service sets it. */
+export const adminToolsEnvironment = (address: string, certs: Certificates, name = 'admin-tools') => ({
+  TEMPORAL_ADDRESS: address,
+  TEMPORAL_NAMESPACE: 'default',
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: certs.ca,
+  TEMPORAL_TLS_CLIENT_CERT_PATH: certs.of(name).cert,
+  TEMPORAL_TLS_CLIENT_KEY_PATH: certs.of(name).key,
+  TEMPORAL_TLS_SERVER_NAME: 'temporal',
+});
+
+export interface AppSettings {
+  databaseUrl: string;
+  temporalAddress: string;
+  certs: Certificates;
+  webhookSecretKeys: string;
+  payloadEncryptionKeys: string;
+  /** The CA that signed the receivers' certificates, trusted through NODE_EXTRA_CA_CERTS. */
+  extraCaCerts: string;
+}
+
+/** What API and worker share (compose's x-app-environment). */
+export const appEnvironment = (s: AppSettings): Record<string, string> => ({
+  NODE_ENV: 'production',
+  LOG_LEVEL: 'info',
+  DATABASE_URL: s.databaseUrl,
+  TEMPORAL_ADDRESS: s.temporalAddress,
+  TEMPORAL_NAMESPACE: 'default',
+  TEMPORAL_TASK_QUEUE: 'webhooks',
+  TEMPORAL_TLS_CA_PATH: s.certs.ca,
+  TEMPORAL_TLS_CERT_PATH: s.certs.of('webhooks').cert,
+  TEMPORAL_TLS_KEY_PATH: s.certs.of('webhooks').key,
+  TEMPORAL_TLS_SERVER_NAME: 'temporal',
+  WEBHOOK_SECRET_KEYS: s.webhookSecretKeys,
+  PAYLOAD_ENCRYPTION_KEYS: s.payloadEncryptionKeys,
+  NODE_EXTRA_CA_CERTS: s.extraCaCerts,
+});
+
+export interface ApiSettings {
+  port: number;
+  jwksUri: string;
+  issuer: string;
+  audience: string;
+  metricsToken: string;
+}
+export const apiEnvironment = (s: AppSettings, api: ApiSettings): Record<string, string> => ({
+  ...appEnvironment(s),
+  PORT: String(api.port),
+  JWT_JWKS_URI: api.jwksUri,
+  JWT_ISSUER: api.issuer,
+  JWT_AUDIENCE: api.audience,
+  METRICS_TOKEN: api.metricsToken,
+  // Receivers here listen on 127.0.0.1; in production this stays false.
+  ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+});
+export const workerEnvironment = (s: AppSettings): Record<string, string> => ({
+  ...appEnvironment(s),
+  ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+  // A short retry schedule, so the scenarios that interrupt attempts finish in seconds.
+  DELIVERY_INITIAL_INTERVAL_MS: '200',
+  DELIVERY_MAX_INTERVAL_MS: '1000',
+  WORKER_SHUTDOWN_GRACE_MS: '5000',
+});
+/** Variables the test sets that compose leaves at their defaults, with why. */
+export const TEST_ONLY_APP_VARIABLES = [
+  'LOG_LEVEL', // compose: ${LOG_LEVEL:-info}; the test reads the start-up lines
+  'DELIVERY_INITIAL_INTERVAL_MS',
+  'DELIVERY_MAX_INTERVAL_MS',
+  'WORKER_SHUTDOWN_GRACE_MS',
+];
+
+const until = async (condition: () => boolean | Promise<boolean>, what: string, timeoutMs: number) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+};
+
+/** One process of the topology: started, stopped, restarted with another environment. */
+export class ServiceProcess {
+  process: WorkerProcess | undefined;
+  constructor(
+    readonly name: string,
+    private readonly command: string,
+    private readonly args: string[],
+    public env: Record<string, string>,
+    private readonly ready: (output: string) => boolean,
+  ) {}
+
+  async start(timeoutMs = 60_000): Promise<void> {
+    const started = spawnProcess(this.command, this.args, this.env);
+    this.process = started;
+    await until(
+      () => {
+        if (started.child.exitCode !== null) assert.fail(`${this.name} exited: ${started.output()}`);
+        return this.ready(started.output());
+      },
+      `${this.name} to start`,
+      timeoutMs,
+    );
+  }
+
+  /** SIGTERM and wait for the exit (graceful), or SIGKILL. */
+  async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<{ code: number | null; signal: string | null }> {
+    const running = this.process;
+    if (!running || running.child.exitCode !== null || running.child.signalCode !== null) return { code: 0, signal };
+    running.child.kill(signal);
+    return running.exited;
+  }
+
+  kill(): Promise<void> {
+    return killWorker(this.process);
+  }
+
+  output(): string {
+    return this.process?.output() ?? '';
+  }
+}
+
+export const apiProcess = (name: string, env: Record<string, string>) =>
+  new ServiceProcess(name, process.execPath, [join(root, 'dist', 'api', 'server.js')], env, (out) =>
+    out.includes('API listening'),
+  );
+export const workerProcess = (name: string, env: Record<string, string>) =>
+  new ServiceProcess(name, process.execPath, [join(root, 'dist', 'worker', 'main.js')], env, (out) =>
+    out.includes('worker started'),
+  );
+
+/** The real Temporal server on its own databases, mTLS on, namespace and search attributes registered. */
+export async function startTemporalServer(
+  serverDir: string,
+  pg: PostgresServer,
+  certs: Certificates,
+): Promise<{ address: string; process: ServiceProcess; dropDatabases(): Promise<void> }> {
+  const suffix = randomBytes(4).toString('hex');
+  const databases = { DBNAME: `temporal_prod_${suffix}`, VISIBILITY_DBNAME: `temporal_prod_${suffix}_visibility` };
+  const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
+  await run('sh', [join(root, 'deploy', 'temporal-schema.sh')], { env: sqlEnv });
+  const ports = await freeTemporalPorts();
+  const server = new ServiceProcess(
+    'temporal server',
+    join(serverDir, 'server'),
+    ['start'],
+    temporalServerEnvironment(pg, databases, certs, ports),
+    () => true,
+  );
+  await server.start();
+  const address = `127.0.0.1:${ports.FRONTEND_GRPC_PORT}`;
+  try {
+    await run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
+      env: { ...process.env, ...adminToolsEnvironment(address, certs), TEMPORAL_CLI: temporalCli() },
+      timeout: 120_000,
+    });
+  } catch (error) {
+    throw new Error(`Temporal did not come up: ${(error as Error).message}\n${server.output()}`);
+  }
+  return {
+    address,
+    process: server,
+    async dropDatabases() {
+      for (const db of Object.values(databases))
+        await run(join(serverDir, 'sql'), ['--db', db, 'drop-database', '--force'], { env: sqlEnv }).catch(
+          () => undefined,
+        );
+    },
+  };
+}
+
+export const temporalCli = () => process.env.TEMPORAL_CLI_PATH ?? 'temporal';
