@@ -368,13 +368,57 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       ['?limit=101', 'limit must be an integer from 1 to 100'],
       ['?status=lost', 'status must be one of pending, delivered, failed, skipped'],
       ['?type=FALL', 'type must be one of FALL_DETECTION, VITAL_THRESHOLD, TEST'],
-      ['?since=yesterday', 'since must be an ISO 8601 date-time'],
+      ['?since=yesterday', 'since must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z'],
       ['?cursor=bm90LWEtY3Vyc29y', 'cursor is not one this API returned'],
     ] as const) {
       const reply = await list(p, query);
       assert.equal(reply.status, 400, query);
       assert.match(reply.contentType, /^application\/problem\+json/);
       assert.equal(reply.body.detail, `The query is invalid: ${problem}`);
+    }
+  });
+
+  it('pages without skipping or repeating deliveries created in the same millisecond or microsecond', async () => {
+    const p = await project('alice');
+    // Microseconds as PostgreSQL keeps them: a JS Date (milliseconds) cannot tell most of these apart.
+    const times = [
+      '2026-01-01T00:00:00.123999Z',
+      '2026-01-01T00:00:00.123500Z',
+      '2026-01-01T00:00:00.123500Z',
+      '2026-01-01T00:00:00.123500Z',
+      '2026-01-01T00:00:00.123001Z',
+      '2026-01-01T00:00:00.123000Z',
+      '2026-01-01T00:00:00.123000Z',
+      '2026-01-01T00:00:00.122999Z',
+    ];
+    const newestFirst: string[] = [];
+    for (const [i, time] of times.entries()) {
+      // Ids descend with the time, so each id is where the (created_at, id) order puts it.
+      const id = `same-ms-${p}-${String(9 - i)}`;
+      await store.upsertDelivery(
+        fx.database.db,
+        { id, projectId: p, type: 'FALL_DETECTION', workflowId: id },
+        'failed',
+      );
+      await fx.database
+        .db('deliveries')
+        .where({ id })
+        .update({ created_at: fx.database.db.raw('?::timestamptz', [time]) });
+      newestFirst.push(id);
+    }
+    for (const limit of [1, 2, 3]) {
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const reply: Reply<{ items: Item[]; nextCursor: string | null }> = await list(
+          p,
+          `?limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`,
+        );
+        assert.equal(reply.status, 200);
+        seen.push(...reply.body.items.map((item) => item.id));
+        cursor = reply.body.nextCursor;
+      } while (cursor && seen.length <= times.length);
+      assert.deepEqual(seen, newestFirst, `pages of ${limit}`);
     }
   });
 
