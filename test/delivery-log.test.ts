@@ -110,7 +110,10 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
 
   /** A real worker with the real activities on this test's queue, alerts going to the alert receiver. */
   async function withWorker<T>(work: () => Promise<T>, config = givingUp, alertAfterMs = 600_000): Promise<T> {
-    const http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
+    const http = createWebhookHttpClient({
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+    });
     const worker = await Worker.create({
       connection: fx.env.nativeConnection,
       dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
@@ -420,6 +423,35 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       } while (cursor && seen.length <= times.length);
       assert.deepEqual(seen, newestFirst, `pages of ${limit}`);
     }
+  });
+
+  it('an SSRF refusal is logged and shown as the category of address, never the address it resolved to', async () => {
+    const p = await project('alice');
+    // A name, not a literal: the resolved address (127.0.0.1 or ::1) appears only if the refusal leaks it.
+    await fx.registrations.register(p, `http://localhost:${fx.receiver.port}/hook`, ['FALL_DETECTION']);
+    const id = await withWorker(() => deliver(fallEvent(p)), { ...givingUp, ALLOW_PRIVATE_WEBHOOK_URLS: false });
+    assert.equal(fx.receiver.requests.length, 0, 'nothing was sent');
+
+    const refusal =
+      'Refused to deliver: the webhook URL leads to a loopback address, which webhook receivers may not use ' +
+      '(set ALLOW_PRIVATE_WEBHOOK_URLS=true for local development)';
+    const logged = await detail(p, id);
+    assert.equal(logged.body.status, 'failed');
+    assert.equal(logged.body.lastError, refusal);
+    assert.deepEqual(
+      logged.body.attemptLog!.map((a) => a.errorCode),
+      ['ERR_WEBHOOK_TARGET_FORBIDDEN'],
+    );
+    const health = await call('GET', `/webhooks/project/${p}/health`, { user: 'alice' });
+    assert.equal(health.body.state, 'failing');
+    assert.equal(health.body.lastError, refusal);
+    const stored = JSON.stringify([
+      await fx.database.db('deliveries').where({ project_id: p }),
+      await fx.database.db('delivery_attempts').where({ delivery_id: id }),
+      await fx.database.db('endpoint_health').where({ project_id: p }),
+    ]);
+    for (const text of [logged.text, health.text, (await list(p)).text, stored])
+      assert.doesNotMatch(text, /127\.0\.0\.1|::1\b|::ffff/, text);
   });
 
   it('BOLA: a member of another project gets 403 on every route and never sees another project’s ids', async () => {
