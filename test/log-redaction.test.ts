@@ -44,6 +44,15 @@ const nested = (leaf: Record<string, unknown>) =>
     .array(fc.oneof(fc.constantFrom(...HARMLESS_KEYS), fc.constant('[]')), { maxLength: 14 })
     .map((path) => path.reduceRight<unknown>((inner, step) => (step === '[]' ? [inner] : { [step]: inner }), leaf));
 
+/** The property names a schema declares at any depth, read here on their own so a new payload field is tested too. */
+function schemaPropertyNames(schema: unknown): string[] {
+  const { properties = {}, items } = schema as { properties?: Record<string, unknown>; items?: unknown };
+  return [
+    ...Object.entries(properties).flatMap(([key, value]) => [key, ...schemaPropertyNames(value)]),
+    ...(items ? schemaPropertyNames(items) : []),
+  ];
+}
+
 describe('log redaction at any depth (property)', () => {
   it('no logger call leaks a personal field, however deep and however passed (object, child, error)', () => {
     fc.assert(
@@ -72,18 +81,7 @@ describe('log redaction at any depth (property)', () => {
     );
   });
 
-  /** The property names the event schemas declare, read here on their own so a new payload field is tested too. */
-  const payloadFields = [
-    ...new Set(
-      Object.values(eventSchemas).flatMap(function names(schema: unknown): string[] {
-        const { properties = {}, items } = schema as { properties?: Record<string, unknown>; items?: unknown };
-        return [
-          ...Object.entries(properties).flatMap(([key, value]) => [key, ...names(value)]),
-          ...(items ? names(items) : []),
-        ];
-      }),
-    ),
-  ];
+  const payloadFields = [...new Set(Object.values(eventSchemas).flatMap(schemaPropertyNames))];
 
   it('covers every payload field of the event schemas, body and userUUID, however deep and however passed', () => {
     for (const field of ['userUUID', 'reasons', 'happenedAt', 'triggeredVitals', 'vital_id', 'reason', 'test'])
