@@ -212,7 +212,7 @@ function unreachableFailure(
   timeoutMs: number,
 ): ApplicationFailure {
   if (error instanceof ForbiddenTargetError) {
-    log.error({ host: url.host, range: error.range, durationMs }, 'webhook target refused by the SSRF guard');
+    log.error({ host: url.host, category: error.category, durationMs }, 'webhook target refused by the SSRF guard');
     return ApplicationFailure.create({
       type: FailureType.TargetForbidden,
       message: error.message,

@@ -2,18 +2,40 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'nod
 import ipaddr from 'ipaddr.js';
 import { buildConnector } from 'undici';
 
-/** Raised when a webhook URL resolves to, or connects to, an address a receiver may not live at. */
+/** ipaddr.js range names in words; any other non-unicast range (6to4, Teredo, benchmarking, …) is "reserved". */
+const RANGE_WORDS: Record<string, string> = {
+  private: 'private',
+  loopback: 'loopback',
+  linkLocal: 'link-local',
+  uniqueLocal: 'unique-local',
+  carrierGradeNat: 'carrier-grade NAT',
+  multicast: 'multicast',
+  broadcast: 'broadcast',
+  unspecified: 'unspecified',
+  unparseable: 'unparseable',
+};
+
+/** The kind of address a refusal names, e.g. "link-local address": never the address itself. */
+export const targetCategory = (range: string): string => `${RANGE_WORDS[range] ?? 'reserved'} address`;
+
+/**
+ * Raised when a webhook URL resolves to, or connects to, an address a receiver may not live at. The message, which
+ * the delivery log and the endpoint's health show to members, names the category of address, never the address.
+ */
 export class ForbiddenTargetError extends Error {
   override name = 'ForbiddenTargetError';
   readonly code = 'ERR_WEBHOOK_TARGET_FORBIDDEN';
+  readonly category: string;
   constructor(
     readonly address: string,
     readonly range: string,
   ) {
+    const category = targetCategory(range);
     super(
-      `Refused to deliver to ${address}: ${range} addresses are not allowed as webhook receivers ` +
+      `Refused to deliver: the webhook URL leads to a ${category}, which webhook receivers may not use ` +
         '(set ALLOW_PRIVATE_WEBHOOK_URLS=true for local development)',
     );
+    this.category = category;
   }
 }
 

@@ -1,11 +1,11 @@
 import type { Knex } from 'knex';
 import * as store from '../db';
-import { WEBHOOK_TYPES } from '../common/contract';
+import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES } from '../common/contract';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
 import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import type { SendLimiter } from './test-limits';
-import { validateRecoverBody } from './delivery-schemas';
+import { dateTimeProblem, validateRecoverBody } from './delivery-schemas';
 
 export interface DeliveryDeps {
   db: Knex;
@@ -102,27 +102,34 @@ const attemptView = (row: store.DeliveryAttemptRow): AttemptView => ({
   durationMs: row.durationMs,
 });
 
-/** The cursor is opaque to callers: the last item's creation time and id, base64url-encoded. */
-const encodeCursor = (row: store.DeliveryRow) =>
-  Buffer.from(JSON.stringify([row.createdAt.getTime(), row.id])).toString('base64url');
+/** The cursor is opaque to callers: the last item's position (creation time to the microsecond, id), base64url JSON. */
+const encodeCursor = (position: store.DeliveryPosition) =>
+  Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
 
-function decodeCursor(cursor: string): { createdAt: Date; id: string } | undefined {
+/** Longer than any cursor this API writes (a 300-character id and a time). */
+const MAX_CURSOR_LENGTH = 512;
+
+/** The position a cursor names, or undefined for anything this API did not write (a time it cannot hold, a bad id). */
+function decodeCursor(cursor: string): store.DeliveryPosition | undefined {
+  if (cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
+  let value: unknown;
   try {
-    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (!Array.isArray(value) || value.length !== 2) return undefined;
-    const [ms, id] = value as unknown[];
-    if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || typeof id !== 'string') return undefined;
-    return { createdAt: new Date(ms), id };
+    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
     return undefined;
   }
+  if (!Array.isArray(value) || value.length !== 2) return undefined;
+  const [createdAt, id] = value as unknown[];
+  if (typeof createdAt !== 'string' || !store.isPositionTime(createdAt)) return undefined;
+  if (typeof id !== 'string' || !WEBHOOK_ID_PATTERN.test(id)) return undefined;
+  return { createdAt, id };
 }
 
 function parseTime(name: string, value: string | undefined, problems: string[]): Date | undefined {
   if (value === undefined) return undefined;
-  const time = /^\d{4}-\d{2}-\d{2}T/.test(value) ? new Date(value) : new Date(NaN);
-  if (Number.isNaN(time.getTime())) problems.push(`${name} must be an ISO 8601 date-time`);
-  return time;
+  const problem = dateTimeProblem(value);
+  if (problem) problems.push(`${name} ${problem}`);
+  return problem ? undefined : new Date(value);
 }
 
 /** Reads the list's query string; every problem is named in one 400. */
@@ -170,7 +177,10 @@ export async function listDeliveries(
   const rows = await store.listDeliveries(deps.db, projectId, filter);
   const page = rows.slice(0, filter.limit);
   const last = page.at(-1);
-  return { items: page.map(view), nextCursor: rows.length > filter.limit && last ? encodeCursor(last) : null };
+  return {
+    items: page.map(view),
+    nextCursor: rows.length > filter.limit && last ? encodeCursor(last.position) : null,
+  };
 }
 
 export async function getDelivery(

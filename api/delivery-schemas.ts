@@ -22,6 +22,17 @@ export interface RecoverBody {
 const ajv = new Ajv({ allErrors: true, strict: true });
 addFormats(ajv, ['date-time']);
 const validate = ajv.compile(recoverBodySchema);
+const isDateTime = ajv.compile({ type: 'string', format: 'date-time' });
+
+/**
+ * Why a time in a query or body cannot be used, or undefined: it must be an RFC 3339 date-time, and not a leap
+ * second, which RFC 3339 allows but neither JavaScript nor PostgreSQL can hold as written.
+ */
+export function dateTimeProblem(value: string): string | undefined {
+  if (!isDateTime(value)) return 'must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z';
+  if (Number.isNaN(Date.parse(value))) return 'is a leap second (:60), which this API cannot take: use :59';
+  return undefined;
+}
 
 /** The recover window, or InvalidRequestError naming every problem. */
 export function validateRecoverBody(body: unknown): RecoverBody {
@@ -37,6 +48,12 @@ export function validateRecoverBody(body: unknown): RecoverBody {
     );
   }
   const window = body as RecoverBody;
+  const times = (['since', 'until'] as const).filter((name) => window[name] !== undefined);
+  const problems = times.flatMap((name) => {
+    const detail = dateTimeProblem(window[name]!);
+    return detail ? [{ pointer: `/${name}`, detail }] : [];
+  });
+  if (problems.length > 0) throw new InvalidRequestError(problems);
   if (window.until !== undefined && Date.parse(window.until) <= Date.parse(window.since))
     throw new InvalidRequestError([{ pointer: '/until', detail: 'must be later than since' }]);
   return window;

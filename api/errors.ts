@@ -168,7 +168,7 @@ export function problemDetails(logger: Logger): Middleware {
           body = known;
           // Why a token failed (expired, bad signature, wrong algorithm) helps operators; the token never logs. Other
           // library messages are not logged: a JSON parse error quotes the body, which may carry personal data.
-          log.info({ status: body.status, reason: err.originalError?.message }, 'request refused');
+          log.info({ status: body.status, authError: err.originalError?.message }, 'request refused');
           for (const [name, value] of Object.entries(err.headers ?? {})) ctx.set(name, value);
         } else if (unavailableDependency(caught)) {
           const dependency = unavailableDependency(caught)!;

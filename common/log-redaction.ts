@@ -2,11 +2,29 @@
 // object (an event inside a failure inside a context). Every object a log line carries is copied with personal data,
 // credentials and database bound values replaced, however deep they are.
 import pino from 'pino';
+import { eventSchemas } from './contract/schemas';
 
 export const CENSOR = '[redacted]';
 
+/** Every property name an event payload schema declares, at any depth (userUUID, reasons, vital_id, reason, …). */
+function propertyNames(schema: unknown): string[] {
+  if (schema === null || typeof schema !== 'object') return [];
+  const { properties, items } = schema as { properties?: Record<string, unknown>; items?: unknown };
+  return [
+    ...Object.entries(properties ?? {}).flatMap(([name, property]) => [name, ...propertyNames(property)]),
+    ...propertyNames(items),
+  ];
+}
+
+const normalize = (key: string) => key.toLowerCase().replace(/[_-]/g, '');
+
 /** Keys whose value never reaches a log line, compared without case, `_` or `-`. */
 const SENSITIVE_KEYS = new Set([
+  // The event: its payload fields (a new field is covered as soon as its schema declares it), the wrapper's
+  // userUUID, and a request or response body that may hold either.
+  ...Object.values(eventSchemas).flatMap(propertyNames).map(normalize),
+  'useruuid',
+  'body',
   'payload',
   'payloads',
   'email',
@@ -37,7 +55,7 @@ const SENSITIVE_PARTS = /secret|token|password|passwd|authorization|cookie|apike
 const MAX_DEPTH = 32;
 
 export function isSensitiveKey(key: string): boolean {
-  const normalized = key.toLowerCase().replace(/[_-]/g, '');
+  const normalized = normalize(key);
   return SENSITIVE_KEYS.has(normalized) || SENSITIVE_PARTS.test(normalized);
 }
 

@@ -204,31 +204,62 @@ export async function markDeliveryFailed(
   });
 }
 
+/**
+ * Where a delivery stands in the log's order (newest first): its creation time as PostgreSQL keeps it, to the
+ * microsecond (a JS Date holds milliseconds, and rows created in the same millisecond would be lost between pages),
+ * and its id.
+ */
+export interface DeliveryPosition {
+  /** UTC, always `YYYY-MM-DDTHH:MM:SS.ffffffZ`. */
+  createdAt: string;
+  id: string;
+}
+
+const POSITION_TIME = /^(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(\d{3})Z$/;
+
+/** Whether text is a position time PostgreSQL reads as it was written: a real calendar time, no leap second. */
+export function isPositionTime(text: string): boolean {
+  const match = POSITION_TIME.exec(text);
+  if (!match || Number(match[1]) < 1) return false;
+  const milliseconds = `${text.slice(0, 23)}Z`;
+  const time = new Date(milliseconds);
+  return !Number.isNaN(time.getTime()) && time.toISOString() === milliseconds;
+}
+
 export interface DeliveryFilter {
   status?: DeliveryStatus;
   type?: string;
   since?: Date;
   until?: Date;
   limit: number;
-  /** Resume after this (createdAt, id), newest first. */
-  after?: { createdAt: Date; id: string };
+  /** Resume after this position, newest first. */
+  after?: DeliveryPosition;
 }
 
+/** A delivery of a listed page, with its position for a cursor. */
+export type ListedDelivery = DeliveryRow & { position: DeliveryPosition };
+
 /** A project's deliveries, newest first; one more than `limit` tells the caller another page exists. */
-export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<DeliveryRow[]> {
-  const query = db<DeliveryColumns>(DELIVERIES).where({ project_id: projectId });
+export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<ListedDelivery[]> {
+  const query = db<DeliveryColumns>(DELIVERIES)
+    .select('*', db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`))
+    .where({ project_id: projectId });
   if (filter.status) void query.where({ status: filter.status });
   if (filter.type) void query.where({ type: filter.type });
   if (filter.since) void query.where('created_at', '>=', filter.since);
   if (filter.until) void query.where('created_at', '<', filter.until);
-  if (filter.after) void query.whereRaw('(created_at, id) < (?, ?)', [filter.after.createdAt, filter.after.id]);
-  const rows = await query
+  if (filter.after)
+    void query.whereRaw('(created_at, id) < (CAST(? AS timestamptz), ?)', [filter.after.createdAt, filter.after.id]);
+  const rows = (await query
     .orderBy([
       { column: 'created_at', order: 'desc' },
       { column: 'id', order: 'desc' },
     ])
-    .limit(filter.limit + 1);
-  return rows.map(toDelivery);
+    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string })[];
+  return rows.map((columns) => ({
+    ...toDelivery(columns),
+    position: { createdAt: columns.position_time, id: columns.id },
+  }));
 }
 
 export async function findDelivery(db: Db, projectId: string, id: string): Promise<DeliveryRow | undefined> {

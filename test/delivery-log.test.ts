@@ -111,7 +111,10 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
 
   /** A real worker with the real activities on this test's queue, alerts going to the alert receiver. */
   async function withWorker<T>(work: () => Promise<T>, config = givingUp, alertAfterMs = 600_000): Promise<T> {
-    const http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
+    const http = createWebhookHttpClient({
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+    });
     const worker = await Worker.create({
       connection: fx.env.nativeConnection,
       dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
@@ -369,7 +372,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       ['?limit=101', 'limit must be an integer from 1 to 100'],
       ['?status=lost', 'status must be one of pending, delivered, failed, skipped'],
       ['?type=FALL', 'type must be one of FALL_DETECTION, VITAL_THRESHOLD, TEST'],
-      ['?since=yesterday', 'since must be an ISO 8601 date-time'],
+      ['?since=yesterday', 'since must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z'],
       ['?cursor=bm90LWEtY3Vyc29y', 'cursor is not one this API returned'],
     ] as const) {
       const reply = await list(p, query);
@@ -377,6 +380,79 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       assert.match(reply.contentType, /^application\/problem\+json/);
       assert.equal(reply.body.detail, `The query is invalid: ${problem}`);
     }
+  });
+
+  it('pages without skipping or repeating deliveries created in the same millisecond or microsecond', async () => {
+    const p = await project('alice');
+    // Microseconds as PostgreSQL keeps them: a JS Date (milliseconds) cannot tell most of these apart.
+    const times = [
+      '2026-01-01T00:00:00.123999Z',
+      '2026-01-01T00:00:00.123500Z',
+      '2026-01-01T00:00:00.123500Z',
+      '2026-01-01T00:00:00.123500Z',
+      '2026-01-01T00:00:00.123001Z',
+      '2026-01-01T00:00:00.123000Z',
+      '2026-01-01T00:00:00.123000Z',
+      '2026-01-01T00:00:00.122999Z',
+    ];
+    const newestFirst: string[] = [];
+    for (const [i, time] of times.entries()) {
+      // Ids descend with the time, so each id is where the (created_at, id) order puts it.
+      const id = `same-ms-${p}-${String(9 - i)}`;
+      await store.upsertDelivery(
+        fx.database.db,
+        { id, projectId: p, type: 'FALL_DETECTION', workflowId: id },
+        'failed',
+      );
+      await fx.database
+        .db('deliveries')
+        .where({ id })
+        .update({ created_at: fx.database.db.raw('?::timestamptz', [time]) });
+      newestFirst.push(id);
+    }
+    for (const limit of [1, 2, 3]) {
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const reply: Reply<{ items: Item[]; nextCursor: string | null }> = await list(
+          p,
+          `?limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`,
+        );
+        assert.equal(reply.status, 200);
+        seen.push(...reply.body.items.map((item) => item.id));
+        cursor = reply.body.nextCursor;
+      } while (cursor && seen.length <= times.length);
+      assert.deepEqual(seen, newestFirst, `pages of ${limit}`);
+    }
+  });
+
+  it('an SSRF refusal is logged and shown as the category of address, never the address it resolved to', async () => {
+    const p = await project('alice');
+    // A name, not a literal: the resolved address (127.0.0.1 or ::1) appears only if the refusal leaks it.
+    await fx.registrations.register(p, `http://localhost:${fx.receiver.port}/hook`, ['FALL_DETECTION']);
+    const id = await withWorker(() => deliver(fallEvent(p)), { ...givingUp, ALLOW_PRIVATE_WEBHOOK_URLS: false });
+    assert.equal(fx.receiver.requests.length, 0, 'nothing was sent');
+
+    const refusal =
+      'Refused to deliver: the webhook URL leads to a loopback address, which webhook receivers may not use ' +
+      '(set ALLOW_PRIVATE_WEBHOOK_URLS=true for local development)';
+    const logged = await detail(p, id);
+    assert.equal(logged.body.status, 'failed');
+    assert.equal(logged.body.lastError, refusal);
+    assert.deepEqual(
+      logged.body.attemptLog!.map((a) => a.errorCode),
+      ['ERR_WEBHOOK_TARGET_FORBIDDEN'],
+    );
+    const health = await call('GET', `/webhooks/project/${p}/health`, { user: 'alice' });
+    assert.equal(health.body.state, 'failing');
+    assert.equal(health.body.lastError, refusal);
+    const stored = JSON.stringify([
+      await fx.database.db('deliveries').where({ project_id: p }),
+      await fx.database.db('delivery_attempts').where({ delivery_id: id }),
+      await fx.database.db('endpoint_health').where({ project_id: p }),
+    ]);
+    for (const text of [logged.text, health.text, (await list(p)).text, stored])
+      assert.doesNotMatch(text, /127\.0\.0\.1|::1\b|::ffff/, text);
   });
 
   it('BOLA: a member of another project gets 403 on every route and never sees another project’s ids', async () => {

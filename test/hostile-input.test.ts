@@ -303,6 +303,98 @@ describe('hostile input: every route answers 4xx problem+json, never 5xx', () =>
     assert.ok(waited >= limits.HTTP_REQUEST_TIMEOUT_MS - 50, `cut off after ${waited} ms`);
   });
 
+  const cursorOf = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const deliveries = (query: string) => call('GET', `/webhooks/project/${projectId}/deliveries?${query}`);
+
+  it('answers a crafted cursor (a time past any date, NUL or non-ASCII in the id, the wrong shape) with 400', async () => {
+    const crafted = [
+      cursorOf([9007199254740991, 'x']),
+      cursorOf([Date.now(), 'x']),
+      cursorOf(['275760-09-13T00:00:00.000001Z', 'x']),
+      cursorOf(['+275760-09-13T00:00:00.000Z', 'x']),
+      cursorOf(['9999-99-99T00:00:00.000000Z', 'x']),
+      cursorOf(['2026-02-30T00:00:00.000000Z', 'x']),
+      cursorOf(['2026-06-30T23:59:60.000000Z', 'x']),
+      cursorOf(['0000-01-01T00:00:00.000000Z', 'x']),
+      cursorOf(['2026-01-01T00:00:00.000000Z', 'x\u0000y']),
+      cursorOf(['2026-01-01T00:00:00.000000Z', 'projét']),
+      cursorOf(['2026-01-01T00:00:00.000000Z', '\ud800']),
+      cursorOf(['2026-01-01T00:00:00.000000Z', '']),
+      cursorOf(['2026-01-01T00:00:00.000000Z', 'x'.repeat(301)]),
+      cursorOf(['2026-01-01T00:00:00.000000Z', 1]),
+      cursorOf(['2026-01-01T00:00:00.000000Z']),
+      cursorOf(['2026-01-01T00:00:00.000000Z', 'x', 'y']),
+      cursorOf({ createdAt: '2026-01-01T00:00:00.000000Z', id: 'x' }),
+      cursorOf(null),
+      'not base64 at all!',
+      '%00',
+      '%C3%A9',
+      '',
+    ];
+    for (const cursor of crafted) {
+      const reply = await deliveries(`cursor=${cursor}`);
+      assert.equal(reply.status, 400, `cursor ${cursor}: ${JSON.stringify(reply.json)}`);
+      assert.equal(reply.type, PROBLEM);
+      assert.equal(reply.json.detail, 'The query is invalid: cursor is not one this API returned', cursor);
+    }
+    assert.equal((await deliveries(`cursor=${cursorOf(['2026-01-01T00:00:00.000000Z', 'x'])}`)).status, 200);
+    assert.deepEqual(errorLines, [], 'nothing was logged as an error');
+  });
+
+  it('answers a leap-second since or until, in the list query or the recover body, with 400 naming it', async () => {
+    for (const name of ['since', 'until']) {
+      const reply = await deliveries(`${name}=2026-06-30T23:59:60Z`);
+      assert.equal(reply.status, 400, name);
+      assert.equal(reply.type, PROBLEM);
+      assert.equal(
+        reply.json.detail,
+        `The query is invalid: ${name} is a leap second (:60), which this API cannot take: use :59`,
+      );
+    }
+    for (const query of ['since=2026-02-30T00:00:00Z', 'until=2026-01-01T00:00:00', 'since=2026-01-01T10:00 foo'])
+      assert.match(
+        String((await deliveries(query)).json.detail),
+        /^The query is invalid: (since|until) must be an ISO 8601 date-time with a time zone/,
+        query,
+      );
+    for (const body of [
+      { since: '2026-06-30T23:59:60Z' },
+      { since: '2026-01-01T00:00:00Z', until: '2026-06-30T23:59:60Z' },
+    ]) {
+      const reply = await call('POST', `/webhooks/project/${projectId}/deliveries/recover`, JSON.stringify(body));
+      assert.equal(reply.status, 400, JSON.stringify(body));
+      assert.equal(reply.type, PROBLEM);
+      assert.match(String(reply.json.detail), /^The request body is invalid: \/(since|until) is a leap second/);
+    }
+    assert.deepEqual(errorLines, [], 'nothing was logged as an error');
+  });
+
+  it('answers any cursor string, and any base64url of any JSON, with 200 or 400 (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          hostileString.map((text) => Buffer.from(text)),
+          fc.uint8Array({ maxLength: 60 }).map((bytes) => Buffer.from(bytes)),
+          fc.jsonValue().map(cursorOf),
+          fc
+            .tuple(fc.oneof(fc.double(), fc.integer(), fc.string(), fc.date().map(String)), hostileString)
+            .map(cursorOf),
+        ),
+        async (cursor) => {
+          // Every byte percent-encoded: invalid UTF-8 and lone surrogates reach the API as they are.
+          const bytes = typeof cursor === 'string' ? Buffer.from(cursor) : cursor;
+          const reply = await deliveries(
+            `cursor=${[...bytes].map((byte) => `%${byte.toString(16).padStart(2, '0')}`).join('')}`,
+          );
+          assert.ok(reply.status === 200 || reply.status === 400, `${reply.status} for ${JSON.stringify(cursor)}`);
+          if (reply.status === 400) assert.equal(reply.type, PROBLEM);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    assert.deepEqual(errorLines, [], 'no request failed with a logged error');
+  });
+
   it('logs a database error with its SQLSTATE and table, never the SQL text or the values', async () => {
     const secret = `secret-value-${randomUUID()}`;
     const error = await t

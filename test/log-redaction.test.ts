@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import fc from 'fast-check';
+import { eventSchemas } from '../common/contract';
 import { createLogger } from '../common/logger';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 
@@ -43,6 +44,15 @@ const nested = (leaf: Record<string, unknown>) =>
     .array(fc.oneof(fc.constantFrom(...HARMLESS_KEYS), fc.constant('[]')), { maxLength: 14 })
     .map((path) => path.reduceRight<unknown>((inner, step) => (step === '[]' ? [inner] : { [step]: inner }), leaf));
 
+/** The property names a schema declares at any depth, read here on their own so a new payload field is tested too. */
+function schemaPropertyNames(schema: unknown): string[] {
+  const { properties = {}, items } = schema as { properties?: Record<string, unknown>; items?: unknown };
+  return [
+    ...Object.entries(properties).flatMap(([key, value]) => [key, ...schemaPropertyNames(value)]),
+    ...(items ? schemaPropertyNames(items) : []),
+  ];
+}
+
 describe('log redaction at any depth (property)', () => {
   it('no logger call leaks a personal field, however deep and however passed (object, child, error)', () => {
     fc.assert(
@@ -69,6 +79,63 @@ describe('log redaction at any depth (property)', () => {
       ),
       { numRuns: 400 },
     );
+  });
+
+  const payloadFields = [...new Set(Object.values(eventSchemas).flatMap(schemaPropertyNames))];
+
+  it('covers every payload field of the event schemas, body and userUUID, however deep and however passed', () => {
+    for (const field of ['userUUID', 'reasons', 'happenedAt', 'triggeredVitals', 'vital_id', 'reason', 'test'])
+      assert.ok(payloadFields.includes(field), `the schemas declare ${field}`);
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...payloadFields, 'body', 'userUUID', 'user_uuid', 'Body'),
+        marker,
+        fc.constantFrom('object', 'child', 'error-field', 'nested-error'),
+        fc.oneof(fc.constant('string'), fc.constant('array'), fc.constant('object')),
+        (key, secretValue, style, shape) => {
+          const leafValue = shape === 'string' ? secretValue : shape === 'array' ? [secretValue] : { v: secretValue };
+          const { logger, raw } = memoryLogger();
+          const sample = fc.sample(nested({ [key]: leafValue }), { numRuns: 1 })[0];
+          const wrapped = Array.isArray(sample) ? { context: sample } : (sample as object);
+          if (style === 'object') logger.info(wrapped, 'event');
+          else if (style === 'child') logger.child(wrapped).warn('event');
+          else if (style === 'error-field') logger.error({ err: Object.assign(new Error('boom'), wrapped) }, 'failed');
+          else logger.error({ failure: { cause: Object.assign(new Error('boom'), wrapped) } }, 'failed');
+          assert.ok(!raw.join('').includes(secretValue), `${key} leaked (${style}): ${raw.join('')}`);
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('a whole FALL_DETECTION and VITAL_THRESHOLD event, and a body holding one, show none of their values', () => {
+    const { logger, raw } = memoryLogger();
+    const fall = {
+      userUUID: 'b5a0e3a2-0000-4000-8000-00000000fa11',
+      reasons: ['MARK-reason-slipped'],
+      happenedAt: '1999-09-09T09:09:09.999Z',
+      email: 'mark-grace@example.com',
+      firstName: 'MARK-Grace',
+      lastName: 'MARK-Hopper',
+    };
+    const vital = {
+      userUUID: fall.userUUID,
+      email: fall.email,
+      firstName: fall.firstName,
+      lastName: fall.lastName,
+      triggeredVitals: [
+        { vitalType: 'glucose', badValue: 987.654, thresholdValue: 123.456, vital_id: 'MARK-vital', reason: 'high' },
+      ],
+    };
+    // Spread into a context, not under `payload`: every field on its own must be redacted.
+    logger.info({ projectId: 'p1', context: { event: { ...fall } } }, 'fall');
+    logger.warn({ projectId: 'p1', attempt: { input: { data: [{ ...vital }] } } }, 'vital');
+    logger.child({ delivery: { ...vital.triggeredVitals[0] } }).info('child');
+    logger.error({ response: { body: JSON.stringify(fall) }, request: { body: Buffer.from('MARK-raw') } }, 'body');
+    const lines = raw.join('');
+    for (const value of [fall.userUUID, 'MARK', '1999-09-09', 'glucose', '987.654', '123.456', '"high"'])
+      assert.ok(!lines.includes(value), `${value} leaked: ${lines}`);
+    assert.equal(lines.match(/"projectId":"p1"/g)?.length, 2, 'harmless fields stay');
   });
 
   it('keeps harmless fields at any depth (the redaction is not a blanket)', () => {

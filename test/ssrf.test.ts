@@ -35,6 +35,26 @@ describe('SSRF guard', () => {
       assert.equal(forbiddenRange(address), undefined, `${address} is public`);
   });
 
+  it('names the category of a refused address, never the address', () => {
+    for (const [address, category] of [
+      ['10.1.2.3', 'private address'],
+      ['127.0.0.1', 'loopback address'],
+      ['::1', 'loopback address'],
+      ['169.254.169.254', 'link-local address'],
+      ['::ffff:169.254.169.254', 'link-local address'],
+      ['100.100.100.200', 'carrier-grade NAT address'],
+      ['fd00:ec2::254', 'unique-local address'],
+      ['224.0.0.1', 'multicast address'],
+      ['0.0.0.0', 'unspecified address'],
+      ['2002:a00:1::', 'reserved address'],
+    ] as const) {
+      const error = new ForbiddenTargetError(address, forbiddenRange(address)!);
+      assert.equal(error.category, category, address);
+      assert.ok(error.message.includes(`leads to a ${category}`), error.message);
+      assert.ok(!error.message.includes(address), `${address} is not in: ${error.message}`);
+    }
+  });
+
   describe('on the wire', () => {
     let receiver: TestReceiver;
     beforeEach(async () => (receiver = await startTestReceiver()));
@@ -58,7 +78,8 @@ describe('SSRF guard', () => {
       ]) {
         await assert.rejects(post(url, false), (error: unknown) => {
           assert.ok(error instanceof ForbiddenTargetError, `${url}: ${String(error)}`);
-          assert.match(error.message, /^Refused to deliver to .+: loopback addresses are not allowed/);
+          assert.match(error.message, /^Refused to deliver: the webhook URL leads to a loopback address/);
+          assert.doesNotMatch(error.message, /127\.0\.0\.1|::1|::ffff/, 'the message names no address');
           return true;
         });
       }
