@@ -5,3 +5,4 @@ export * from './secret-rotation';
 export * from './deliveries';
 export * from './secret-reseal';
 export * from './breakers';
+export * from './portal-sessions';

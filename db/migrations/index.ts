@@ -5,6 +5,7 @@ import * as deliveryLog from './003_delivery_log';
 import * as circuitBreaker from './004_circuit_breaker';
 import * as breakerWaiters from './005_breaker_waiters';
 import * as waiterLeases from './006_waiter_leases';
+import * as portalLinks from './008_portal_links';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -14,6 +15,7 @@ const migrations: Record<string, Knex.Migration> = {
   '004_circuit_breaker': circuitBreaker,
   '005_breaker_waiters': breakerWaiters,
   '006_waiter_leases': waiterLeases,
+  '008_portal_links': portalLinks,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
