@@ -34,4 +34,10 @@ export default tseslint.config(
       '@typescript-eslint/no-non-null-assertion': 'off',
     },
   },
+  {
+    // The portal page's script runs in the browser, outside the TypeScript project: plain JavaScript rules.
+    files: ['portal/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: { ...tseslint.configs.disableTypeChecked.languageOptions, sourceType: 'script' },
+  },
 );

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import Koa, { type Middleware } from 'koa';
 import type { Router } from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
@@ -16,6 +16,8 @@ import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
+import { createPortalTokens, type PortalTokens } from './portal-tokens';
+import { portalPageRouter, portalSessionsRouter } from './routes/portal';
 
 export interface AppDeps {
   db: Knex;
@@ -42,6 +44,8 @@ export interface AppDeps {
   codec?: CodecDeps;
   /** https-only receivers (production unless ALLOW_HTTP_WEBHOOK_URLS=true); http and https allowed when absent. */
   webhookUrlPolicy?: WebhookUrlPolicy;
+  /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL and PORTAL_FRAME_ANCESTORS. */
+  portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[] };
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -90,18 +94,33 @@ export function createApp(deps: AppDeps): Koa {
   const deliveries = deliveriesRouter({ ...deps, sendLimiter });
   const metrics = metricsRouter(deps);
   const codec = deps.codec && codecRouter(deps.codec);
+  const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);
+  const portalPage = portalPageRouter(deps.portal);
+  const portalSessions = portalSessionsRouter({ db: deps.db, portalTokens, publicBaseUrl: deps.portal?.publicBaseUrl });
   // The Temporal UI's CORS preflight for /codec is answered before the 405/OPTIONS rule and before auth.
   if (deps.codec) app.use(codecCors(deps.codec));
-  app.use(allowedMethods([...(deps.publicRoutes ?? []), metrics, webhooks, deliveries, ...(codec ? [codec] : [])]));
+  app.use(
+    allowedMethods([
+      ...(deps.publicRoutes ?? []),
+      metrics,
+      portalPage,
+      webhooks,
+      deliveries,
+      portalSessions,
+      ...(codec ? [codec] : []),
+    ]),
+  );
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(metrics.routes());
-  app.use(authenticate(deps.auth));
+  app.use(portalPage.routes());
+  app.use(authenticate(deps.auth, portalTokens));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before
   // authentication; the routers' own would answer 501 to a TRACE on an unknown path, which is a 404.
   app.use(webhooks.routes());
   app.use(deliveries.routes());
+  app.use(portalSessions.routes());
   if (codec) app.use(codec.routes());
 
   // Only errors thrown outside the problem-details middleware land here.

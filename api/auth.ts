@@ -1,9 +1,12 @@
 import { createSecretKey } from 'node:crypto';
-import type { Middleware, Next } from 'koa';
+import type { Middleware, Next, ParameterizedContext } from 'koa';
+import type { Knex } from 'knex';
 import koaJwt from 'koa-jwt';
 import { koaJwtSecret } from 'jwks-rsa';
 import type { Config } from '../common/config';
-import { UnauthorizedError } from './errors';
+import { ApiError, UnauthorizedError } from './errors';
+import { portalLinkGeneration } from '../db/portal-sessions';
+import { isPortalToken, type PortalCapability, type PortalGrant, type PortalTokens } from './portal-tokens';
 
 interface Claims {
   /** Checked when set. */
@@ -50,8 +53,12 @@ export interface Caller {
   iat?: number;
 }
 
-/** Verifies `Authorization: Bearer <JWT>`, requires `sub` and `exp`, and leaves the claims in ctx.state.user. */
-export function authenticate(options: AuthOptions): Middleware {
+/**
+ * Verifies `Authorization: Bearer <JWT>`, requires `sub` and `exp`, and leaves the claims in ctx.state.user. A portal
+ * link's token (given `portal`) is verified with the portal's keys and left in ctx.state.portal instead: it names no
+ * user until a route's guard (portalGuard) has checked the route takes it.
+ */
+export function authenticate(options: AuthOptions, portal?: PortalTokens): Middleware {
   const verify = koaJwt({
     secret:
       options.mode === 'secret'
@@ -78,9 +85,52 @@ export function authenticate(options: AuthOptions): Middleware {
     await next();
   };
   return async (ctx, next) => {
+    const bearer = /^Bearer (\S+)$/i.exec(ctx.get('Authorization'))?.[1];
+    if (portal && bearer !== undefined && isPortalToken(bearer)) {
+      ctx.state.portal = portal.verify(bearer);
+      await next();
+      return;
+    }
     await verify(ctx, () => requireClaims(ctx.state, next));
   };
 }
 
-/** The user id of the authenticated caller. */
-export const callerId = (state: { user?: unknown }): string => (state.user as Caller).sub;
+class PortalForbiddenError extends ApiError {
+  constructor(detail: string) {
+    super(403, detail);
+  }
+}
+
+type GuardContext = ParameterizedContext<{ user?: unknown; portal?: PortalGrant }, { params?: Record<string, string> }>;
+
+/**
+ * The route guard that lets a portal link's token through: on its own project only, for a route its capabilities
+ * allow, while its link generation is the project's. The request then acts as the member who made the link (the
+ * handlers' membership check still applies to them). A route without the guard refuses portal tokens (callerId).
+ */
+export function portalGuard(db: Knex) {
+  return (
+      capability: PortalCapability,
+      projectOf: (ctx: GuardContext) => unknown = (ctx) => ctx.params?.projectId,
+    ): Middleware<{ user?: unknown; portal?: PortalGrant }> =>
+    async (ctx, next) => {
+      const grant = ctx.state.portal;
+      if (grant) {
+        if (projectOf(ctx) !== grant.projectId)
+          throw new PortalForbiddenError('This portal link is for another project');
+        if (!grant.capabilities.includes(capability))
+          throw new PortalForbiddenError(`This portal link does not allow ${capability}: it is read-only`);
+        if ((await portalLinkGeneration(db, grant.projectId)) !== grant.generation)
+          throw new UnauthorizedError('This portal link has expired or is not valid; ask for a new one');
+        ctx.state.user = { sub: grant.createdBy, exp: grant.exp, iat: grant.iat } satisfies Caller;
+      }
+      await next();
+    };
+}
+
+/** The user id of the authenticated caller; a portal token on a route whose guard does not take it is refused. */
+export function callerId(state: { user?: unknown; portal?: unknown }): string {
+  if (state.user === undefined && state.portal !== undefined)
+    throw new PortalForbiddenError('A portal link does not give access to this route');
+  return (state.user as Caller).sub;
+}

@@ -8,6 +8,7 @@ import {
 } from './schemas';
 import { MAX_BODY } from './errors';
 import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
+import { portalPaths, portalSchemas, portalTag } from './openapi-portal';
 import { codecBodySchema } from './routes/codec';
 
 // The request bodies below are the very objects ajv compiles (./schemas, the codec route): they cannot drift apart.
@@ -198,7 +199,10 @@ const responses = {
     ...problemResponse('No bearer token, or one that is invalid or expired, or lacks sub or exp.'),
     headers: { 'WWW-Authenticate': { description: 'Always Bearer.', schema: { type: 'string', const: 'Bearer' } } },
   },
-  Forbidden: problemResponse('The caller is not a member of the project.'),
+  Forbidden: problemResponse(
+    'The caller is not a member of the project; or a portal link’s token is for another project, is read-only, ' +
+      'or does not reach this route.',
+  ),
   TooLarge: problemResponse(`The body is larger than ${MAX_BODY}.`),
   UnsupportedMediaType: problemResponse('The body is not application/json.'),
   InvalidParameter: problemResponse(
@@ -311,6 +315,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       { name: 'webhooks', description: 'Project webhook registration, management and test.' },
       { name: 'operations', description: 'Public probes and documentation; no token.' },
       { name: 'deliveries', description: 'A project’s delivery log, redelivery, recovery and endpoint health.' },
+      portalTag,
       ...(options.codec ? [codecDocument.tag] : []),
     ],
     security: [{ bearerAuth: [] }],
@@ -443,6 +448,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         },
       },
       ...deliveryPaths,
+      ...portalPaths,
       ...(options.codec && codecDocument.paths),
       '/healthz': {
         get: {
@@ -510,6 +516,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         ReadinessChecks: readinessChecksSchema,
         NotReadyProblem: notReadyProblemSchema,
         ...deliverySchemas,
+        ...portalSchemas,
         ...(options.codec && codecDocument.schemas),
       },
       responses,
@@ -518,7 +525,9 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'JWT',
-          description: 'A token of the identity provider (HS256 or JWKS); its sub is the caller, exp is required.',
+          description:
+            'A token of the identity provider (HS256 or JWKS); its sub is the caller, exp is required. Or a portal ' +
+            'link’s token, on its project’s registration, delivery, health, test and rotate routes within its capabilities.',
         },
       },
     },

@@ -113,7 +113,7 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
   return result;
 }
 
-function compileBody<T extends object>(schema: object): BodyValidator<T> {
+export function compileBody<T extends object>(schema: object): BodyValidator<T> {
   const validate: ValidateFunction = ajv.compile(schema);
   return (body, urlPolicy = { httpsOnly: false }) => {
     const errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);

@@ -19,6 +19,7 @@ import { healthRouter, readinessConnection } from './routes/health';
 import { codecCorsOrigins, operatorPolicyFromConfig } from './routes/codec';
 import { payloadCodecFromConfig } from '../common/payload-codec';
 import { webhookUrlPolicy } from '../common/webhook-url';
+import { createPortalTokens, portalSigningKeys } from './portal-tokens';
 
 /** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
 export interface StartApiDeps {
@@ -52,9 +53,10 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
     const sendTestEvent: SendTestEvent = deps.sendTestEvent ?? createTestEventSender(temporal, config);
+    const keyRing = resolveSecretKeyRing(config, logger);
     const appDeps: AppDeps = {
       db,
-      secretBox: deps.secretBox ?? createSecretBox(resolveSecretKeyRing(config, logger)),
+      secretBox: deps.secretBox ?? createSecretBox(keyRing),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,
@@ -72,6 +74,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         codec: payloadCodecFromConfig(config, logger),
         operators: operatorPolicyFromConfig(config),
         corsOrigins: codecCorsOrigins(config),
+      },
+      portal: {
+        tokens: createPortalTokens(portalSigningKeys(keyRing)),
+        publicBaseUrl: config.PUBLIC_BASE_URL,
+        frameAncestors: config.PORTAL_FRAME_ANCESTORS?.split(','),
       },
     };
     // The document is built from the same deps: it lists /codec exactly when the app mounts it.

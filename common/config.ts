@@ -103,6 +103,10 @@ export interface Config {
   CODEC_CORS_ORIGINS?: string;
   /** In production receivers must be https:// unless this is true. */
   ALLOW_HTTP_WEBHOOK_URLS: boolean;
+  /** Where customers reach the API (portal links point here); unset: the origin of the request that made the link. */
+  PUBLIC_BASE_URL?: string;
+  /** Origins (comma-separated) allowed to embed the portal page in an iframe; unset: none. */
+  PORTAL_FRAME_ANCESTORS?: string;
 }
 
 /** Defaults of the isolation settings, also used by activities created without them (tests, bench). */
@@ -209,6 +213,8 @@ const schema: JSONSchemaType<Config> = {
     OPERATOR_ROLE: optionalString,
     CODEC_CORS_ORIGINS: { type: 'string', pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$', nullable: true },
     ALLOW_HTTP_WEBHOOK_URLS: { type: 'boolean', default: false },
+    PUBLIC_BASE_URL: { type: 'string', pattern: '^https?://[^\\s?#]+$', nullable: true },
+    PORTAL_FRAME_ANCESTORS: { type: 'string', pattern: "^https?://[^,\\s;']+(,https?://[^,\\s;']+)*$", nullable: true },
   },
   required: [],
   additionalProperties: true,

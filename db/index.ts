@@ -6,3 +6,4 @@ export * from './deliveries';
 export * from './secret-reseal';
 export * from './breakers';
 export * from './send-limits';
+export * from './portal-sessions';

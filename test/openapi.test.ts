@@ -22,7 +22,14 @@ import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { bearer, hsToken, TEST_JWT_SECRET } from './support/tokens';
 
 /** The Swagger UI page and its assets: served by the app, but they are the docs' renderer, not the API. */
-const UNDOCUMENTED = new Set(['GET /docs', 'GET /docs/swagger-initializer.js', 'GET /docs/{asset}']);
+const UNDOCUMENTED = new Set([
+  'GET /docs',
+  'GET /docs/swagger-initializer.js',
+  'GET /docs/{asset}',
+  'GET /portal',
+  'GET /portal/portal.js',
+  'GET /portal/portal.css',
+]);
 
 /** What the brief and the handlers promise, per operation. */
 const EXPECTED_STATUSES: Record<string, string[]> = {
@@ -50,6 +57,8 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'POST /webhooks/project/{projectId}/deliveries/recover': ['202', '400', '401', '403', '404', '413', '415', '503'],
   'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404'],
   'GET /metrics': ['200', '401'],
+  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415'],
+  'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404'],
   'POST /codec/encode': ['200', '400', '401', '403', '413', '415'],
   'POST /codec/decode': ['200', '400', '401', '403', '413', '415'],
 };
@@ -241,10 +250,22 @@ describe('openapi: the document at /openapi.json', () => {
     async function expect(
       operation: string,
       status: number,
-      request: { path?: string; user?: string; body?: unknown; raw?: string; contentType?: string; base?: string } = {},
+      request: {
+        path?: string;
+        user?: string;
+        /** A bearer token as is (a portal link's), instead of user's. */
+        token?: string;
+        body?: unknown;
+        raw?: string;
+        contentType?: string;
+        base?: string;
+      } = {},
     ): Promise<Record<string, unknown>> {
       const [method, path] = operation.split(' ') as [string, string];
-      const headers: Record<string, string> = { ...(request.user && bearer(hsToken(request.user))) };
+      const headers: Record<string, string> = {
+        ...(request.user && bearer(hsToken(request.user))),
+        ...(request.token && bearer(request.token)),
+      };
       let body = request.raw;
       if (request.body !== undefined) body = JSON.stringify(request.body);
       if (body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
@@ -500,6 +521,38 @@ describe('openapi: the document at /openapi.json', () => {
       } finally {
         appDeps.metricsToken = undefined;
       }
+    });
+
+    it('portal sessions: 201, 204, 400, 401, 403, 404, 413, 415; a portal token’s 401 and 403', async () => {
+      const CREATE = 'POST /webhooks/project/{projectId}/portal-sessions';
+      const REVOKE = 'DELETE /webhooks/project/{projectId}/portal-sessions';
+      const p = await project('alice');
+      const path = at(CREATE.slice(5), p);
+      const link = await expect(CREATE, 201, { path, user: 'alice', body: { capabilities: ['read'] } });
+      assert.match(String(link.url), /\/portal#token=/);
+      await expect(CREATE, 201, { path, user: 'alice' });
+      await expect(CREATE, 400, { path, user: 'alice', body: { expiresInSeconds: 10 } });
+      await expect(CREATE, 401, { path });
+      await expect(CREATE, 403, { path, user: 'mallory' });
+      await expect(CREATE, 403, { path, token: String(link.token) });
+      await expect(CREATE, 404, { path: at(CREATE.slice(5), 'no-such-project'), user: 'alice' });
+      await expect(CREATE, 413, { path, user: 'alice', body: { pad: 'x'.repeat(200_000) } });
+      await expect(CREATE, 415, { path, user: 'alice', raw: 'capabilities=read', contentType: 'text/plain' });
+
+      // A read link on an action, and on another project: the shared Forbidden response.
+      const TEST_PATH = at(TEST.slice(5), p);
+      const readOnly = await expect(TEST, 403, { path: TEST_PATH, token: String(link.token) });
+      assert.match(String(readOnly.detail), /read-only/);
+      const other = await project('alice');
+      await expect(GET, 403, { path: at(GET.slice(4), other), token: String(link.token) });
+
+      await expect(REVOKE, 400, { path: at(REVOKE.slice(7), 'bad%00id'), user: 'alice' });
+      await expect(REVOKE, 401, { path });
+      await expect(REVOKE, 403, { path, user: 'mallory' });
+      await expect(REVOKE, 404, { path: at(REVOKE.slice(7), 'no-such-project'), user: 'alice' });
+      await expect(REVOKE, 204, { path, user: 'alice' });
+      const revoked = await expect(GET, 401, { path: at(GET.slice(4), p), token: String(link.token) });
+      assert.match(String(revoked.detail), /expired or is not valid/);
     });
 
     it('codec encode and decode: 200, 400, 401, 403, 413, 415', async () => {

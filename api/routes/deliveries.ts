@@ -1,5 +1,5 @@
 import { Router, type RouterContext } from '@koa/router';
-import { callerId } from '../auth';
+import { callerId, portalGuard } from '../auth';
 import { WEBHOOK_ID_PATTERN } from '../../common/contract';
 import * as deliveries from '../deliveries';
 import { InvalidParameterError } from '../errors';
@@ -36,11 +36,13 @@ export function deliveriesRouter(deps: deliveries.DeliveryDeps): Router {
     },
   };
 
+  // Portal links read the log and health, and act on deliveries when they may manage.
+  const portal = portalGuard(deps.db);
   const router = new Router({ prefix: '/webhooks/project/:projectId' });
-  router.get('/deliveries', handlers.list);
-  router.post('/deliveries/recover', handlers.recover);
-  router.get('/deliveries/:id', handlers.get);
-  router.post('/deliveries/:id/redeliver', handlers.redeliver);
-  router.get('/health', handlers.health);
+  router.get('/deliveries', portal('read'), handlers.list);
+  router.post('/deliveries/recover', portal('manage'), handlers.recover);
+  router.get('/deliveries/:id', portal('read'), handlers.get);
+  router.post('/deliveries/:id/redeliver', portal('manage'), handlers.redeliver);
+  router.get('/health', portal('read'), handlers.health);
   return router;
 }

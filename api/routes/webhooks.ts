@@ -1,5 +1,5 @@
 import { Router, type RouterContext } from '@koa/router';
-import { callerId } from '../auth';
+import { callerId, portalGuard } from '../auth';
 import * as registrations from '../registrations';
 import { projectIdParam, validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
 import type { WebhookUrlPolicy } from '../../common/webhook-url';
@@ -45,12 +45,16 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
     },
   };
 
+  // Portal links reach only the routes given a guard, and only for their capability; register and delete are members'.
+  const portal = portalGuard(deps.db);
+  const bodyProject = (ctx: { request: { body?: unknown } }) =>
+    (ctx.request.body as { projectId?: unknown })?.projectId;
   const router = new Router({ prefix: '/webhooks' });
   router.post('/register', handlers.register);
-  router.patch('/', handlers.update);
-  router.get('/project/:projectId', handlers.get);
+  router.patch('/', portal('manage', bodyProject), handlers.update);
+  router.get('/project/:projectId', portal('read'), handlers.get);
   router.delete('/project/:projectId', handlers.delete);
-  router.post('/test/project/:projectId', handlers.test);
-  router.post('/project/:projectId/secret/rotate', handlers.rotateSecret);
+  router.post('/test/project/:projectId', portal('manage'), handlers.test);
+  router.post('/project/:projectId/secret/rotate', portal('manage'), handlers.rotateSecret);
   return router;
 }

@@ -6,6 +6,7 @@ import * as circuitBreaker from './004_circuit_breaker';
 import * as breakerWaiters from './005_breaker_waiters';
 import * as waiterLeases from './006_waiter_leases';
 import * as sendLimits from './007_send_limits';
+import * as portalLinks from './008_portal_links';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -16,6 +17,7 @@ const migrations: Record<string, Knex.Migration> = {
   '005_breaker_waiters': breakerWaiters,
   '006_waiter_leases': waiterLeases,
   '007_send_limits': sendLimits,
+  '008_portal_links': portalLinks,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,89 @@
+import type { HttpMethod, OpenApiOperation } from './openapi';
+import { portalSessionBodySchema } from './portal';
+import { projectIdSchema } from './schemas';
+
+// The portal links' part of the OpenAPI document (issue 23); ./openapi spreads these into its paths and schemas.
+
+const ref = (kind: 'schemas' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+const problem = (description: string) => ({
+  description,
+  content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
+});
+
+const portalSessionSchema = {
+  type: 'object',
+  description: 'A link to the project’s portal page. Anyone holding it can use it until it expires or is revoked.',
+  properties: {
+    url: {
+      type: 'string',
+      format: 'uri',
+      description:
+        'PUBLIC_BASE_URL/portal#token=…: the token is in the fragment, which browsers never send to a server.',
+    },
+    token: {
+      type: 'string',
+      description:
+        'A bearer token for this project’s registration, delivery, health, test and rotate routes, within its capabilities.',
+    },
+    expiresAt: { type: 'string', format: 'date-time' },
+  },
+  required: ['url', 'token', 'expiresAt'],
+  additionalProperties: false,
+} as const;
+
+const projectId = {
+  name: 'projectId',
+  in: 'path',
+  required: true,
+  description: 'Identifier of the project.',
+  schema: projectIdSchema,
+} as const;
+const badPath = problem('The projectId in the path is outside the safe alphabet or length.');
+const members = {
+  '401': ref('responses', 'Unauthorized'),
+  '403': problem('The caller is not a member of the project; a portal link’s own token is refused too.'),
+  '404': problem('No project with id {id} was found.'),
+} as const;
+
+export const portalPaths: Record<string, Partial<Record<HttpMethod, OpenApiOperation>>> = {
+  '/webhooks/project/{projectId}/portal-sessions': {
+    post: {
+      operationId: 'createPortalSession',
+      summary: 'Make a link to the project’s portal page',
+      description:
+        'For members. The link’s token is signed, names the project, its capabilities and its expiry, and acts for ' +
+        'the member who made it: it stops working when they leave the project.',
+      tags: ['portal'],
+      parameters: [projectId],
+      requestBody: {
+        required: false,
+        content: { 'application/json': { schema: ref('schemas', 'PortalSessionBody') } },
+      },
+      responses: {
+        '201': {
+          description: 'The link.',
+          content: { 'application/json': { schema: ref('schemas', 'PortalSession') } },
+        },
+        '400': ref('responses', 'InvalidBody'),
+        ...members,
+        '413': ref('responses', 'TooLarge'),
+        '415': ref('responses', 'UnsupportedMediaType'),
+      },
+    },
+    delete: {
+      operationId: 'revokePortalSessions',
+      summary: 'Revoke every portal link of the project',
+      description: 'Every link made so far, by any member, answers 401 from now on; links made afterwards work.',
+      tags: ['portal'],
+      parameters: [projectId],
+      responses: { '204': { description: 'Revoked.' }, '400': badPath, ...members },
+    },
+  },
+};
+
+export const portalTag = {
+  name: 'portal',
+  description: 'Links to a project’s portal page (/portal), where a customer sees and fixes their own deliveries.',
+};
+
+export const portalSchemas = { PortalSessionBody: portalSessionBodySchema, PortalSession: portalSessionSchema };

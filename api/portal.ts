@@ -1,0 +1,76 @@
+import type { Knex } from 'knex';
+import * as store from '../db';
+import { assertMember } from './registrations';
+import { compileBody } from './schemas';
+import { PORTAL_CAPABILITIES, type PortalCapability, type PortalTokens } from './portal-tokens';
+
+/** What the portal-session routes need: the database, the link signer, and the base of the links' URL. */
+export interface PortalDeps {
+  db: Knex;
+  portalTokens: PortalTokens;
+  /** PUBLIC_BASE_URL: where customers reach this API; unset, the request's own origin. */
+  publicBaseUrl?: string;
+}
+
+export const MIN_PORTAL_LINK_SECONDS = 60;
+export const MAX_PORTAL_LINK_SECONDS = 604_800;
+export const DEFAULT_PORTAL_LINK_SECONDS = 3_600;
+
+export const portalSessionBodySchema = {
+  type: 'object',
+  properties: {
+    expiresInSeconds: {
+      type: 'integer',
+      minimum: MIN_PORTAL_LINK_SECONDS,
+      maximum: MAX_PORTAL_LINK_SECONDS,
+      default: DEFAULT_PORTAL_LINK_SECONDS,
+      description: 'How long the link works, in seconds (a minute to a week).',
+    },
+    capabilities: {
+      description: '`read` shows the endpoint and the delivery log; `manage` also lets the holder act on them.',
+      enum: [['read'], ['read', 'manage']],
+      default: ['read', 'manage'],
+    },
+  },
+  additionalProperties: false,
+} as const;
+
+export interface PortalSessionBody {
+  expiresInSeconds?: number;
+  capabilities?: PortalCapability[];
+}
+
+export interface PortalSessionView {
+  url: string;
+  token: string;
+  expiresAt: string;
+}
+
+const validatePortalSessionBody = compileBody<PortalSessionBody>(portalSessionBodySchema);
+
+/** A member makes a link to the project's portal; the token travels in the URL's fragment, never to a server. */
+export async function createPortalSession(
+  deps: PortalDeps,
+  userId: string,
+  projectId: string,
+  body: unknown,
+  requestOrigin: string,
+): Promise<PortalSessionView> {
+  await assertMember(deps.db, projectId, userId);
+  // After membership: a non-member learns nothing from the validation either.
+  const { expiresInSeconds = DEFAULT_PORTAL_LINK_SECONDS, capabilities = [...PORTAL_CAPABILITIES] } =
+    validatePortalSessionBody(body ?? {});
+  const generation = (await store.portalLinkGeneration(deps.db, projectId)) ?? 0;
+  const { token, expiresAt } = deps.portalTokens.sign(
+    { projectId, capabilities, createdBy: userId, generation },
+    expiresInSeconds,
+  );
+  const base = (deps.publicBaseUrl ?? requestOrigin).replace(/\/+$/, '');
+  return { url: `${base}/portal#token=${token}`, token, expiresAt: expiresAt.toISOString() };
+}
+
+/** Revokes every link of the project made so far, whoever made it. */
+export async function revokePortalSessions(deps: PortalDeps, userId: string, projectId: string): Promise<void> {
+  await assertMember(deps.db, projectId, userId);
+  await store.revokePortalLinks(deps.db, projectId);
+}

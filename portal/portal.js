@@ -1,0 +1,627 @@
+// The webhook portal: one project's endpoint and delivery log, read through the API with the link's token.
+// Plain DOM, no framework, no build step; every text goes in through textContent (nothing is parsed as HTML).
+'use strict';
+
+(function () {
+  const STATUSES = ['pending', 'delivered', 'failed', 'skipped'];
+  const TYPES = ['FALL_DETECTION', 'VITAL_THRESHOLD', 'TEST'];
+  const SUBSCRIBABLE = ['FALL_DETECTION', 'VITAL_THRESHOLD'];
+  const PAGE_SIZE = 20;
+  const REFRESH_MS = 3000;
+  const INVALID_LINK = 'This link has expired or is not valid; ask for a new one.';
+
+  const app = document.getElementById('app');
+  const state = {
+    token: '',
+    claims: null,
+    registration: null,
+    health: null,
+    filters: { status: '', type: '', since: '', until: '' },
+    /** Cursors of the pages before the current one; the current page's cursor is the last. */
+    cursors: [],
+    page: { items: [], nextCursor: null },
+    selected: null,
+    notice: null,
+    newSecret: null,
+    testOutcome: null,
+  };
+
+  /** Builds an element: attributes (on* are listeners), then children (strings become text). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith('on')) el.addEventListener(name.slice(2), value);
+      else if (name === 'value') el.value = value;
+      else if (name === 'checked') el.checked = value;
+      else el.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(typeof child === 'string' || typeof child === 'number' ? String(child) : child);
+    }
+    return el;
+  }
+
+  const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
+  const canManage = () => state.claims.cap.includes('manage');
+  const projectPath = () => `/webhooks/project/${encodeURIComponent(state.claims.prj)}`;
+
+  class ApiProblem extends Error {
+    constructor(status, detail) {
+      super(detail);
+      this.status = status;
+    }
+  }
+
+  async function api(method, path, body) {
+    const response = await fetch(path, {
+      method,
+      headers: {
+        Authorization: `Bearer ${state.token}`,
+        ...(body !== undefined && { 'Content-Type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+    });
+    const text = await response.text();
+    const parsed = text ? JSON.parse(text) : {};
+    if (response.status === 401) {
+      showInvalidLink();
+      throw new ApiProblem(401, INVALID_LINK);
+    }
+    if (!response.ok) throw new ApiProblem(response.status, parsed.detail || `The API answered ${response.status}`);
+    return parsed;
+  }
+
+  function readToken() {
+    const fromFragment = new URLSearchParams(location.hash.slice(1)).get('token');
+    if (fromFragment) {
+      sessionStorage.setItem('portal-token', fromFragment);
+      // Out of the address bar and the history: the link is not copied along with the page's address.
+      history.replaceState(null, '', location.pathname);
+    }
+    return fromFragment || sessionStorage.getItem('portal-token') || '';
+  }
+
+  /** The token's claims, read (not verified: the API does that) to know the project, capabilities and expiry. */
+  function readClaims(token) {
+    try {
+      const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+      const claims = JSON.parse(atob(part));
+      if (typeof claims.prj !== 'string' || !Array.isArray(claims.cap) || typeof claims.exp !== 'number') return null;
+      return claims;
+    } catch {
+      return null;
+    }
+  }
+
+  let stopped = false;
+  function showInvalidLink() {
+    stopped = true;
+    sessionStorage.removeItem('portal-token');
+    document.title = 'Link not valid · Webhook portal';
+    app.replaceChildren(
+      h('h1', {}, 'This link has expired or is not valid'),
+      h('p', { class: 'notice error', role: 'alert' }, INVALID_LINK),
+      h('p', {}, 'Portal links work for a limited time and can be revoked. Ask the person who sent you this one.'),
+    );
+  }
+
+  function listQuery(cursor) {
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    const { status, type, since, until } = state.filters;
+    if (status) query.set('status', status);
+    if (type) query.set('type', type);
+    if (since) query.set('since', new Date(since).toISOString());
+    if (until) query.set('until', new Date(until).toISOString());
+    if (cursor) query.set('cursor', cursor);
+    return `${projectPath()}/deliveries?${query}`;
+  }
+
+  async function loadEndpoint() {
+    const [registration, health] = await Promise.all([
+      api('GET', projectPath()).catch((error) => {
+        if (error.status === 404) return null;
+        throw error;
+      }),
+      api('GET', `${projectPath()}/health`),
+    ]);
+    state.registration = registration;
+    state.health = health;
+  }
+
+  async function loadPage() {
+    state.page = await api('GET', listQuery(state.cursors.at(-1)));
+  }
+
+  async function loadSelected() {
+    if (state.selected)
+      state.selected = await api('GET', `${projectPath()}/deliveries/${encodeURIComponent(state.selected.id)}`);
+  }
+
+  /** Runs an action, shows its outcome (or its problem) and redraws. */
+  async function act(work, success) {
+    state.notice = null;
+    try {
+      const result = await work();
+      if (success) state.notice = { text: success(result), error: false };
+    } catch (error) {
+      if (error.status === 401) return;
+      state.notice = { text: error.message, error: true };
+    }
+    render();
+  }
+
+  // ---- views ----------------------------------------------------------------------------------------------------
+
+  function endpointView() {
+    const r = state.registration;
+    const hl = state.health;
+    const rows = [
+      ['URL', r ? h('code', {}, r.url) : 'No webhook is registered for this project'],
+      ['Event types', r ? r.types.join(', ') : '—'],
+      ['State', hl.state],
+      ['Consecutive failures', String(hl.consecutiveFailures)],
+      ['Last success', when(hl.lastSuccessAt)],
+      ['Last failure', when(hl.lastFailureAt)],
+      ['Last error', hl.lastError || '—'],
+    ];
+    return h(
+      'section',
+      { 'aria-labelledby': 'endpoint-title' },
+      h('h2', { id: 'endpoint-title' }, 'Endpoint'),
+      h(
+        'dl',
+        {},
+        rows.map(([term, detail]) => [h('dt', {}, term), h('dd', {}, detail)]),
+      ),
+      canManage() && r ? manageEndpointView(r) : null,
+    );
+  }
+
+  function manageEndpointView(r) {
+    const url = h('input', { type: 'url', name: 'url', value: r.url, required: true, 'data-focus': 'url' });
+    const boxes = SUBSCRIBABLE.map((type) =>
+      h('label', {}, h('input', { type: 'checkbox', value: type, checked: r.types.includes(type) }), ` ${type}`),
+    );
+    const edit = h(
+      'form',
+      {
+        'aria-label': 'Edit endpoint',
+        onsubmit: (event) => {
+          event.preventDefault();
+          const types = boxes
+            .map((label) => label.firstChild)
+            .filter((box) => box.checked)
+            .map((box) => box.value);
+          void act(
+            async () => {
+              state.registration = await api('PATCH', '/webhooks', {
+                projectId: state.claims.prj,
+                url: url.value,
+                types,
+              });
+            },
+            () => 'The endpoint was saved.',
+          );
+        },
+      },
+      h('label', {}, 'Receiver URL', url),
+      h('fieldset', {}, h('legend', {}, 'Event types'), boxes),
+      h('button', { type: 'submit', 'data-focus': 'save' }, 'Save endpoint'),
+    );
+    const overlap = h('input', { type: 'number', min: '0', max: '168', value: '24', 'data-focus': 'overlap' });
+    const test = state.testOutcome;
+    return [
+      edit,
+      h(
+        'div',
+        { class: 'row' },
+        h(
+          'button',
+          {
+            type: 'button',
+            'data-focus': 'test',
+            onclick: () =>
+              act(async () => {
+                state.testOutcome = null;
+                try {
+                  const outcome = await api('POST', `/webhooks/test/project/${encodeURIComponent(state.claims.prj)}`);
+                  state.testOutcome = `Test event delivered: status ${outcome.statusCode} in ${Math.round(outcome.durationMs)} ms`;
+                } catch (error) {
+                  if (error.status !== 502) throw error;
+                  state.testOutcome = `Test event not acknowledged: ${error.message}`;
+                }
+              }),
+          },
+          'Send test event',
+        ),
+        h('output', { 'aria-live': 'polite', 'data-testid': 'test-outcome' }, test || ''),
+      ),
+      h(
+        'form',
+        {
+          'aria-label': 'Rotate secret',
+          onsubmit: (event) => {
+            event.preventDefault();
+            void act(async () => {
+              const rotated = await api('POST', `${projectPath()}/secret/rotate`, {
+                overlapSeconds: Math.round(Number(overlap.value) * 3600),
+              });
+              state.newSecret = rotated;
+            });
+          },
+        },
+        h('label', {}, 'Overlap of the old secret (hours)', overlap),
+        h('button', { type: 'submit', 'data-focus': 'rotate' }, 'Rotate secret'),
+      ),
+      state.newSecret ? newSecretView(state.newSecret) : null,
+    ];
+  }
+
+  function newSecretView(rotated) {
+    const secret = h('input', {
+      type: 'text',
+      readonly: true,
+      value: rotated.secret,
+      id: 'new-secret',
+      'data-focus': 'secret',
+    });
+    return h(
+      'div',
+      { class: 'notice', role: 'region', 'aria-label': 'New signing secret' },
+      h(
+        'p',
+        {},
+        'The new signing secret, shown only this once. The old one keeps signing until ',
+        when(rotated.previousSecretExpiresAt),
+        '.',
+      ),
+      h(
+        'div',
+        { class: 'row' },
+        h('label', {}, 'New secret', secret),
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'secondary',
+            'data-focus': 'copy',
+            onclick: async (event) => {
+              secret.select();
+              try {
+                await navigator.clipboard.writeText(rotated.secret);
+                event.target.textContent = 'Copy secret (copied)';
+              } catch {
+                event.target.textContent = 'Copy secret (press Ctrl+C)';
+              }
+            },
+          },
+          'Copy secret',
+        ),
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'secondary',
+            'data-focus': 'hide',
+            onclick: () => {
+              state.newSecret = null;
+              render();
+            },
+          },
+          'Hide secret',
+        ),
+      ),
+    );
+  }
+
+  function filtersView() {
+    const select = (name, label, options) =>
+      h(
+        'label',
+        {},
+        label,
+        h(
+          'select',
+          { name, 'data-focus': `filter-${name}` },
+          h('option', { value: '' }, 'Any'),
+          options.map((o) => h('option', { value: o, selected: state.filters[name] === o }, o)),
+        ),
+      );
+    const time = (name, label) =>
+      h(
+        'label',
+        {},
+        label,
+        h('input', { type: 'datetime-local', name, value: state.filters[name], 'data-focus': `filter-${name}` }),
+      );
+    return h(
+      'form',
+      {
+        'aria-label': 'Filter deliveries',
+        onsubmit: (event) => {
+          event.preventDefault();
+          const data = new FormData(event.target);
+          for (const key of Object.keys(state.filters)) state.filters[key] = String(data.get(key) || '');
+          state.cursors = [];
+          void act(loadPage);
+        },
+      },
+      select('status', 'Status', STATUSES),
+      select('type', 'Type', TYPES),
+      time('since', 'Created from'),
+      time('until', 'Created before'),
+      h('button', { type: 'submit', 'data-focus': 'apply' }, 'Apply filters'),
+    );
+  }
+
+  function deliveriesView() {
+    const manage = canManage();
+    const rows = state.page.items.map((d) =>
+      h(
+        'tr',
+        { 'data-delivery': d.id },
+        h('td', {}, h('code', {}, d.id)),
+        h('td', {}, d.type),
+        h('td', { class: `status-${d.status}` }, d.status),
+        h('td', {}, String(d.attempts)),
+        h('td', {}, d.lastStatusCode === null ? '—' : String(d.lastStatusCode)),
+        h('td', {}, d.attempts > 0 ? when(d.updatedAt) : '—'),
+        h(
+          'td',
+          {},
+          h(
+            'button',
+            {
+              type: 'button',
+              class: 'secondary',
+              'aria-label': `Show attempts of ${d.id}`,
+              'data-focus': `show-${d.id}`,
+              onclick: () =>
+                act(async () => {
+                  state.selected = d;
+                  await loadSelected();
+                }),
+            },
+            'Show attempts',
+          ),
+          manage && (d.status === 'delivered' || d.status === 'failed')
+            ? [
+                ' ',
+                h(
+                  'button',
+                  {
+                    type: 'button',
+                    'aria-label': `Redeliver ${d.id}`,
+                    'data-focus': `redeliver-${d.id}`,
+                    onclick: () =>
+                      act(
+                        async () => {
+                          await api('POST', `${projectPath()}/deliveries/${encodeURIComponent(d.id)}/redeliver`);
+                          await loadPage();
+                        },
+                        () => `Delivery ${d.id} is being redelivered with the same X-Webhook-Id.`,
+                      ),
+                  },
+                  'Redeliver',
+                ),
+              ]
+            : null,
+        ),
+      ),
+    );
+    const table = rows.length
+      ? h(
+          'table',
+          {},
+          h('caption', { class: 'muted' }, 'Newest first; refreshed every few seconds on the first page.'),
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last attempt', 'Actions'].map((c) =>
+                h('th', { scope: 'col' }, c),
+              ),
+            ),
+          ),
+          h('tbody', {}, rows),
+        )
+      : h('p', {}, 'No deliveries match.');
+    const pager = h(
+      'div',
+      { class: 'row' },
+      state.cursors.length > 0
+        ? h(
+            'button',
+            {
+              type: 'button',
+              class: 'secondary',
+              'data-focus': 'newer',
+              onclick: () =>
+                act(async () => {
+                  state.cursors.pop();
+                  await loadPage();
+                }),
+            },
+            'Show newer deliveries',
+          )
+        : null,
+      state.page.nextCursor
+        ? h(
+            'button',
+            {
+              type: 'button',
+              class: 'secondary',
+              'data-focus': 'older',
+              onclick: () =>
+                act(async () => {
+                  state.cursors.push(state.page.nextCursor);
+                  await loadPage();
+                }),
+            },
+            'Show older deliveries',
+          )
+        : null,
+      h('span', { class: 'muted' }, `Page ${state.cursors.length + 1}`),
+    );
+    return h(
+      'section',
+      { 'aria-labelledby': 'deliveries-title' },
+      h('h2', { id: 'deliveries-title' }, 'Deliveries'),
+      filtersView(),
+      table,
+      pager,
+      manage ? recoverView() : null,
+    );
+  }
+
+  function recoverView() {
+    const since = h('input', {
+      type: 'datetime-local',
+      name: 'recover-since',
+      required: true,
+      'data-focus': 'recover-since',
+    });
+    return h(
+      'form',
+      {
+        'aria-label': 'Recover failed deliveries',
+        onsubmit: (event) => {
+          event.preventDefault();
+          void act(
+            async () => {
+              const result = await api('POST', `${projectPath()}/deliveries/recover`, {
+                since: new Date(since.value).toISOString(),
+              });
+              await loadPage();
+              return result;
+            },
+            (result) => `${result.count} failed deliveries are being redelivered.`,
+          );
+        },
+      },
+      h('label', {}, 'Failed since', since),
+      h('button', { type: 'submit', 'data-focus': 'recover' }, 'Recover failed deliveries'),
+    );
+  }
+
+  function attemptsView() {
+    const d = state.selected;
+    if (!d || !d.attemptLog) return null;
+    return h(
+      'section',
+      { 'aria-labelledby': 'attempts-title', id: 'attempts' },
+      h('h2', { id: 'attempts-title' }, 'Attempts of ', h('code', {}, d.id)),
+      h('p', {}, `${d.type}, ${d.status}, ${d.attempts} attempts.`),
+      d.attemptLog.length
+        ? h(
+            'table',
+            {},
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                ['Attempt', 'Time', 'Status code', 'Duration', 'Error'].map((c) => h('th', { scope: 'col' }, c)),
+              ),
+            ),
+            h(
+              'tbody',
+              {},
+              d.attemptLog.map((a) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', {}, String(a.attempt)),
+                  h('td', {}, when(a.at)),
+                  h('td', {}, a.statusCode === undefined ? '—' : String(a.statusCode)),
+                  h('td', {}, `${Math.round(a.durationMs)} ms`),
+                  h('td', {}, a.errorCode || '—'),
+                ),
+              ),
+            ),
+          )
+        : h('p', {}, 'No attempt yet.'),
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'secondary',
+          'data-focus': 'close-attempts',
+          onclick: () => {
+            state.selected = null;
+            render();
+          },
+        },
+        'Close attempts',
+      ),
+    );
+  }
+
+  function render() {
+    if (stopped) return;
+    const focused = document.activeElement && document.activeElement.getAttribute('data-focus');
+    const claims = state.claims;
+    app.replaceChildren(
+      h('h1', {}, 'Webhook portal'),
+      h(
+        'p',
+        { class: 'muted' },
+        `Project ${claims.prj} · ${canManage() ? 'manage' : 'read-only'} link · expires ${when(new Date(claims.exp * 1000).toISOString())}`,
+      ),
+      h(
+        'div',
+        { role: 'status' },
+        state.notice ? h('p', { class: state.notice.error ? 'notice error' : 'notice' }, state.notice.text) : null,
+      ),
+      endpointView(),
+      attemptsView(),
+      deliveriesView(),
+    );
+    if (focused) {
+      const again = app.querySelector(`[data-focus="${CSS.escape(focused)}"]`);
+      if (again) again.focus();
+    }
+  }
+
+  /** New deliveries appear without a reload: the first page and the health refresh while nobody is typing. */
+  async function refresh() {
+    if (stopped) return;
+    const busy = document.activeElement && ['INPUT', 'SELECT'].includes(document.activeElement.tagName);
+    if (state.cursors.length === 0 && !busy) {
+      try {
+        const before = JSON.stringify([state.page, state.health, state.selected]);
+        await Promise.all([loadPage(), loadEndpoint(), loadSelected()]);
+        if (JSON.stringify([state.page, state.health, state.selected]) !== before) render();
+      } catch {
+        // The next round tries again; a 401 has shown the invalid-link page already.
+      }
+    }
+    setTimeout(() => void refresh(), REFRESH_MS);
+  }
+
+  async function start() {
+    state.token = readToken();
+    state.claims = state.token ? readClaims(state.token) : null;
+    if (!state.claims || state.claims.exp * 1000 <= Date.now()) return showInvalidLink();
+    try {
+      await Promise.all([loadEndpoint(), loadPage()]);
+    } catch (error) {
+      if (error.status === 401) return;
+      app.replaceChildren(
+        h('h1', {}, 'Webhook portal'),
+        h('p', { class: 'notice error', role: 'alert' }, error.message),
+      );
+      return;
+    }
+    render();
+    setTimeout(() => void refresh(), REFRESH_MS);
+  }
+
+  void start();
+})();

@@ -1,0 +1,333 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import jwt from 'jsonwebtoken';
+import pino from 'pino';
+import { createApp, type AppDeps } from '../api';
+import { createPortalTokens, portalSigningKeys, PORTAL_TOKEN_TYPE } from '../api/portal-tokens';
+import { loadConfig } from '../common/config';
+import { createSecretBox } from '../common/secrets';
+import * as store from '../db';
+import { listenLocal, type LocalServer } from './support/jwks-server';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+import { newProjectId } from './support/deliveries';
+import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
+
+interface Reply {
+  status: number;
+  body: Record<string, unknown>;
+  headers: Headers;
+}
+
+describe('portal links: made by members, scoped to one project and its capabilities, revocable', () => {
+  let t: TestDatabase;
+  let api: LocalServer;
+  const ring = [{ id: 'k1', key: randomBytes(32) }];
+  const tokens = createPortalTokens(portalSigningKeys(ring));
+  let tested = 0;
+
+  before(async () => {
+    t = await createTestDatabase();
+    const deps: AppDeps = {
+      db: t.db,
+      secretBox: createSecretBox(ring[0]!.key),
+      logger: pino({ level: 'silent' }),
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => {
+        tested += 1;
+        return Promise.resolve({ delivered: true, statusCode: 200, durationMs: 4, workflowId: 'wf-test' });
+      },
+      portal: { tokens, publicBaseUrl: 'https://hooks.example.com/', frameAncestors: ['https://app.example.com'] },
+    };
+    api = await listenLocal(createApp(deps).callback());
+  });
+  after(async () => {
+    await api?.close();
+    await t?.destroy();
+  });
+
+  async function call(method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
+    const headers: Record<string, string> = { ...(token && bearer(token)) };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const response = await fetch(api.url + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return {
+      status: response.status,
+      body: (text && /json/.test(response.headers.get('content-type') ?? '') ? JSON.parse(text) : {}) as Reply['body'],
+      headers: response.headers,
+    };
+  }
+
+  /** A project with alice as member and a registered webhook. */
+  async function project(): Promise<string> {
+    const id = newProjectId();
+    await store.addProject(t.db, id);
+    await store.addMember(t.db, id, 'alice');
+    await store.createRegistration(t.db, createSecretBox(ring[0]!.key), {
+      projectId: id,
+      url: 'https://receiver.example/hook',
+      types: ['FALL_DETECTION'],
+    });
+    return id;
+  }
+
+  async function link(projectId: string, body: unknown = {}): Promise<string> {
+    const made = await call('POST', `/webhooks/project/${projectId}/portal-sessions`, hsToken('alice'), body);
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    return String(made.body.token);
+  }
+
+  it('answers 201 with a fragment URL under PUBLIC_BASE_URL, the token and its expiry; 400, 401, 403 otherwise', async () => {
+    const p = await project();
+    const before = Date.now();
+    const made = await call('POST', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'), {
+      expiresInSeconds: 600,
+      capabilities: ['read'],
+    });
+    assert.equal(made.status, 201);
+    assert.deepEqual(Object.keys(made.body).sort(), ['expiresAt', 'token', 'url']);
+    assert.equal(made.body.url, `https://hooks.example.com/portal#token=${String(made.body.token)}`);
+    const expiresAt = Date.parse(String(made.body.expiresAt));
+    assert.ok(Math.abs(expiresAt - (before + 600_000)) < 5_000, String(made.body.expiresAt));
+    const claims = jwt.decode(String(made.body.token), { complete: true })!;
+    assert.equal(claims.header.typ, PORTAL_TOKEN_TYPE);
+    assert.deepEqual((claims.payload as jwt.JwtPayload).cap, ['read']);
+    assert.equal((claims.payload as jwt.JwtPayload).prj, p);
+
+    const defaults = jwt.decode(await link(p)) as jwt.JwtPayload;
+    assert.deepEqual(defaults.cap, ['read', 'manage']);
+    assert.equal(defaults.exp! - defaults.iat!, 3600);
+
+    for (const body of [{ expiresInSeconds: 59 }, { expiresInSeconds: 604_801 }, { capabilities: ['manage'] }]) {
+      const refused = await call('POST', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'), body);
+      assert.equal(refused.status, 400, JSON.stringify(body));
+      assert.match(String(refused.body.detail), /^The request body is invalid: \/(expiresInSeconds|capabilities)/);
+    }
+    const anonymous = await call('POST', `/webhooks/project/${p}/portal-sessions`);
+    assert.equal(anonymous.status, 401);
+    assert.equal(anonymous.body.detail, 'A valid bearer token is required');
+    const stranger = await call('POST', `/webhooks/project/${p}/portal-sessions`, hsToken('mallory'));
+    assert.equal(stranger.status, 403);
+    assert.equal(stranger.body.detail, 'The caller is not a member of this project');
+    assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`, hsToken('mallory'))).status, 403);
+    assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`)).status, 401);
+  });
+
+  it('a manage link reads and acts on its project; a read link reads and is refused every action', async () => {
+    const p = await project();
+    const manage = await link(p);
+    const read = await link(p, { capabilities: ['read'] });
+    for (const token of [manage, read]) {
+      assert.equal((await call('GET', `/webhooks/project/${p}`, token)).status, 200);
+      assert.equal((await call('GET', `/webhooks/project/${p}/deliveries`, token)).status, 200);
+      assert.equal((await call('GET', `/webhooks/project/${p}/health`, token)).status, 200);
+      assert.equal((await call('GET', `/webhooks/project/${p}/deliveries/no-such`, token)).status, 404);
+    }
+    const actions: [string, string, unknown?][] = [
+      ['POST', `/webhooks/test/project/${p}`],
+      ['POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: 60 }],
+      ['PATCH', '/webhooks', { projectId: p, types: ['VITAL_THRESHOLD'] }],
+      ['POST', `/webhooks/project/${p}/deliveries/recover`, { since: new Date(0).toISOString() }],
+      ['POST', `/webhooks/project/${p}/deliveries/some-id/redeliver`],
+    ];
+    const testedBefore = tested;
+    for (const [method, path, body] of actions) {
+      const refused = await call(method, path, read, body);
+      assert.equal(refused.status, 403, `${method} ${path}`);
+      assert.equal(refused.body.detail, 'This portal link does not allow manage: it is read-only');
+    }
+    assert.equal(tested, testedBefore, 'no test event was sent for the read link');
+    const registration = (await call('GET', `/webhooks/project/${p}`, read)).body;
+    assert.deepEqual(registration.types, ['FALL_DETECTION'], 'nothing changed');
+
+    assert.equal((await call('POST', `/webhooks/test/project/${p}`, manage)).status, 200);
+    assert.equal(tested, testedBefore + 1);
+    const rotated = await call('POST', `/webhooks/project/${p}/secret/rotate`, manage, { overlapSeconds: 60 });
+    assert.equal(rotated.status, 200);
+    assert.match(String(rotated.body.secret), /^whsec_/);
+    const updated = await call('PATCH', '/webhooks', manage, { projectId: p, types: ['VITAL_THRESHOLD'] });
+    assert.equal(updated.status, 200);
+    assert.deepEqual(updated.body.types, ['VITAL_THRESHOLD']);
+    // No redelivery starter in this app: the guard let the request through to the handler, which answers 503.
+    const recover = await call('POST', `/webhooks/project/${p}/deliveries/recover`, manage, {
+      since: '2026-01-01T00:00:00Z',
+    });
+    assert.equal(recover.status, 503);
+  });
+
+  it('a link works on its own project only, and never on the members-only routes', async () => {
+    const p = await project();
+    const other = await project();
+    const token = await link(p);
+    for (const path of [`/webhooks/project/${other}`, `/webhooks/project/${other}/deliveries`]) {
+      const refused = await call('GET', path, token);
+      assert.equal(refused.status, 403, path);
+      assert.equal(refused.body.detail, 'This portal link is for another project');
+    }
+    const patch = await call('PATCH', '/webhooks', token, { projectId: other, types: ['VITAL_THRESHOLD'] });
+    assert.equal(patch.status, 403);
+    const membersOnly: [string, string, unknown?][] = [
+      ['DELETE', `/webhooks/project/${p}`],
+      ['POST', '/webhooks/register', { projectId: p, url: 'https://x.example/h', types: ['FALL_DETECTION'] }],
+      ['POST', `/webhooks/project/${p}/portal-sessions`],
+      ['DELETE', `/webhooks/project/${p}/portal-sessions`],
+    ];
+    for (const [method, path, body] of membersOnly) {
+      const refused = await call(method, path, token, body);
+      assert.equal(refused.status, 403, `${method} ${path}`);
+      assert.equal(refused.body.detail, 'A portal link does not give access to this route');
+    }
+    assert.equal((await call('GET', `/webhooks/project/${p}`, hsToken('alice'))).status, 200, 'not deleted');
+  });
+
+  it('revoking ends every earlier link of the project with 401; later links work; a member who leaves ends theirs', async () => {
+    const p = await project();
+    const other = await project();
+    const [first, second, otherLink] = [await link(p), await link(p, { capabilities: ['read'] }), await link(other)];
+    const revoked = await call('DELETE', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'));
+    assert.equal(revoked.status, 204);
+    for (const token of [first, second]) {
+      const refused = await call('GET', `/webhooks/project/${p}/deliveries`, token);
+      assert.equal(refused.status, 401);
+      assert.equal(refused.body.detail, 'This portal link has expired or is not valid; ask for a new one');
+    }
+    assert.equal(
+      (await call('GET', `/webhooks/project/${other}`, otherLink)).status,
+      200,
+      'other projects keep theirs',
+    );
+    const fresh = await link(p);
+    assert.equal((await call('GET', `/webhooks/project/${p}`, fresh)).status, 200);
+
+    await store.removeMember(t.db, p, 'alice');
+    const left = await call('GET', `/webhooks/project/${p}`, fresh);
+    assert.equal(left.status, 403);
+    assert.equal(left.body.detail, 'The caller is not a member of this project');
+  });
+
+  it('refuses expired, forged and re-signed tokens with 401', async () => {
+    const p = await project();
+    const path = `/webhooks/project/${p}`;
+    const expired = jwt.sign(
+      { prj: p, cap: ['read'], gen: 0, exp: Math.floor(Date.now() / 1000) - 1 },
+      portalSigningKeys(ring)[0]!.key,
+      {
+        algorithm: 'HS256',
+        keyid: 'k1',
+        header: { alg: 'HS256', typ: PORTAL_TOKEN_TYPE },
+        audience: 'webhook-portal',
+        subject: 'alice',
+      },
+    );
+    const otherKey = createPortalTokens(portalSigningKeys([{ id: 'k1', key: randomBytes(32) }])).sign(
+      { projectId: p, capabilities: ['read', 'manage'], createdBy: 'alice', generation: 0 },
+      600,
+    ).token;
+    // The at-rest key itself (not the derived one) does not sign portal links either.
+    const rawKey = jwt.sign({ prj: p, cap: ['read'], gen: 0 }, ring[0]!.key, {
+      algorithm: 'HS256',
+      keyid: 'k1',
+      header: { alg: 'HS256', typ: PORTAL_TOKEN_TYPE },
+      audience: 'webhook-portal',
+      subject: 'alice',
+      expiresIn: 600,
+    });
+    const valid = await link(p);
+    const [head, body] = valid.split('.');
+    const claims = JSON.parse(Buffer.from(body!, 'base64url').toString()) as Record<string, unknown>;
+    const tampered = [
+      head,
+      Buffer.from(JSON.stringify({ ...claims, cap: ['read', 'manage'], prj: 'x' })).toString('base64url'),
+      valid.split('.')[2],
+    ].join('.');
+    const memberSecret = hsToken('alice', { claims: { prj: p, cap: ['read', 'manage'], gen: 0 } });
+    const forgedTyp = jwt.sign({ sub: 'alice', prj: p, cap: ['read', 'manage'], gen: 0 }, TEST_JWT_SECRET, {
+      algorithm: 'HS256',
+      header: { alg: 'HS256', typ: PORTAL_TOKEN_TYPE, kid: 'k1' },
+      expiresIn: 600,
+      audience: 'webhook-portal',
+    });
+    for (const token of [expired, otherKey, rawKey, tampered, forgedTyp]) {
+      const refused = await call('GET', path, token);
+      assert.equal(refused.status, 401, token);
+      assert.equal(refused.body.detail, 'This portal link has expired or is not valid; ask for a new one');
+    }
+    // A member token carrying the same claims is a member token: alice is a member, so it reads.
+    assert.equal((await call('GET', path, memberSecret)).status, 200);
+  });
+
+  it('links signed under a key of the ring still verify after the ring rotates', () => {
+    const old = { id: 'k1', key: randomBytes(32) };
+    const next = { id: 'k2', key: randomBytes(32) };
+    const made = createPortalTokens(portalSigningKeys([old])).sign(
+      { projectId: 'p', capabilities: ['read'], createdBy: 'alice', generation: 3 },
+      60,
+    );
+    const grant = createPortalTokens(portalSigningKeys([next, old])).verify(made.token);
+    assert.deepEqual(
+      [grant.projectId, grant.capabilities, grant.createdBy, grant.generation],
+      ['p', ['read'], 'alice', 3],
+    );
+    assert.throws(() => createPortalTokens(portalSigningKeys([next])).verify(made.token), /expired or is not valid/);
+  });
+
+  it('serves the page without a token, under a strict Content-Security-Policy and PORTAL_FRAME_ANCESTORS', async () => {
+    for (const path of ['/portal', '/portal/portal.js', '/portal/portal.css']) {
+      const page = await call('GET', path);
+      assert.equal(page.status, 200, path);
+      const csp = page.headers.get('content-security-policy') ?? '';
+      assert.match(csp, /default-src 'none'/);
+      assert.match(csp, /script-src 'self'(;|$)/);
+      assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|\*/);
+      assert.match(csp, /frame-ancestors https:\/\/app\.example\.com(;|$)/);
+      assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
+    }
+    const html = await (await fetch(`${api.url}/portal`)).text();
+    assert.doesNotMatch(
+      html,
+      /<script>|<script [^>]*src="https?:|<link [^>]*href="https?:|style=/,
+      'no inline or remote code',
+    );
+    const bare = await listenLocal(
+      createApp({
+        db: t.db,
+        secretBox: createSecretBox(randomBytes(32)),
+        logger: pino({ level: 'silent' }),
+        auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+        sendTestEvent: () => Promise.reject(new Error('unused')),
+      }).callback(),
+    );
+    try {
+      const page = await fetch(`${bare.url}/portal`);
+      assert.match(page.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
+      // Without PUBLIC_BASE_URL the link points at the origin the member called.
+      const p = await project();
+      const made = await fetch(`${bare.url}/webhooks/project/${p}/portal-sessions`, {
+        method: 'POST',
+        headers: bearer(hsToken('alice')),
+      });
+      const created = (await made.json()) as { url: string };
+      assert.equal(made.status, 201, JSON.stringify(created));
+      assert.match(created.url, new RegExp(`^${bare.url}/portal#token=ey`));
+    } finally {
+      await bare.close();
+    }
+  });
+
+  it('reads PUBLIC_BASE_URL and PORTAL_FRAME_ANCESTORS from the environment, refusing malformed ones', () => {
+    const config = loadConfig({
+      PUBLIC_BASE_URL: 'https://hooks.example.com',
+      PORTAL_FRAME_ANCESTORS: 'https://a.example,https://b.example',
+    });
+    assert.equal(config.PUBLIC_BASE_URL, 'https://hooks.example.com');
+    assert.equal(config.PORTAL_FRAME_ANCESTORS, 'https://a.example,https://b.example');
+    assert.throws(() => loadConfig({ PUBLIC_BASE_URL: 'hooks.example.com' }), /PUBLIC_BASE_URL must match/);
+    assert.throws(
+      () => loadConfig({ PORTAL_FRAME_ANCESTORS: "https://a.example; script-src 'unsafe-inline'" }),
+      /PORTAL_FRAME_ANCESTORS must match/,
+    );
+  });
+});
