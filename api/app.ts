@@ -13,7 +13,7 @@ import { webhooksRouter } from './routes/webhooks';
 import { deliveriesRouter } from './routes/deliveries';
 import { metricsRouter, requestMetrics } from './metrics';
 import type { RedeliveryStarter } from './redelivery';
-import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
+import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
 
@@ -86,7 +86,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(allowedMethods([...(deps.publicRoutes ?? []), metrics, webhooks, deliveries, ...(codec ? [codec] : [])]));
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(metrics.routes());
-  app.use(authenticate(deps.auth));
+  app.use(deps.codec ? codecAuthentication(deps.codec, authenticate(deps.auth)) : authenticate(deps.auth));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before

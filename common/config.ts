@@ -94,6 +94,8 @@ export interface Config {
   OPERATOR_ROLE?: string;
   /** Origins (comma-separated) of the Temporal UI allowed to call the codec endpoint from the browser. */
   CODEC_CORS_ORIGINS?: string;
+  /** Development (`npm start`): the codec endpoint answers callers on this machine without a token; refused in production. */
+  DEV_CODEC_WITHOUT_TOKEN: boolean;
   /** In production receivers must be https:// unless this is true. */
   ALLOW_HTTP_WEBHOOK_URLS: boolean;
 }
@@ -198,6 +200,7 @@ const schema: JSONSchemaType<Config> = {
     OPERATOR_ROLE: optionalString,
     CODEC_CORS_ORIGINS: { type: 'string', pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$', nullable: true },
     ALLOW_HTTP_WEBHOOK_URLS: { type: 'boolean', default: false },
+    DEV_CODEC_WITHOUT_TOKEN: { type: 'boolean', default: false },
   },
   required: [],
   additionalProperties: true,
@@ -264,6 +267,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
       problems.push((error as Error).message);
     }
   }
+  // The codec endpoint decrypts patient data: in production only operators' tokens open it.
+  if (config.NODE_ENV === 'production' && config.DEV_CODEC_WITHOUT_TOKEN)
+    problems.push('DEV_CODEC_WITHOUT_TOKEN must not be set in production: the codec endpoint is for operators only');
   if (config.ALERT_WEBHOOK_URL && !config.ALERT_WEBHOOK_SECRET)
     problems.push('ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL (alerts are signed like deliveries)');
   // Node answers 408 to a request whose headers are late only when headersTimeout is below requestTimeout.

@@ -36,7 +36,7 @@ export const eventEmit: CliCommand = {
     if (!values.user) throw new UsageError('--user <uuid> is required');
     if (!values.data) throw new UsageError('--data <json|@file> is required');
     const payload = await readData(values.data);
-    const config = commandConfig(io);
+    const config = commandConfig(io, { temporal: true });
     const event = {
       projectId,
       webhookType: type as SubscribableType,
