@@ -43,7 +43,7 @@ export const eventEmit: CliCommand = {
       userUUID: values.user,
       payload: payload as EventPayload,
     };
-    const client = await connectTemporalClient(config);
+    const client = await connectTemporalClient(config, { connectTimeout: config.TEMPORAL_CONNECT_TIMEOUT_MS });
     try {
       const workflowId = await emitWebhookEvent(client, event, {
         eventId: values.id,
