@@ -13,7 +13,7 @@ import { webhooksRouter } from './routes/webhooks';
 import { deliveriesRouter } from './routes/deliveries';
 import { metricsRouter, requestMetrics } from './metrics';
 import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
-import { codecCors, codecRouter, type CodecDeps } from './routes/codec';
+import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
@@ -113,7 +113,8 @@ export function createApp(deps: AppDeps): Koa {
   for (const router of deps.publicRoutes ?? []) app.use(router.routes());
   app.use(metrics.routes());
   app.use(portalPage.routes());
-  app.use(authenticate(deps.auth, portalTokens));
+  const auth = authenticate(deps.auth, portalTokens);
+  app.use(deps.codec ? codecAuthentication(deps.codec, auth) : auth);
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before

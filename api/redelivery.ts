@@ -23,6 +23,8 @@ export class EventNoLongerRetainedError extends ApiError {
 export function createRedeliveryStarter(
   temporal: Client | (() => Promise<Client>),
   config: Pick<Config, 'TEMPORAL_TASK_QUEUE'>,
+  /** eagerStart: the client is on the NativeConnection of a worker of this task queue in this process. */
+  { eagerStart = false }: { eagerStart?: boolean } = {},
 ): RedeliveryStarter {
   return async (delivery, startDelayMs) => {
     // The API connects to Temporal on first use: a redelivery while it is down is a 503, not a failed start-up.
@@ -46,7 +48,8 @@ export function createRedeliveryStarter(
       {
         taskQueue: config.TEMPORAL_TASK_QUEUE,
         workflowId,
-        ...(startDelayMs > 0 && { startDelay: startDelayMs }),
+        // Temporal refuses eager execution of a delayed start.
+        ...(startDelayMs > 0 ? { startDelay: startDelayMs } : { requestEagerStart: eagerStart }),
       },
     );
     return workflowId;

@@ -16,7 +16,7 @@ import { createHttpServer } from './http-server';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
 import { healthRouter, readinessConnection } from './routes/health';
-import { codecCorsOrigins, operatorPolicyFromConfig } from './routes/codec';
+import { codecAccessFromConfig } from './routes/codec';
 import { payloadCodecFromConfig } from '../common/payload-codec';
 import { webhookUrlPolicy } from '../common/webhook-url';
 import { createPortalTokens, portalSigningKeys } from './portal-tokens';
@@ -25,6 +25,11 @@ import { createPortalTokens, portalSigningKeys } from './portal-tokens';
 export interface StartApiDeps {
   db?: Knex;
   temporal?: Client;
+  /**
+   * `temporal` is a client on the NativeConnection of a worker in this process that polls TEMPORAL_TASK_QUEUE in
+   * TEMPORAL_NAMESPACE (`npm start`): the API's own starts ask Temporal to hand their first task to it (eager start).
+   */
+  eagerStart?: boolean;
   sendTestEvent?: SendTestEvent;
   /** Opens registration secrets; made from WEBHOOK_SECRET_KEY when not given. */
   secretBox?: SecretBox;
@@ -40,6 +45,10 @@ export const SHUTDOWN_TIMEOUT_MS = 10_000;
 
 /** Connects, migrates, and serves the API on config.PORT. */
 export async function startApi(config: Config, logger: Logger, deps: StartApiDeps = {}): Promise<RunningApi> {
+  if (config.DEV_CODEC_WITHOUT_TOKEN)
+    logger.warn(
+      'DEV_CODEC_WITHOUT_TOKEN=true: /codec decodes for callers on this machine without a token (development)',
+    );
   const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!, dbPoolOptions(config));
   const db = deps.db ?? ownDb!;
   const ownTemporal = deps.temporal ? undefined : lazyTemporalClient(config);
@@ -52,7 +61,8 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
   try {
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
-    const sendTestEvent: SendTestEvent = deps.sendTestEvent ?? createTestEventSender(temporal, config);
+    const sendTestEvent: SendTestEvent =
+      deps.sendTestEvent ?? createTestEventSender(temporal, config, { eagerStart: deps.eagerStart });
     const keyRing = resolveSecretKeyRing(config, logger);
     const appDeps: AppDeps = {
       db,
@@ -61,7 +71,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       testEventLimits: { perMinute: config.TEST_EVENTS_PER_MINUTE, waitMs: config.TEST_DELIVERY_WAIT_MS },
-      redelivery: createRedeliveryStarter(temporal, config),
+      redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart }),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       redeliveryLimits: {
         redeliverPerMinute: config.REDELIVER_CALLS_PER_MINUTE,
@@ -70,11 +80,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       watchWorkflowEnd: createWorkflowEndWatcher(temporal, config.TEST_DELIVERY_WAIT_MS),
       metricsToken: config.METRICS_TOKEN,
       webhookUrlPolicy: webhookUrlPolicy(config),
-      codec: {
-        codec: payloadCodecFromConfig(config, logger),
-        operators: operatorPolicyFromConfig(config),
-        corsOrigins: codecCorsOrigins(config),
-      },
+      codec: { codec: payloadCodecFromConfig(config, logger), ...codecAccessFromConfig(config) },
       portal: {
         tokens: createPortalTokens(portalSigningKeys(keyRing)),
         publicBaseUrl: config.PUBLIC_BASE_URL,

@@ -52,6 +52,8 @@ const NO_USER = '00000000-0000-0000-0000-000000000000';
 export function createTestEventSender(
   temporal: Client | (() => Promise<Client>),
   config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEST_DELIVERY_WAIT_MS'>,
+  /** eagerStart: the client is on the NativeConnection of a worker of this task queue in this process. */
+  { eagerStart = false }: { eagerStart?: boolean } = {},
 ): SendTestEvent {
   return async (projectId) => {
     // One deadline for connecting, starting and waiting: the caller never waits longer than TEST_DELIVERY_WAIT_MS.
@@ -67,7 +69,11 @@ export function createTestEventSender(
     const handle = await client
       .withAbortSignal(waiting, () =>
         // Tests run at the lowest priority: they never get ahead of a real event.
-        startDeliveryWorkflow(client, input, { taskQueue: config.TEMPORAL_TASK_QUEUE, workflowId }),
+        startDeliveryWorkflow(client, input, {
+          taskQueue: config.TEMPORAL_TASK_QUEUE,
+          workflowId,
+          requestEagerStart: eagerStart,
+        }),
       )
       .catch((error: unknown) => {
         // Not started within the deadline, or Temporal refused the call: Temporal is down, not the receiver.

@@ -1,7 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Knex } from 'knex';
 import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
-import { devDatabaseUrl } from '../dev/stack';
+import { devDatabaseUrl, readRunningStack } from '../dev/stack';
 import { createDb } from '../db';
 import { SAFE_ID_RULE, isSafeId } from '../common/contract';
 
@@ -75,21 +75,33 @@ export function parseCommandArgs<O extends NonNullable<ParseArgsConfig['options'
 
 /**
  * Loads the configuration a command needs; a ConfigError names the variable. Outside production, a command that
- * needs the database and has no DATABASE_URL uses the embedded one `npm start` serves.
+ * needs the database or Temporal and has no DATABASE_URL or TEMPORAL_ADDRESS uses the embedded one `npm start`
+ * serves: the addresses its running stack recorded in DATA_DIR, else the DEV_*_PORT it would use.
  */
 export function commandConfig(io: CliIo, needs: ConfigNeeds = {}): Config {
   const env = io.env;
-  if (needs.database && !env.DATABASE_URL && env.NODE_ENV !== 'production') {
-    const url = devDatabaseUrl(loadConfig(env));
-    io.err(`DATABASE_URL is not set: using the database of \`npm start\` (${new URL(url).host})`);
-    return loadConfig({ ...env, DATABASE_URL: url }, needs);
+  if (env.NODE_ENV === 'production') return loadConfig(env, needs);
+  const dev = loadConfig(env);
+  const running = readRunningStack(dev.DATA_DIR);
+  const found: NodeJS.ProcessEnv = {};
+  if (needs.database && !env.DATABASE_URL) {
+    found.DATABASE_URL = running?.DATABASE_URL ?? devDatabaseUrl(dev);
+    io.err(`DATABASE_URL is not set: using the database of \`npm start\` (${new URL(found.DATABASE_URL).host})`);
   }
-  return loadConfig(env, needs);
+  if (needs.temporal && !env.TEMPORAL_ADDRESS) {
+    found.TEMPORAL_ADDRESS = running?.TEMPORAL_ADDRESS ?? `127.0.0.1:${dev.DEV_TEMPORAL_PORT}`;
+    io.err(`TEMPORAL_ADDRESS is not set: using the Temporal of \`npm start\` (${found.TEMPORAL_ADDRESS})`);
+  }
+  return loadConfig({ ...env, ...found }, needs);
 }
 
-/** Runs work against DATABASE_URL and always closes the pool. */
-export async function withDb<T>(io: CliIo, work: (db: Knex, config: Config) => Promise<T>): Promise<T> {
-  const config = commandConfig(io, { database: true });
+/** Runs work against DATABASE_URL (and whatever else `needs` names) and always closes the pool. */
+export async function withDb<T>(
+  io: CliIo,
+  work: (db: Knex, config: Config) => Promise<T>,
+  needs: ConfigNeeds = {},
+): Promise<T> {
+  const config = commandConfig(io, { ...needs, database: true });
   const db = createDb(config.DATABASE_URL!, { max: 1 });
   try {
     return await work(db, config);

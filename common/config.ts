@@ -101,6 +101,8 @@ export interface Config {
   OPERATOR_ROLE?: string;
   /** Origins (comma-separated) of the Temporal UI allowed to call the codec endpoint from the browser. */
   CODEC_CORS_ORIGINS?: string;
+  /** Development (`npm start`): the codec endpoint answers callers on this machine without a token; refused in production. */
+  DEV_CODEC_WITHOUT_TOKEN: boolean;
   /** In production receivers must be https:// unless this is true. */
   ALLOW_HTTP_WEBHOOK_URLS: boolean;
   /** Where customers reach the API (portal links point here); unset: the origin of the request that made the link. */
@@ -215,6 +217,7 @@ const schema: JSONSchemaType<Config> = {
     ALLOW_HTTP_WEBHOOK_URLS: { type: 'boolean', default: false },
     PUBLIC_BASE_URL: { type: 'string', pattern: '^https?://[^\\s?#]+$', nullable: true },
     PORTAL_FRAME_ANCESTORS: { type: 'string', pattern: "^https?://[^,\\s;']+(,https?://[^,\\s;']+)*$", nullable: true },
+    DEV_CODEC_WITHOUT_TOKEN: { type: 'boolean', default: false },
   },
   required: [],
   additionalProperties: true,
@@ -290,6 +293,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
       problems.push((error as Error).message);
     }
   }
+  // The codec endpoint decrypts patient data: in production only operators' tokens open it.
+  if (config.NODE_ENV === 'production' && config.DEV_CODEC_WITHOUT_TOKEN)
+    problems.push('DEV_CODEC_WITHOUT_TOKEN must not be set in production: the codec endpoint is for operators only');
   if (config.ALERT_WEBHOOK_URL && !config.ALERT_WEBHOOK_SECRET)
     problems.push('ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL (alerts are signed like deliveries)');
   if (config.NODE_ENV === 'production' && config.ALERT_WEBHOOK_URL && !/^https:\/\//i.test(config.ALERT_WEBHOOK_URL))

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
+import { Client, Connection, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
 import type { Config } from './config';
 import type { PayloadCodec } from '@temporalio/common';
 import { encryptedDataConverter, payloadCodecFromConfig } from './payload-codec';
@@ -42,6 +42,18 @@ export async function connectTemporalClient(
   payloadCodec: PayloadCodec = payloadCodecFromConfig(config),
 ): Promise<Client> {
   const connection = await Connection.connect({ ...temporalConnectionOptions(config), ...connectOptions });
+  return temporalClientOn(connection, config, payloadCodec);
+}
+
+/**
+ * A client on a connection someone else opened and closes: a worker's NativeConnection in `npm start`, on which
+ * starts may ask for eager execution by that worker.
+ */
+export function temporalClientOn(
+  connection: ConnectionLike,
+  config: Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
+  payloadCodec: PayloadCodec = payloadCodecFromConfig(config),
+): Client {
   return new Client({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,

@@ -9,9 +9,11 @@ import { readOrCreateDevSecret } from '../common/secrets';
 import { DEV_DATABASE_NAME, loadEmbeddedPostgres, startDevPostgres } from './postgres';
 import { startOrphanGuard, withoutNewSignalHandlers } from './processes';
 import { startTemporal } from './temporal-dev-server';
+import { recordRunningStack } from './running-stack';
 
 export { DEV_DATABASE_NAME } from './postgres';
 export { isAlive } from './processes';
+export { readRunningStack } from './running-stack';
 export { DEV_SERVER_SQLITE_PRAGMAS, OPERATOR_SEARCH_ATTRIBUTES } from './temporal-dev-server';
 
 const JWT_SECRET_FILE = 'jwt-secret';
@@ -22,6 +24,8 @@ export interface DevStackOptions {
   /** Where DEV_POSTGRES_PORT, DEV_TEMPORAL_PORT, DEV_TEMPORAL_UI_PORT and TEMPORAL_CLI_PATH are read (validated by
    *  loadConfig); process.env by default. */
   env?: NodeJS.ProcessEnv;
+  /** The API's codec endpoint the dev server's Web UI decodes payloads through (`npm start` passes its own). */
+  uiCodecEndpoint?: string;
 }
 
 /** Settings the stack provides; only those it supplied itself are present, so callers can merge them over the environment. */
@@ -29,6 +33,8 @@ export interface DevStackEnv {
   DATABASE_URL?: string;
   TEMPORAL_ADDRESS?: string;
   JWT_SECRET?: string;
+  /** The configured origins and the embedded Web UI's, which calls the codec endpoint from the browser. */
+  CODEC_CORS_ORIGINS?: string;
 }
 
 export interface DevStack {
@@ -62,7 +68,12 @@ export function devDatabaseUrl(config: Pick<Config, 'DEV_POSTGRES_PORT'>): strin
  * What `npm start` runs before the API and the worker when nothing is configured: an embedded PostgreSQL under
  * DATA_DIR/postgres and a Temporal dev server persisting to DATA_DIR/temporal.db. Whatever is configured is used instead.
  */
-export async function startDevStack({ config, logger, env = process.env }: DevStackOptions): Promise<DevStack> {
+export async function startDevStack({
+  config,
+  logger,
+  env = process.env,
+  uiCodecEndpoint,
+}: DevStackOptions): Promise<DevStack> {
   const dataDir = resolve(config.DATA_DIR);
   const dev = { ...config, ...pickDevSettings(loadConfig(env)) };
   const needsPostgres = !config.DATABASE_URL;
@@ -80,13 +91,15 @@ export async function startDevStack({ config, logger, env = process.env }: DevSt
   const stack: DevStack = { env: {}, pids: {}, stop: () => Promise.resolve() };
   const [postgres, temporal] = await Promise.allSettled([
     needsPostgres ? startDevPostgres(dataDir, dev.DEV_POSTGRES_PORT, logger) : undefined,
-    needsTemporal ? startTemporal(dataDir, dev, logger) : undefined,
+    needsTemporal ? startTemporal(dataDir, dev, logger, uiCodecEndpoint) : undefined,
   ]);
   const running = [postgres, temporal].flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
   const guard = running.length > 0 ? startOrphanGuard(running.flatMap((part) => part.orphanTargets())) : undefined;
   let stopping: Promise<void> | undefined;
+  let forgetRecord: (() => void) | undefined;
   stack.stop = () =>
     (stopping ??= (async () => {
+      forgetRecord?.();
       guard?.dismiss();
       // Temporal first: it keeps nothing in Postgres, but anything still polling it should see it go before the database.
       for (const part of [...running].reverse()) await part.stop();
@@ -105,6 +118,21 @@ export async function startDevStack({ config, logger, env = process.env }: DevSt
     stack.env.TEMPORAL_ADDRESS = temporal.value.address;
     stack.uiUrl = temporal.value.uiUrl;
     stack.pids.temporal = temporal.value.pid;
+    const ui = new URL(temporal.value.uiUrl);
+    stack.env.CODEC_CORS_ORIGINS = [config.CODEC_CORS_ORIGINS, ui.origin, `http://localhost:${ui.port}`]
+      .filter(Boolean)
+      .join(',');
+  }
+  // The CLI in another terminal finds these addresses even when DEV_*_PORT moved them.
+  if (running.length > 0) {
+    try {
+      forgetRecord = recordRunningStack(dataDir, {
+        DATABASE_URL: stack.env.DATABASE_URL,
+        TEMPORAL_ADDRESS: stack.env.TEMPORAL_ADDRESS,
+      });
+    } catch (error) {
+      logger.warn({ err: error }, 'could not record the stack in DATA_DIR: the CLI will not find moved ports');
+    }
   }
   const jwtSecret = config.JWT_SECRET ? undefined : devJwtSecret(config);
   if (jwtSecret) {

@@ -34,8 +34,10 @@ export const dynamicConfigFlags = (): string[] =>
   Object.entries(TEMPORAL_DYNAMIC_CONFIG).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${value}`]);
 
 /** Flags for persistence and UI, shared by the CLI we spawn and the SDK-downloaded fallback. */
-function persistenceFlags(dataDir: string): string[] {
+function persistenceFlags(dataDir: string, uiCodecEndpoint: string | undefined): string[] {
   return [
+    // The UI decodes payloads in the operator's browser through the API's codec endpoint.
+    ...(uiCodecEndpoint ? ['--ui-codec-endpoint', uiCodecEndpoint] : []),
     '--db-filename',
     join(dataDir, 'temporal.db'),
     ...DEV_SERVER_SQLITE_PRAGMAS.flatMap((pragma) => ['--sqlite-pragma', pragma]),
@@ -44,11 +46,12 @@ function persistenceFlags(dataDir: string): string[] {
   ];
 }
 
-function devServerArgs(dataDir: string, config: Config, grpcPort: number, uiPort: number): string[] {
+function devServerArgs(options: TemporalOptions, grpcPort: number, uiPort: number): string[] {
+  const { dataDir, config } = options;
   return [
     'server',
     'start-dev',
-    ...persistenceFlags(dataDir),
+    ...persistenceFlags(dataDir, options.uiCodecEndpoint),
     '--ip',
     '127.0.0.1',
     '--port',
@@ -62,11 +65,20 @@ function devServerArgs(dataDir: string, config: Config, grpcPort: number, uiPort
   ];
 }
 
+interface TemporalOptions {
+  dataDir: string;
+  config: Config;
+  uiCodecEndpoint?: string;
+}
+
 export async function startTemporal(
   dataDir: string,
   config: Config,
   logger: Logger,
+  /** The API's codec endpoint (`http://127.0.0.1:3000/codec`) the Web UI decodes payloads through. */
+  uiCodecEndpoint?: string,
 ): Promise<RunningPart & { address: string; uiUrl: string }> {
+  const options: TemporalOptions = { dataDir, config, uiCodecEndpoint };
   const grpcPort = config.DEV_TEMPORAL_PORT;
   const uiPort = config.DEV_TEMPORAL_UI_PORT ?? grpcPort + 1000;
   const address = `127.0.0.1:${grpcPort}`;
@@ -75,11 +87,11 @@ export async function startTemporal(
   await assertPortFree(grpcPort, 'DEV_TEMPORAL_PORT', 'TEMPORAL_ADDRESS');
   await assertPortFree(uiPort, 'DEV_TEMPORAL_UI_PORT', 'TEMPORAL_ADDRESS');
   const cli = temporalCliPath(config);
-  if (!cli) return startTemporalFromSdkDownload(dataDir, config, grpcPort, uiPort, logger);
+  if (!cli) return startTemporalFromSdkDownload(options, grpcPort, uiPort, logger);
 
   const recent = new RecentLines();
   // Own process group: a terminal's Ctrl-C reaches only Node, which drains the worker before stopping Temporal.
-  const child = spawn(cli, devServerArgs(dataDir, config, grpcPort, uiPort), {
+  const child = spawn(cli, devServerArgs(options, grpcPort, uiPort), {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -122,8 +134,7 @@ export async function startTemporal(
 
 /** Without a local temporal CLI: let the SDK download one (needs internet) and run it through its ephemeral server. */
 async function startTemporalFromSdkDownload(
-  dataDir: string,
-  config: Config,
+  { dataDir, config, uiCodecEndpoint }: TemporalOptions,
   grpcPort: number,
   uiPort: number,
   logger: Logger,
@@ -146,7 +157,7 @@ async function startTemporalFromSdkDownload(
       namespace: config.TEMPORAL_NAMESPACE,
       searchAttributes: SEARCH_ATTRIBUTE_KEYS,
       log: { format: 'pretty', level: 'error' },
-      extraArgs: persistenceFlags(dataDir),
+      extraArgs: persistenceFlags(dataDir, uiCodecEndpoint),
     },
   });
   return {

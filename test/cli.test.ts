@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import jwt from 'jsonwebtoken';
 import { main } from '../cli';
 import { freePort } from '../dev/ports';
+import { recordRunningStack, type RunningStackAddresses } from '../dev/running-stack';
 import { migrationSource } from '../db/migrations';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET } from './support/tokens';
@@ -31,6 +34,7 @@ async function cli(args: string[], env: Record<string, string> = {}): Promise<Ru
   return { code, stdout: text(out), stderr: text(err) };
 }
 
+const run = promisify(execFile);
 const lastLine = (text: string) => text.trimEnd().split('\n').at(-1) ?? '';
 
 describe('cli: operator commands', function () {
@@ -182,5 +186,75 @@ describe('cli: operator commands', function () {
       assert.match(bad.stderr, /--ttl/);
       assert.equal(bad.stdout, '');
     }
+  });
+
+  describe('finding the stack `npm start` runs on DATA_DIR, from another terminal', () => {
+    const USER = '3f2b8c1e-9a4d-4c6b-8e2f-1a2b3c4d5e6f';
+    const emit = ['event', 'emit', 'p1', 'FALL_DETECTION', '--user', USER, '--data', '{}'];
+    let dataDir: string;
+    let forget: (() => void) | undefined;
+    beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'webhooks-cli-stack-'))));
+    afterEach(() => forget?.());
+
+    /** A record left by a stack whose process died without removing it (a hard kill). */
+    async function recordOfDeadStack(addresses: RunningStackAddresses): Promise<void> {
+      const script = `require('./dev/running-stack').recordRunningStack(${JSON.stringify(dataDir)}, ${JSON.stringify(addresses)})`;
+      await run(process.execPath, ['--require', 'tsx/cjs', '-e', script], { cwd: join(__dirname, '..') });
+    }
+
+    it('uses the addresses the running stack recorded, whatever DEV_*_PORT say here', async () => {
+      const temporalPort = await freePort();
+      forget = recordRunningStack(dataDir, { DATABASE_URL: t.url, TEMPORAL_ADDRESS: `127.0.0.1:${temporalPort}` });
+      const migrated = await cli(['migrate'], { DATA_DIR: dataDir });
+      assert.equal(migrated.code, 0, migrated.stderr);
+      assert.match(migrated.stdout, /already up to date/, 'reached the recorded database');
+      const emitted = await cli(emit, { DATA_DIR: dataDir, TEMPORAL_CONNECT_TIMEOUT_MS: '500' });
+      assert.match(
+        emitted.stderr,
+        new RegExp(`using the Temporal of \`npm start\` \\(127\\.0\\.0\\.1:${temporalPort}\\)`),
+      );
+    });
+
+    it('ignores the record of a stack that is gone, and of a reused process id', async () => {
+      const [postgresPort, temporalPort] = [await freePort(), await freePort()];
+      const moved = {
+        DATA_DIR: dataDir,
+        DEV_POSTGRES_PORT: String(postgresPort),
+        DEV_TEMPORAL_PORT: String(temporalPort),
+      };
+      await recordOfDeadStack({ DATABASE_URL: t.url, TEMPORAL_ADDRESS: '127.0.0.1:1' });
+      const dead = await cli(['migrate'], moved);
+      assert.notEqual(dead.code, 0, 'the recorded database of the dead stack was not used');
+      assert.match(
+        dead.stderr,
+        new RegExp(`using the database of \`npm start\` \\(127\\.0\\.0\\.1:${postgresPort}\\)`),
+      );
+      const emitted = await cli(emit, { ...moved, TEMPORAL_CONNECT_TIMEOUT_MS: '500' });
+      assert.match(
+        emitted.stderr,
+        new RegExp(`using the Temporal of \`npm start\` \\(127\\.0\\.0\\.1:${temporalPort}\\)`),
+      );
+
+      // A live process with the recorded pid that started at another time is not the stack.
+      const record = join(dataDir, 'dev-stack.json');
+      const reused = { ...(JSON.parse(readFileSync(record, 'utf8')) as object), pid: process.pid, pidStartedAt: '1' };
+      writeFileSync(record, JSON.stringify(reused));
+      const again = await cli(['migrate'], moved);
+      assert.notEqual(again.code, 0);
+      assert.match(again.stderr, new RegExp(`127\\.0\\.0\\.1:${postgresPort}`));
+    });
+
+    it('in production reads no record: TEMPORAL_ADDRESS is required', async () => {
+      forget = recordRunningStack(dataDir, { TEMPORAL_ADDRESS: '127.0.0.1:1' });
+      const production = {
+        NODE_ENV: 'production',
+        WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+        PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')}`,
+        DATA_DIR: dataDir,
+      };
+      const result = await cli(emit, production);
+      assert.equal(result.code, 1);
+      assert.match(result.stderr, /TEMPORAL_ADDRESS is required/);
+    });
   });
 });

@@ -1,10 +1,12 @@
 import { Router, type RouterContext } from '@koa/router';
-import type { Middleware } from 'koa';
+import type { Context as KoaContext, Middleware } from 'koa';
 import Ajv from 'ajv';
 import type { PayloadCodec } from '@temporalio/common';
 import type { Config } from '../../common/config';
 import { PayloadDecryptionError, payloadFromJson, payloadToJson, type JsonPayload } from '../../common/payload-codec';
 import { ApiError, InvalidRequestError } from '../errors';
+
+type Context = RouterContext<{ user?: unknown; localCodecCaller?: boolean }>;
 
 /** Who may read decoded payloads: listed subjects, or tokens carrying the operator role. Project members are not. */
 export interface OperatorPolicy {
@@ -17,6 +19,8 @@ export interface CodecDeps {
   operators: OperatorPolicy;
   /** Browser origins (the Temporal UI) allowed to call the endpoint. */
   corsOrigins: readonly string[];
+  /** Development only (DEV_CODEC_WITHOUT_TOKEN, refused in production): callers on this machine need no token. */
+  localCallersWithoutToken?: boolean;
 }
 
 export class NotOperatorError extends ApiError {
@@ -44,6 +48,15 @@ export function operatorPolicyFromConfig(config: Pick<Config, 'OPERATOR_SUBJECTS
 export const codecCorsOrigins = (config: Pick<Config, 'CODEC_CORS_ORIGINS'>): string[] =>
   list(config.CODEC_CORS_ORIGINS);
 
+/** The codec settings of the API from the configuration. */
+export const codecAccessFromConfig = (
+  config: Pick<Config, 'OPERATOR_SUBJECTS' | 'OPERATOR_ROLE' | 'CODEC_CORS_ORIGINS' | 'DEV_CODEC_WITHOUT_TOKEN'>,
+): Omit<CodecDeps, 'codec'> => ({
+  operators: operatorPolicyFromConfig(config),
+  corsOrigins: codecCorsOrigins(config),
+  localCallersWithoutToken: config.DEV_CODEC_WITHOUT_TOKEN,
+});
+
 /** Whether verified claims make the caller an operator. */
 export function isOperator(policy: OperatorPolicy, claims: object): boolean {
   const { sub, roles, role } = claims as { sub?: unknown; roles?: unknown; role?: unknown };
@@ -53,6 +66,36 @@ export function isOperator(policy: OperatorPolicy, claims: object): boolean {
 }
 
 const CODEC_PATH = /^\/codec\/(encode|decode)$/;
+const LOOPBACK_ADDRESS = /^(127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+)$/;
+const LOOPBACK_HOST = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?$/i;
+
+/**
+ * A caller on this machine: a loopback peer that asked for a loopback host (a page whose name was rebound to
+ * 127.0.0.1 still sends its own Host), and, from a browser, one of the allowed origins.
+ */
+function isLocalCaller(ctx: Pick<KoaContext, 'get' | 'req'>, deps: Pick<CodecDeps, 'corsOrigins'>): boolean {
+  const origin = ctx.get('Origin');
+  return (
+    LOOPBACK_ADDRESS.test(ctx.req.socket.remoteAddress ?? '') &&
+    LOOPBACK_HOST.test(ctx.get('Host')) &&
+    (origin === '' || deps.corsOrigins.includes(origin))
+  );
+}
+
+/**
+ * The API's authentication with the development opening of the codec endpoint: with localCallersWithoutToken, a
+ * local caller (the dev server's UI in the operator's browser) reaches /codec without a token; everyone else, and
+ * every caller in production, goes through `authenticate`.
+ */
+export function codecAuthentication(deps: CodecDeps, authenticate: Middleware): Middleware {
+  if (!deps.localCallersWithoutToken) return authenticate;
+  return async (ctx, next) => {
+    if (CODEC_PATH.test(ctx.path) && isLocalCaller(ctx, deps)) {
+      ctx.state.localCodecCaller = true;
+      await next();
+    } else await authenticate(ctx, next);
+  };
+}
 
 /**
  * CORS for the codec endpoint, mounted before authentication: the UI's preflight carries no token, and a 401 must
@@ -110,12 +153,10 @@ const validateBody = new Ajv({ allErrors: true, allowUnionTypes: true }).compile
   codecBodySchema,
 );
 
-type Context = RouterContext<{ user?: unknown }>;
-
 /** Temporal's remote codec protocol (`{payloads: [...]}` both ways), for operators only. */
 export function codecRouter(deps: CodecDeps): Router {
   const transform = (direction: 'encode' | 'decode') => async (ctx: Context) => {
-    if (!isOperator(deps.operators, ctx.state.user ?? {})) throw new NotOperatorError();
+    if (!ctx.state.localCodecCaller && !isOperator(deps.operators, ctx.state.user ?? {})) throw new NotOperatorError();
     const body: unknown = ctx.request.body;
     if (!validateBody(body))
       throw new InvalidRequestError(

@@ -16,17 +16,21 @@ async function withRedelivery<T>(
   io: CliIo,
   work: (deps: Parameters<typeof redeliverAsOperator>[0]) => Promise<T>,
 ): Promise<T> {
-  return withDb(io, async (db, config) => {
-    const client = await connectTemporalClient(config);
-    try {
-      const redelivery = createRedeliveryStarter(client, config);
-      return await work({ db, redelivery, recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND });
-    } catch (error) {
-      throw asCliError(error);
-    } finally {
-      await client.connection.close();
-    }
-  });
+  return withDb(
+    io,
+    async (db, config) => {
+      const client = await connectTemporalClient(config);
+      try {
+        const redelivery = createRedeliveryStarter(client, config);
+        return await work({ db, redelivery, recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND });
+      } catch (error) {
+        throw asCliError(error);
+      } finally {
+        await client.connection.close();
+      }
+    },
+    { temporal: true },
+  );
 }
 
 export const deliveriesList: CliCommand = {

@@ -36,14 +36,14 @@ export const eventEmit: CliCommand = {
     if (!values.user) throw new UsageError('--user <uuid> is required');
     if (!values.data) throw new UsageError('--data <json|@file> is required');
     const payload = await readData(values.data);
-    const config = commandConfig(io);
+    const config = commandConfig(io, { temporal: true });
     const event = {
       projectId,
       webhookType: type as SubscribableType,
       userUUID: values.user,
       payload: payload as EventPayload,
     };
-    const client = await connectTemporalClient(config);
+    const client = await connectTemporalClient(config, { connectTimeout: config.TEMPORAL_CONNECT_TIMEOUT_MS });
     try {
       const workflowId = await emitWebhookEvent(client, event, {
         eventId: values.id,

@@ -1,6 +1,5 @@
-import type { Client } from '@temporalio/client';
 import { startApi, type RunningApi } from '../../api/server';
-import { connectTemporalClient } from '../../common/temporal-connection';
+import { temporalClientOn } from '../../common/temporal-connection';
 import { loadConfig } from '../../common/config';
 import { startDevStack, type DevStack } from '../../dev/stack';
 import { createLogger, prettyLogs, type Logger } from '../../common/logger';
@@ -14,18 +13,16 @@ const STOP_TIMEOUT_MS = 45_000;
 
 interface Stack {
   dev?: DevStack;
-  temporal?: Client;
   worker?: RunningWorker;
   api?: RunningApi;
 }
 
-/** Stops in the reverse order of start: API, worker (drains), Temporal client, then the embedded servers. */
+/** Stops in the reverse order of start: API, worker (drains, closes the Temporal connection), the embedded servers. */
 async function stopAll(stack: Stack, logger: Logger): Promise<void> {
-  const { api, worker, temporal, dev } = stack;
+  const { api, worker, dev } = stack;
   const steps: Array<[string, (() => Promise<void>) | undefined]> = [
     ['api', api && (() => api.close())],
     ['worker', worker && (() => worker.shutdown())],
-    ['temporal client', temporal && (() => temporal.connection.close())],
     ['embedded services', dev && (() => dev.stop())],
   ];
   for (const [name, stop] of steps) {
@@ -57,6 +54,17 @@ function banner(port: number, uiUrl: string | undefined, dataDir: string): strin
   ].join('\n');
 }
 
+/**
+ * What an embedded stack implies unless the environment says otherwise: local development delivers to receivers on
+ * this machine, and the embedded Web UI (in the developer's browser) decodes payloads without an operator token.
+ */
+function devDefaults(dev: DevStack): NodeJS.ProcessEnv {
+  return {
+    ...((dev.env.TEMPORAL_ADDRESS || dev.env.DATABASE_URL) && { ALLOW_PRIVATE_WEBHOOK_URLS: 'true' }),
+    ...(dev.uiUrl && { DEV_CODEC_WITHOUT_TOKEN: 'true' }),
+  };
+}
+
 export const start: CliCommand = {
   usage: 'start',
   summary: 'run the API and the worker; embedded PostgreSQL and Temporal when not configured (npm start)',
@@ -69,16 +77,20 @@ export const start: CliCommand = {
     onShutdownSignal(logger, STOP_TIMEOUT_MS, () => (stopping = stopAll(stack, logger)));
 
     try {
-      stack.dev = await startDevStack({ config: base, logger, env: io.env });
-      // Local development delivers to receivers on this machine unless told otherwise.
-      const devDefaults =
-        stack.dev.env.TEMPORAL_ADDRESS || stack.dev.env.DATABASE_URL ? { ALLOW_PRIVATE_WEBHOOK_URLS: 'true' } : {};
-      const config = loadConfig({ ...devDefaults, ...io.env, ...stack.dev.env }, { database: true, auth: true });
+      // The dev server's Web UI decodes payloads through this API's codec endpoint (a port of 0 is not known yet).
+      const uiCodecEndpoint = base.PORT ? `http://127.0.0.1:${base.PORT}/codec` : undefined;
+      stack.dev = await startDevStack({ config: base, logger, env: io.env, uiCodecEndpoint });
+      const config = loadConfig(
+        { ...devDefaults(stack.dev), ...io.env, ...stack.dev.env },
+        { database: true, auth: true },
+      );
       // One key for both: read (and, in development, warned about) once.
       const secretBox = createSecretBox(resolveSecretKeyRing(config, logger));
-      stack.temporal = await connectTemporalClient(config);
       stack.worker = await startWorker(config, logger, secretBox);
-      stack.api = await startApi(config, logger, { temporal: stack.temporal, secretBox });
+      // The API starts tests and redeliveries on the worker's own connection, so Temporal hands their first workflow
+      // task straight to this worker (eager start) instead of through the task queue.
+      const temporal = temporalClientOn(stack.worker.worker.connection!, config);
+      stack.api = await startApi(config, logger, { temporal, eagerStart: true, secretBox });
       io.out(banner(config.PORT, stack.dev.uiUrl, config.DATA_DIR));
       await stack.worker.run;
     } catch (error) {
