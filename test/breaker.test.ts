@@ -1,252 +1,29 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { NativeConnection } from '@temporalio/worker';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import type { ActivityConfig } from '../activities';
 import { createEndpointSlots } from '../activities/breaker';
 import { loadConfig } from '../common/config';
-import { FailureType, type DeliveryFailedDetails } from '../common/contract';
-import {
-  addBreakerWaiter,
-  admitAttempt,
-  findBreaker,
-  forgetWokenWaiters,
-  recordFailure,
-  recordSuccess,
-  takeWaitersToWake,
-  type BreakerThresholds,
-  type WakeLimits,
-} from '../db';
+import { FailureType, RESUME_DELIVERY_SIGNAL, type DeliveryFailedDetails } from '../common/contract';
+import { addBreakerWaiter, findBreaker, recordFailure } from '../db';
+import { startBreakerResumer } from '../worker/breaker-resumer';
 import type { deliverWebhookEvent } from '../workflows';
-import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
+import { captureLogger, fallEvent, fastConfig, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';
+import { eventually } from './support/eventually';
 import { independentSignatureValid } from './support/receiver';
 import { createLocalEnvironment } from './support/temporal';
 
+const { EventType } = temporal.api.enums.v1;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** The least time between two rounds of wakes of one registration's waiters. */
-const ROUND_MS = 950;
 
 describe('circuit breaker per registration', function () {
   this.timeout(90_000);
-  // One dev server and database for both parts.
+  // Its state in PostgreSQL alone: test/breaker-state.test.ts; driven by the attempt activity: breaker-attempts.
   const fx = useDeliveryFixture(createLocalEnvironment);
-
-  describe('its state in Postgres', () => {
-    const thresholds: BreakerThresholds = { failureThreshold: 3, openMs: 1_000, maxOpenMs: 3_000, probeLeaseMs: 5_000 };
-    const http500 = { message: 'Receiver answered HTTP 500', statusCode: 500 };
-
-    async function registrationId(): Promise<string> {
-      const projectId = newProjectId();
-      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
-      const row = await fx.database
-        .db('webhook_registrations')
-        .where({ project_id: projectId })
-        .first<{ id: string }>();
-      return row.id;
-    }
-
-    /** Makes the open period end now, as if BREAKER_OPEN_MS had passed. */
-    const endOpenPeriod = (id: string) =>
-      fx.database
-        .db('webhook_circuit_breakers')
-        .where({ registration_id: id })
-        .update({ open_until: fx.database.db.fn.now() });
-
-    /** The waiters a resumer's round takes now, of this registration only (other tests' waiters are taken too). */
-    const takeOf = async (id: string, limits: WakeLimits) =>
-      (await takeWaitersToWake(fx.database.db, limits)).filter((w) => w.registrationId === id);
-
-    it('opens at BREAKER_FAILURE_THRESHOLD consecutive failures, not before, and refuses attempts while open', async () => {
-      const id = await registrationId();
-      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
-      await recordFailure(fx.database.db, id, thresholds, http500);
-      const second = await recordFailure(fx.database.db, id, thresholds, http500);
-      assert.equal(second.consecutiveFailures, 2);
-      assert.equal(second.openUntil, null);
-      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 2 });
-
-      const third = await recordFailure(fx.database.db, id, thresholds, http500);
-      assert.ok(third.openUntil, 'open after the third failure');
-      const admission = await admitAttempt(fx.database.db, id, 5_000);
-      assert.equal(admission.state, 'open');
-      assert.ok(
-        admission.state === 'open' && admission.waitMs > 500 && admission.waitMs <= 1_000,
-        JSON.stringify(admission),
-      );
-      assert.deepEqual(admission.state === 'open' && admission.lastFailure, http500);
-    });
-
-    it('waiters: none woken while open, one to probe once half-open (once per lease), the oldest at the rate once closed', async () => {
-      const id = await registrationId();
-      const db = fx.database.db;
-      const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 });
-      for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
-      for (let i = 1; i <= 5; i++) {
-        await addBreakerWaiter(db, id, `webhook-event-waiter-${i}`, i);
-        await sleep(5);
-      }
-      assert.deepEqual(await take(), [], 'open: nobody is woken');
-      await endOpenPeriod(id);
-      const probe = await take();
-      assert.deepEqual(
-        probe.map((w) => [w.workflowId, w.waitToken]),
-        [['webhook-event-waiter-1', 1]],
-        'half-open: the oldest, to probe',
-      );
-      await sleep(ROUND_MS);
-      assert.deepEqual(await take(), [], 'not a second probe within the lease');
-      await forgetWokenWaiters(db, probe);
-      await recordSuccess(db, id);
-      const first = await take();
-      assert.deepEqual(
-        first.map((w) => w.workflowId),
-        ['webhook-event-waiter-2', 'webhook-event-waiter-3'],
-        'closed: the oldest, at the rate',
-      );
-      // Two resumers (two workers) asking at once share one round.
-      assert.deepEqual(await Promise.all([take(), take()]), [[], []], 'one round per second, across resumers');
-      await sleep(ROUND_MS);
-      const [a, b] = await Promise.all([take(), take()]);
-      assert.equal(a.length + b.length, 2, 'the next round: two more, to one resumer or the other');
-      await sleep(ROUND_MS);
-      assert.equal((await take()).length, 0, 'every waiter woken once');
-    });
-
-    it('waiters stay listed until their signal went through: taken again after the lease, never after a new wait', async () => {
-      const id = await registrationId();
-      const db = fx.database.db;
-      const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 1_500 };
-      const take = () => takeOf(id, limits);
-      await recordFailure(db, id, thresholds, http500); // closed, one failure: a row to hold the rounds
-      await addBreakerWaiter(db, id, 'webhook-event-signalled', 1);
-      await addBreakerWaiter(db, id, 'webhook-event-lost', 1);
-      await addBreakerWaiter(db, id, 'webhook-event-waits-again', 1);
-      const taken = await take();
-      assert.equal(taken.length, 3);
-      // One signal went through; one resumer died before the other's; the third delivery waits again meanwhile.
-      await addBreakerWaiter(db, id, 'webhook-event-waits-again', 2);
-      await forgetWokenWaiters(
-        db,
-        taken.filter((w) => w.workflowId !== 'webhook-event-lost'),
-      );
-      await sleep(ROUND_MS);
-      const again = await take();
-      assert.deepEqual(
-        again.map((w) => [w.workflowId, w.waitToken]).sort(),
-        [['webhook-event-waits-again', 2]],
-        'within the lease: only the new wait',
-      );
-      await forgetWokenWaiters(db, again);
-      await sleep(limits.wakeLeaseMs);
-      assert.deepEqual(
-        (await take()).map((w) => [w.workflowId, w.waitToken]),
-        [['webhook-event-lost', 1]],
-        'after the lease: the one whose signal never went through',
-      );
-    });
-
-    it('a probe round whose only waiter is locked (listing itself again) is not spent: the next round wakes it', async () => {
-      const id = await registrationId();
-      const db = fx.database.db;
-      const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 });
-      for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
-      await addBreakerWaiter(db, id, 'webhook-event-relisting', 1);
-      await endOpenPeriod(id);
-      await db.transaction(async (trx) => {
-        await trx('webhook_breaker_waiters').where({ registration_id: id }).forUpdate();
-        assert.deepEqual(await take(), [], 'its row is locked: nobody to wake this round');
-      });
-      await sleep(ROUND_MS);
-      assert.deepEqual(
-        (await take()).map((w) => w.workflowId),
-        ['webhook-event-relisting'],
-        'the next round wakes it to probe, not a probe lease later',
-      );
-    });
-
-    it("a delivery waiting for the endpoint's attempts in flight: woken once they have ended, if the breaker lets it through", async () => {
-      const db = fx.database.db;
-      const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 };
-      const [healthy, failing] = [await registrationId(), await registrationId()];
-      const take = (id: string) => takeOf(id, limits);
-      await addBreakerWaiter(db, healthy, 'webhook-event-busy-1', 1, 400);
-      await addBreakerWaiter(db, failing, 'webhook-event-busy-2', 1, 400);
-      assert.deepEqual(await take(healthy), [], 'not before the attempts in flight have ended');
-      // The attempts in flight to the second endpoint fail meanwhile: its breaker opens.
-      for (let i = 0; i < 3; i++) await recordFailure(db, failing, thresholds, http500);
-      await sleep(Math.max(ROUND_MS, 500));
-      assert.deepEqual(
-        (await take(healthy)).map((w) => w.workflowId),
-        ['webhook-event-busy-1'],
-        'then woken (its breaker never failed)',
-      );
-      assert.deepEqual(await take(failing), [], 'the breaker opened meanwhile: it waits on for the probe');
-    });
-
-    it('a success in between resets the count: only consecutive failures open it', async () => {
-      const id = await registrationId();
-      await recordFailure(fx.database.db, id, thresholds, http500);
-      await recordFailure(fx.database.db, id, thresholds, http500);
-      await recordSuccess(fx.database.db, id);
-      const after = await recordFailure(fx.database.db, id, thresholds, http500);
-      assert.equal(after.consecutiveFailures, 1);
-      assert.equal(after.openUntil, null);
-    });
-
-    it('half-open: exactly one of many concurrent attempts gets the probe; the others wait for its lease', async () => {
-      const id = await registrationId();
-      for (let i = 0; i < 3; i += 1) await recordFailure(fx.database.db, id, thresholds, http500);
-      await endOpenPeriod(id);
-      const admissions = await Promise.all(Array.from({ length: 20 }, () => admitAttempt(fx.database.db, id, 5_000)));
-      assert.equal(admissions.filter((a) => a.state === 'probe').length, 1);
-      for (const other of admissions.filter((a) => a.state !== 'probe')) {
-        assert.equal(other.state, 'open');
-        assert.ok(other.state === 'open' && other.waitMs > 4_000 && other.waitMs <= 5_000, JSON.stringify(other));
-      }
-    });
-
-    it('a failed probe reopens for twice as long, capped at BREAKER_MAX_OPEN_MS; a successful one closes it', async () => {
-      const id = await registrationId();
-      const openFor = async () => {
-        const row = await fx.database
-          .db('webhook_circuit_breakers')
-          .where({ registration_id: id })
-          .first<{ ms: string }>(fx.database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
-        return Math.round(Number(row.ms));
-      };
-      for (let i = 0; i < 3; i += 1) await recordFailure(fx.database.db, id, thresholds, http500);
-      assert.equal(await openFor(), 1_000);
-      for (const expected of [2_000, 3_000, 3_000]) {
-        await endOpenPeriod(id);
-        assert.equal((await admitAttempt(fx.database.db, id, 5_000)).state, 'probe');
-        await recordFailure(fx.database.db, id, thresholds, http500);
-        assert.equal(await openFor(), expected);
-      }
-      await endOpenPeriod(id);
-      assert.equal((await admitAttempt(fx.database.db, id, 5_000)).state, 'probe');
-      await recordSuccess(fx.database.db, id);
-      const closed = await findBreaker(fx.database.db, id);
-      assert.deepEqual(
-        { failures: closed?.consecutiveFailures, openUntil: closed?.openUntil, opens: closed?.consecutiveOpens },
-        { failures: 0, openUntil: null, opens: 0 },
-      );
-      assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
-    });
-
-    it("a receiver's Retry-After lengthens the open period, never shortens it", async () => {
-      const id = await registrationId();
-      await recordFailure(fx.database.db, id, thresholds, http500, 0);
-      await recordFailure(fx.database.db, id, thresholds, http500, 0);
-      const opened = await recordFailure(fx.database.db, id, thresholds, http500, 2_500);
-      const row = await fx.database
-        .db('webhook_circuit_breakers')
-        .where({ registration_id: id })
-        .first<{ ms: string }>(fx.database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
-      assert.ok(opened.openUntil);
-      assert.equal(Math.round(Number(row.ms)), 2_500);
-    });
-  });
 
   describe('end to end (Temporal dev server, real receiver on 127.0.0.1)', () => {
     const breakerConfig: ActivityConfig = {
@@ -264,57 +41,65 @@ describe('circuit breaker per registration', function () {
         workflowId,
       });
 
-    async function breakerOf(projectId: string) {
-      const row = await fx.database
-        .db('webhook_registrations')
-        .where({ project_id: projectId })
-        .first<{ id: string }>();
-      return findBreaker(fx.database.db, row.id);
-    }
+    const registrationOf = async (projectId: string) =>
+      (await fx.database.db('webhook_registrations').where({ project_id: projectId }).first<{ id: string }>()).id;
+
+    const breakerOf = async (projectId: string) => findBreaker(fx.database.db, await registrationOf(projectId));
+
+    /** The deliveries listed as waiting for this registration's breaker, and the wait each is in. */
+    const waitersOf = async (registrationId: string) =>
+      fx.database
+        .db('webhook_breaker_waiters')
+        .where({ registration_id: registrationId })
+        .select<{ workflow_id: string; wait_token: number }[]>('workflow_id', 'wait_token');
+
+    /** Ends the open period now: the controlled clock of these tests (BREAKER_OPEN_MS itself is long). */
+    const endOpenPeriod = (registrationId: string) =>
+      fx.database
+        .db('webhook_circuit_breakers')
+        .where({ registration_id: registrationId })
+        .update({ open_until: fx.database.db.fn.now() });
 
     it('opens after consecutive failures, lists the waiting events without requests, wakes one probe, closes and delivers every event once', async () => {
       const projectId = newProjectId();
       const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      const registrationId = await registrationOf(projectId);
       fx.receiver.fallback = { status: 503 };
       const events = 6;
       const results = await fx.runWorker(
         async (taskQueue) => {
           const handles = await Promise.all(Array.from({ length: events }, () => start(taskQueue, projectId)));
-          let breaker = await breakerOf(projectId);
-          while (!breaker?.openUntil) {
-            await sleep(20);
-            breaker = await breakerOf(projectId);
-          }
-          const openedAt = Date.now();
-          await sleep(300);
+          // Open (for 10 min): every event ends up listed, waiting for the resumer, none with an attempt in flight.
+          await eventually(
+            'every event listed as waiting',
+            async () => (await waitersOf(registrationId)).length === events,
+          );
           const failedBeforeOpen = fx.receiver.requests.length;
-          await sleep(1_000);
-          // Open: the pending events wait, listed for the resumer; none reaches the receiver.
-          assert.equal(fx.receiver.requests.length, failedBeforeOpen, 'no attempt while the breaker is open');
-          const waiting = await fx.database.db('webhook_breaker_waiters').count<{ count: string }[]>('* as count');
-          assert.ok(Number(waiting[0]!.count) >= 1, 'the waiting events are listed');
+          const breaker = await findBreaker(fx.database.db, registrationId);
+          assert.ok(breaker?.openUntil && breaker.openUntil.getTime() > Date.now(), 'open');
           fx.receiver.fallback = { status: 200 };
+          const endedAt = Date.now();
+          await endOpenPeriod(registrationId);
           const settled = await Promise.all(handles.map((handle) => handle.result()));
-          return { settled, openedAt, failedBeforeOpen, handles };
+          return { settled, endedAt, failedBeforeOpen, handles };
         },
-        { config: breakerConfig },
+        { config: { ...breakerConfig, BREAKER_OPEN_MS: 600_000, BREAKER_MAX_OPEN_MS: 600_000 } },
       );
 
-      const { settled, openedAt, failedBeforeOpen, handles } = results;
+      const { settled, endedAt, failedBeforeOpen, handles } = results;
       assert.ok(settled.every((result) => result.status === 'delivered'));
       // Without the breaker each event would retry every 100-200 ms for the whole open period.
       assert.ok(failedBeforeOpen <= 2 * events, `${failedBeforeOpen} failed attempts before the breaker opened`);
       const delivered = fx.receiver.requests.slice(failedBeforeOpen);
-      const firstAfterOpen = delivered[0];
       assert.ok(
-        firstAfterOpen && firstAfterOpen.receivedAt - openedAt >= 1_500,
-        'the probe came after the open period',
+        delivered.every((request) => request.receivedAt >= endedAt),
+        'no request while open: the probe came after the open period',
       );
       // One 2xx per event, each under its own X-Webhook-Id, each signed.
       const ids = delivered.map((request) => request.headers['x-webhook-id']);
       assert.deepEqual([...ids].sort(), handles.map((handle) => handle.workflowId).sort());
       assert.ok(delivered.every((request) => independentSignatureValid(secret, request)));
-      const breaker = await breakerOf(projectId);
+      const breaker = await findBreaker(fx.database.db, registrationId);
       assert.equal(breaker?.consecutiveFailures, 0);
       assert.equal(breaker?.openUntil, null);
 
@@ -336,19 +121,129 @@ describe('circuit breaker per registration', function () {
           'the attempt after the wait is a local activity',
         );
       }
-      assert.ok(signalled >= 1, 'woken by the resumer');
-      assert.equal(
-        await fx.database
-          .db('webhook_breaker_waiters')
-          .whereIn(
-            'registration_id',
-            fx.database.db('webhook_registrations').select('id').where({ project_id: projectId }),
-          )
-          .count<{ count: string }[]>('* as count')
-          .then((r) => Number(r[0]!.count)),
-        0,
-        'no waiter left',
+      assert.equal(signalled, events, 'every event woken by the resumer');
+      assert.deepEqual(await waitersOf(registrationId), [], 'no waiter left');
+    });
+
+    it('a 2xx between failures resets the count: two deliveries each failing twice never open the breaker', async () => {
+      const projectId = newProjectId();
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      // Threshold 3: the second delivery's first failure would be the fourth in a row if the 2xx did not count.
+      fx.receiver.script({ status: 500 }, { status: 500 }, { status: 200 }, { status: 500 }, { status: 500 });
+      const log = captureLogger();
+      const { first, afterFirst, second } = await fx.runWorker(
+        async (taskQueue) => {
+          const first = await (await start(taskQueue, projectId)).result();
+          const afterFirst = await breakerOf(projectId);
+          const second = await (await start(taskQueue, projectId)).result();
+          return { first, afterFirst, second };
+        },
+        { config: { ...breakerConfig, BREAKER_OPEN_MS: 600_000, BREAKER_MAX_OPEN_MS: 600_000 }, logger: log.logger },
       );
+      assert.deepEqual([first.status, first.attempts], ['delivered', 3]);
+      assert.equal(afterFirst?.consecutiveFailures, 0, 'the 2xx reset the count');
+      assert.deepEqual([second.status, second.attempts], ['delivered', 3]);
+      assert.equal(fx.receiver.requests.length, 6);
+      assert.ok(!log.lines.some((line) => String(line.msg).startsWith('circuit breaker open')), 'never opened');
+    });
+
+    it('a delivery woken by the resumer and refused again waits for the next signal; a stale signal does not end that wait', async () => {
+      const projectId = newProjectId();
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      const registrationId = await registrationOf(projectId);
+      // Open for 10 min: the resumer wakes nobody, the test's own signals stand for its wakes.
+      const longOpen = { failureThreshold: 1, openMs: 600_000, maxOpenMs: 600_000 };
+      await recordFailure(fx.database.db, registrationId, longOpen, {
+        message: 'Receiver answered HTTP 500',
+        statusCode: 500,
+      });
+      const { history, waiters } = await fx.runWorker(
+        async (taskQueue) => {
+          const handle = await start(taskQueue, projectId);
+          const listedUnder = (token: number) =>
+            eventually(`the delivery waiting under wait ${token}`, async () => {
+              const [waiter] = await waitersOf(registrationId);
+              return waiter !== undefined && waiter.wait_token >= token && waiter;
+            });
+          await listedUnder(1);
+          // As the resumer would to probe; but another attempt took the probe meanwhile: refused again, wait 2.
+          await handle.signal(RESUME_DELIVERY_SIGNAL, 1);
+          await listedUnder(2);
+          // A late duplicate of the first wake (a resumer that lost its lease) must not end wait 2.
+          await handle.signal(RESUME_DELIVERY_SIGNAL, 1);
+          const history = await eventually('the stale signal handled', async () => {
+            const events = (await handle.fetchHistory()).events ?? [];
+            const signalled = (event: (typeof events)[number]) =>
+              event.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED;
+            const signals = events.filter(signalled);
+            const lastSignal = events.lastIndexOf(signals[signals.length - 1]!);
+            const handled = events
+              .slice(lastSignal)
+              .some((event) => event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED);
+            return signals.length === 2 && handled && events;
+          });
+          const waiters = await waitersOf(registrationId);
+          await handle.terminate('test over');
+          return { history, waiters };
+        },
+        { config: breakerConfig },
+      );
+      // The lookup's attempt (deferred, wait 1) and the one the first signal woke (deferred, wait 2): no more.
+      const markers = history.filter((event) => event.eventType === EventType.EVENT_TYPE_MARKER_RECORDED);
+      assert.equal(markers.length, 2, 'two attempts, both refused by the open breaker');
+      assert.deepEqual(
+        waiters.map((w) => w.wait_token),
+        [2],
+        'still waiting under wait 2',
+      );
+      assert.equal(fx.receiver.requests.length, 0);
+    });
+
+    it('the resumer keeps waiters whose signal failed, and forgets those whose workflow no longer exists', async () => {
+      const projectId = newProjectId();
+      await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+      const registrationId = await registrationOf(projectId);
+      const db = fx.database.db;
+      // A delivery that ended meanwhile (its safety timer woke it, or it gave up): no workflow to signal.
+      await addBreakerWaiter(db, registrationId, `webhook-event-${randomUUID()}`, 1);
+      const options = {
+        namespace: 'default',
+        ratePerSecond: 10,
+        probeLeaseMs: 5_000,
+        wakeLeaseMs: 600_000,
+        intervalMs: 50,
+      };
+      const failing = captureLogger();
+      // Temporal unreachable: a connection closed under the resumer.
+      const cut = await NativeConnection.connect({ address: fx.env.address });
+      await cut.close();
+      const stopFailing = startBreakerResumer(db, cut, options, failing.logger);
+      try {
+        await eventually('a round whose signal failed', () =>
+          failing.lines.some((line) => line.msg === 'could not wake deliveries waiting for a breaker'),
+        );
+      } finally {
+        await stopFailing();
+      }
+      const kept = await db('webhook_breaker_waiters').where({ registration_id: registrationId });
+      assert.equal(kept.length, 1, 'the waiter whose signal failed stays listed');
+      assert.ok(kept[0].woken_at, 'held by the round that took it, for the lease');
+
+      // The lease over (the controlled clock), a resumer that reaches Temporal finds the workflow gone: forgotten.
+      await db('webhook_breaker_waiters')
+        .where({ registration_id: registrationId })
+        .update({ woken_at: db.raw(`now() - interval '601 seconds'`) });
+      await db('webhook_circuit_breakers')
+        .where({ registration_id: registrationId })
+        .update({ resumed_at: db.raw(`now() - interval '1 second'`) });
+      const reaching = captureLogger();
+      const stopReaching = startBreakerResumer(db, fx.env.nativeConnection, options, reaching.logger);
+      try {
+        await eventually('the dead waiter forgotten', async () => (await waitersOf(registrationId)).length === 0);
+      } finally {
+        await stopReaching();
+      }
+      assert.ok(!reaching.lines.some((line) => line.level === 40), 'no warning for a workflow that ended');
     });
 
     it('gives up at the window while open, naming the receiver’s last status; the attempts stay few', async () => {

@@ -81,6 +81,17 @@ describe('fast path: the first attempt as a local activity (Temporal dev server,
     assert.ok(independentSignatureValid(secret, request!));
   });
 
+  it("WEBHOOK_TIMEOUT_MS near the lookup's timeout: the lookup keeps its margin, the attempt is a local activity of its own", async () => {
+    const projectId = newProjectId();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    // 22 s + 5 s of attempt deadline fit the lookup's 30 s, but not with its own reads and log writes (5 s) on top:
+    // a POST still running when the lookup timed out would be cut and sent again by the retried lookup.
+    const { result, types } = await deliverOne(projectId, { ...fastConfig, WEBHOOK_TIMEOUT_MS: 22_000 });
+    assert.equal(result.status, 'delivered');
+    assert.equal(count(types, EventType.EVENT_TYPE_MARKER_RECORDED), 2, 'the lookup, then the attempt');
+    assert.equal(fx.receiver.requests.length, 1);
+  });
+
   it('falls back to the durable activity on failure: the schedule goes on, attempts numbered 1, 2, 3, one id', async () => {
     const projectId = newProjectId();
     const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
