@@ -12,7 +12,7 @@ import { addBreakerWaiter, findBreaker, recordFailure } from '../db';
 import { startBreakerResumer } from '../worker/breaker-resumer';
 import type { deliverWebhookEvent } from '../workflows';
 import { captureLogger, fallEvent, fastConfig, newProjectId } from './support/deliveries';
-import { useDeliveryFixture } from './support/delivery-fixture';
+import { decodeOnlyPayloadCodec, useDeliveryFixture } from './support/delivery-fixture';
 import { eventually } from './support/eventually';
 import { independentSignatureValid } from './support/receiver';
 import { createLocalEnvironment } from './support/temporal';
@@ -212,6 +212,7 @@ describe('circuit breaker per registration', function () {
         probeLeaseMs: 5_000,
         wakeLeaseMs: 600_000,
         intervalMs: 50,
+        dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
       };
       const failing = captureLogger();
       // Temporal unreachable: a connection closed under the resumer.
