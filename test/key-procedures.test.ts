@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import pino from 'pino';
 import { Webhook } from 'standardwebhooks';
@@ -22,6 +23,8 @@ import { bearer, hsToken } from './support/tokens';
 const silent = pino({ level: 'silent' });
 const hexKey = () => randomBytes(32).toString('hex');
 const payloadKey = () => randomBytes(32).toString('base64');
+/** Longer than any delivery here takes (seconds) and than DELIVERY_GIVE_UP_AFTER_MS below, shorter than the test. */
+const DELIVERY_DEADLINE_MS = 45_000;
 
 const stringHeaders = (request: ReceivedRequest): Record<string, string> =>
   Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name, String(value)]));
@@ -109,10 +112,23 @@ describe('documented key procedures lose no delivery (Temporal dev server, API a
     return ((await reply.json()) as { secret: string }).secret;
   }
 
-  /** The delivery's request, or the test fails with the reason the delivery gave up. */
+  /**
+   * The delivery's request, or the test fails with the reason the delivery gave up or, when it is stuck (a workflow
+   * task that keeps failing, e.g. on a payload key the worker lacks), with the task's last failure.
+   */
   async function delivered(temporal: Client, workflowId: string): Promise<ReceivedRequest> {
+    const handle = temporal.workflow.getHandle(workflowId);
+    const deadline = new AbortController();
+    const stuck = async (): Promise<never> => {
+      const { events } = await handle.fetchHistory();
+      const failures = (events ?? []).map((e) => e.workflowTaskFailedEventAttributes?.failure?.message).filter(Boolean);
+      assert.fail(`delivery ${workflowId} did not end within ${DELIVERY_DEADLINE_MS} ms: ${failures.at(-1) ?? ''}`);
+    };
     try {
-      const result = await temporal.workflow.getHandle(workflowId).result();
+      const result = await Promise.race([
+        temporal.withAbortSignal(deadline.signal, () => handle.result()),
+        sleep(DELIVERY_DEADLINE_MS, undefined, { signal: deadline.signal }).then(stuck),
+      ]);
       assert.equal((result as { status: string }).status, 'delivered');
     } catch (error) {
       if (!(error instanceof WorkflowFailedError)) throw error;
@@ -120,6 +136,8 @@ describe('documented key procedures lose no delivery (Temporal dev server, API a
       for (let cause: Error | undefined = error.cause; cause; cause = (cause as { cause?: Error }).cause)
         causes.push(cause.message);
       assert.fail(`delivery ${workflowId} was lost: ${causes.join(' <- ')}`);
+    } finally {
+      deadline.abort();
     }
     // The webhook id is the workflow id; the last request is the one the receiver accepted.
     const request = fx.receiver.requests.filter((r) => r.headers['webhook-id'] === workflowId).at(-1);

@@ -6,7 +6,7 @@ import { CliError, type CliCommand, parseCommandArgs, withDb } from '../command'
 export const secretsReseal: CliCommand = {
   usage: 'secrets reseal',
   summary:
-    'seal every stored webhook secret (the previous ones inside a rotation overlap too) again under the newest key of WEBHOOK_SECRET_KEYS',
+    'seal every stored webhook secret, previous ones in an overlap too, under the newest WEBHOOK_SECRET_KEYS key',
   async run(args, io) {
     parseCommandArgs(args, {}, []);
     // Warnings (a development key in use) go to stderr, apart from the result.
