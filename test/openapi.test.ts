@@ -276,6 +276,20 @@ describe('openapi: the document at /openapi.json', () => {
       }),
       { numRuns: 100 },
     );
+    // The body parser refuses a __proto__ key (prototype poisoning): the document says so where it names keys.
+    for (const body of [
+      '{"payloads":[],"__proto__":1}',
+      '{"payloads":[{"__proto__":{}}]}',
+      '{"payloads":[{"metadata":{"__proto__":"eA=="}}]}',
+    ]) {
+      assert.equal(documentedCodecBody(JSON.parse(body)), false, body);
+      const answered = await fetch(`${server.url}/codec/encode`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken(OPERATOR)), 'content-type': 'application/json' },
+        body,
+      });
+      assert.equal(answered.status, 400, body);
+    }
   });
 
   it('lists the status codes of every operation', () => {
