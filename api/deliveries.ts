@@ -107,7 +107,7 @@ const encodeCursor = (position: store.DeliveryPosition) =>
   Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
 
 /** Longer than any cursor this API writes (a 300-character id and a time). */
-const MAX_CURSOR_LENGTH = 512;
+export const MAX_CURSOR_LENGTH = 512;
 
 /** The position a cursor names, or undefined for anything this API did not write (a time it cannot hold, a bad id). */
 function decodeCursor(cursor: string): store.DeliveryPosition | undefined {

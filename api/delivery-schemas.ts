@@ -8,7 +8,11 @@ export const recoverBodySchema = {
   type: 'object',
   properties: {
     since: { type: 'string', format: 'date-time', description: 'Redeliver failed deliveries created at or after.' },
-    until: { type: 'string', format: 'date-time', description: 'And before this time (default: now).' },
+    until: {
+      type: 'string',
+      format: 'date-time',
+      description: 'And before this time, which must be later than since (default: now).',
+    },
   },
   required: ['since'],
   additionalProperties: false,

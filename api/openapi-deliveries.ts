@@ -1,6 +1,6 @@
-import { WEBHOOK_TYPES } from '../common/contract';
+import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES } from '../common/contract';
 import { DELIVERY_STATUSES } from '../db/deliveries';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './deliveries';
+import { DEFAULT_PAGE_SIZE, MAX_CURSOR_LENGTH, MAX_PAGE_SIZE } from './deliveries';
 import { recoverBodySchema } from './delivery-schemas';
 import type { HttpMethod, OpenApiOperation } from './openapi';
 import { projectIdSchema } from './schemas';
@@ -100,7 +100,12 @@ const query = (name: string, description: string, schema: object) =>
   ({ name, in: 'query', required: false, description, schema }) as const;
 
 const projectId = path('projectId', 'Identifier of the project.', projectIdSchema);
-const deliveryId = path('id', 'The delivery’s id (its X-Webhook-Id).');
+const deliveryId = path('id', 'The delivery’s id (its X-Webhook-Id): 1 to 300 visible ASCII characters.', {
+  type: 'string',
+  minLength: 1,
+  maxLength: 300,
+  pattern: WEBHOOK_ID_PATTERN.source,
+});
 const common = {
   '401': ref('responses', 'Unauthorized'),
   '403': ref('responses', 'Forbidden'),
@@ -142,7 +147,12 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
           maximum: MAX_PAGE_SIZE,
           default: DEFAULT_PAGE_SIZE,
         }),
-        query('cursor', 'nextCursor of the previous page.', { type: 'string' }),
+        query('cursor', 'nextCursor of the previous page; any other value is a 400.', {
+          type: 'string',
+          minLength: 1,
+          maxLength: MAX_CURSOR_LENGTH,
+          pattern: '^[A-Za-z0-9_-]+$',
+        }),
       ],
       responses: {
         '200': { description: 'A page of deliveries.', content: json(ref('schemas', 'DeliveryPage')) },

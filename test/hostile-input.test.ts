@@ -369,7 +369,36 @@ describe('hostile input: every route answers 4xx problem+json, never 5xx', () =>
     assert.deepEqual(errorLines, [], 'nothing was logged as an error');
   });
 
+  /** Two digits from 00 to 99: dates and times next to the valid ones (month 13, hour 24, second 60, day 31 in February). */
+  const twoDigits = fc.integer({ min: 0, max: 99 }).map((n) => String(n).padStart(2, '0'));
+  const year = fc.oneof(
+    fc.constantFrom('0000', '0001', '1969', '1970', '2026', '9999'),
+    fc.integer({ min: 0, max: 9999 }).map((n) => String(n).padStart(4, '0')),
+  );
+  const nearTime = (fraction: fc.Arbitrary<string>, zone: fc.Arbitrary<string>) =>
+    fc
+      .tuple(
+        year,
+        twoDigits,
+        twoDigits,
+        fc.constantFrom('T', 't', ' '),
+        twoDigits,
+        twoDigits,
+        twoDigits,
+        fraction,
+        zone,
+      )
+      .map(([y, mo, d, sep, h, mi, sec, f, z]) => `${y}-${mo}-${d}${sep}${h}:${mi}:${sec}${f}${z}`);
+  const offset = fc.oneof(
+    fc.constantFrom('Z', 'z', '', '+00:00', '-23:59', '+24:00'),
+    fc.tuple(fc.constantFrom('+', '-'), twoDigits, twoDigits).map(([sign, h, m]) => `${sign}${h}:${m}`),
+  );
+
   it('answers any cursor string, and any base64url of any JSON, with 200 or 400 (property)', async () => {
+    const positionTime = nearTime(
+      fc.integer({ min: 0, max: 999_999 }).map((n) => `.${String(n).padStart(6, '0')}`),
+      fc.constant('Z'),
+    );
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(
@@ -379,6 +408,7 @@ describe('hostile input: every route answers 4xx problem+json, never 5xx', () =>
           fc
             .tuple(fc.oneof(fc.double(), fc.integer(), fc.string(), fc.date().map(String)), hostileString)
             .map(cursorOf),
+          fc.tuple(positionTime, fc.oneof(hostileString, fc.stringMatching(/^[\x21-\x7e]{1,300}$/))).map(cursorOf),
         ),
         async (cursor) => {
           // Every byte percent-encoded: invalid UTF-8 and lone surrogates reach the API as they are.
@@ -388,6 +418,28 @@ describe('hostile input: every route answers 4xx problem+json, never 5xx', () =>
           );
           assert.ok(reply.status === 200 || reply.status === 400, `${reply.status} for ${JSON.stringify(cursor)}`);
           if (reply.status === 400) assert.equal(reply.type, PROBLEM);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    assert.deepEqual(errorLines, [], 'no request failed with a logged error');
+  });
+
+  it('answers any since or until, near-valid dates and times included, with 200 or 400 (property)', async () => {
+    const fraction = fc.oneof(fc.constant(''), fc.stringMatching(/^\.\d{1,12}$/));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom('since', 'until'),
+        fc.oneof(hostileString, nearTime(fraction, offset)),
+        async (name, value) => {
+          const bytes = [...Buffer.from(value)].map((byte) => `%${byte.toString(16).padStart(2, '0')}`).join('');
+          const reply = await deliveries(`${name}=${bytes}`);
+          assert.ok(
+            reply.status === 200 || reply.status === 400,
+            `${reply.status} for ${name}=${JSON.stringify(value)}`,
+          );
+          if (reply.status === 400)
+            assert.match(String(reply.json.detail), new RegExp(`^The query is invalid: ${name} `));
         },
       ),
       { numRuns: 300 },

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
+import fc from 'fast-check';
 import type Koa from 'koa';
 import type { Router } from '@koa/router';
 import pino from 'pino';
@@ -208,6 +209,96 @@ describe('openapi: the document at /openapi.json', () => {
     );
     assert.equal(bodyRef('post', '/codec/encode'), '#/components/schemas/CodecBody');
     assert.equal(bodyRef('post', '/codec/decode'), '#/components/schemas/CodecBody');
+  });
+
+  it('states what the routes enforce: a path id, projectId, cursor or codec body it allows is never refused', async () => {
+    const ajv = new Ajv2020({ strict: false });
+    addFormats(ajv);
+    const p = `p-${randomUUID().slice(0, 8)}`;
+    await store.addProject(t.db, p, 'Docs project');
+    await store.addMember(t.db, p, 'alice');
+    const parameter = (path: string, method: HttpMethod, name: string) =>
+      ajv.compile(
+        (served.paths[path]![method]!.parameters as { name: string; schema: object }[]).find((x) => x.name === name)!
+          .schema,
+      );
+    const documentedId = parameter('/webhooks/project/{projectId}/deliveries/{id}', 'get', 'id');
+    const documentedProjectId = parameter('/webhooks/project/{projectId}/health', 'get', 'projectId');
+    const documentedCursor = parameter('/webhooks/project/{projectId}/deliveries', 'get', 'cursor');
+    const documentedCodecBody = ajv.compile({ ...served.components.schemas.CodecBody, $id: undefined });
+    // Every byte percent-encoded: the route sees exactly the text generated.
+    const encode = (text: string) => [...Buffer.from(text)].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('');
+    const status = async (path: string, init: RequestInit = {}) =>
+      (await fetch(`${server.url}${path}`, { ...init, headers: { ...bearer(hsToken('alice')), ...init.headers } }))
+        .status;
+    /** Any text, and text the documented pattern matches (when there is one). */
+    const text = (validate: { schema: unknown }) => {
+      const { pattern } = validate.schema as { pattern?: string };
+      const anyText = fc.string({ unit: 'binary', maxLength: 320 });
+      return pattern ? fc.oneof(anyText, fc.stringMatching(new RegExp(pattern))) : anyText;
+    };
+
+    await fc.assert(
+      fc.asyncProperty(text(documentedId), async (id) => {
+        // An empty segment is another route, and URLs resolve . and .. (%2e too) before a request is sent.
+        fc.pre(!['', '.', '..'].includes(id));
+        const answered = await status(`/webhooks/project/${p}/deliveries/${encode(id)}`);
+        assert.equal(answered === 400, !documentedId(id), `id ${JSON.stringify(id)}: ${answered}`);
+      }),
+      { numRuns: 150 },
+    );
+    await fc.assert(
+      fc.asyncProperty(text(documentedProjectId), async (projectId) => {
+        fc.pre(!['', '.', '..'].includes(projectId));
+        const answered = await status(`/webhooks/project/${encode(projectId)}/health`);
+        assert.equal(answered === 400, !documentedProjectId(projectId), `${JSON.stringify(projectId)}: ${answered}`);
+      }),
+      { numRuns: 150 },
+    );
+    // A cursor is opaque: the document cannot promise that every base64url string is one, only refuse what no
+    // cursor can be.
+    await fc.assert(
+      fc.asyncProperty(text(documentedCursor), async (cursor) => {
+        const answered = await status(`/webhooks/project/${p}/deliveries?cursor=${encode(cursor)}`);
+        if (!documentedCursor(cursor)) assert.equal(answered, 400, JSON.stringify(cursor));
+      }),
+      { numRuns: 100 },
+    );
+    const base64 = fc.uint8Array({ maxLength: 24 }).map((bytes) => Buffer.from(bytes).toString('base64'));
+    const payload = fc.record(
+      {
+        metadata: fc.oneof(fc.constant(null), fc.dictionary(fc.string(), base64, { maxKeys: 3 })),
+        data: fc.oneof(fc.constant(null), base64),
+      },
+      { requiredKeys: [] },
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(payload, { maxLength: 4 }), async (payloads) => {
+        const body = { payloads };
+        assert.ok(documentedCodecBody(body));
+        const answered = await fetch(`${server.url}/codec/encode`, {
+          method: 'POST',
+          headers: { ...bearer(hsToken(OPERATOR)), 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        assert.equal(answered.status, 200, await answered.text());
+      }),
+      { numRuns: 100 },
+    );
+    // The body parser refuses a __proto__ key (prototype poisoning): the document says so where it names keys.
+    for (const body of [
+      '{"payloads":[],"__proto__":1}',
+      '{"payloads":[{"__proto__":{}}]}',
+      '{"payloads":[{"metadata":{"__proto__":"eA=="}}]}',
+    ]) {
+      assert.equal(documentedCodecBody(JSON.parse(body)), false, body);
+      const answered = await fetch(`${server.url}/codec/encode`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken(OPERATOR)), 'content-type': 'application/json' },
+        body,
+      });
+      assert.equal(answered.status, 400, body);
+    }
   });
 
   it('lists the status codes of every operation', () => {

@@ -127,18 +127,25 @@ export function codecCors(deps: Pick<CodecDeps, 'corsOrigins'>): Middleware {
   };
 }
 
+/** The JSON parser refuses a `__proto__` key at any depth (400): the schema says so where it names keys. */
+const notProto = { not: { const: '__proto__' } } as const;
+
 /** Temporal's remote codec body; exported as is so the OpenAPI document shows the schema validated here. */
 export const codecBodySchema = {
   type: 'object',
+  description: 'No object in the body may hold a __proto__ key: such a body is refused as invalid JSON (400).',
+  propertyNames: notProto,
   properties: {
     payloads: {
       type: 'array',
       description: 'Temporal payloads in the JSON form of the remote codec protocol.',
       items: {
         type: 'object',
+        propertyNames: notProto,
         properties: {
           metadata: {
             type: ['object', 'null'],
+            propertyNames: notProto,
             additionalProperties: { type: 'string', contentEncoding: 'base64' },
             description: 'Metadata entries (encoding, encryption-key-id, …), each value base64.',
           },

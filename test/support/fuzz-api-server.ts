@@ -1,5 +1,7 @@
-// The API as the fuzzer sees it: a real PostgreSQL (DATABASE_URL, else an embedded one), one project with one member,
-// and no Temporal (the test endpoint then answers its documented 503). Prints one JSON line: the base URL and a token.
+// The API as the fuzzer sees it: a real PostgreSQL (DATABASE_URL, else an embedded one) holding real ids to reach every
+// operation past a 404 (a project with a registration and a failed delivery, a spare project to register and delete),
+// a caller who is a member of both and an operator (for /codec), and no Temporal (the test endpoint, redeliver and
+// recover then answer their documented 503 or count 0). Prints one JSON line: the base URL, a token and the ids.
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,11 +11,25 @@ import jwt from 'jsonwebtoken';
 import { startApi } from '../../api';
 import { loadConfig } from '../../common/config';
 import { createLogger } from '../../common/logger';
-import { addMember, addProject, createDb, createScratchDatabase, migrateToLatest } from '../../db';
+import { createSecretBox } from '../../common/secrets';
+import {
+  addMember,
+  addProject,
+  createDb,
+  createRegistration,
+  createScratchDatabase,
+  markDeliveryFailed,
+  migrateToLatest,
+  recordDeliveryAttempt,
+  recordEndpointFailure,
+} from '../../db';
 import { startEmbeddedPostgres } from '../../dev/postgres';
 import { freePort } from '../../dev/ports';
 
 export const FUZZ_PROJECT = 'fuzz-project';
+/** A project without a registration: POST /webhooks/register and DELETE take turns on it. */
+export const FUZZ_SPARE_PROJECT = 'fuzz-spare-project';
+export const FUZZ_DELIVERY = 'fuzz-delivery-1';
 export const FUZZ_USER = 'fuzz-user';
 
 async function main(): Promise<void> {
@@ -24,8 +40,21 @@ async function main(): Promise<void> {
   const scratch = await createScratchDatabase(process.env.DATABASE_URL ?? embedded!.url, 'webhooks_fuzz');
   const db = createDb(scratch.url, { max: 2 });
   await migrateToLatest(db);
-  await addProject(db, FUZZ_PROJECT);
-  await addMember(db, FUZZ_PROJECT, FUZZ_USER);
+  const secretKey = randomBytes(32);
+  for (const projectId of [FUZZ_PROJECT, FUZZ_SPARE_PROJECT]) {
+    await addProject(db, projectId);
+    await addMember(db, projectId, FUZZ_USER);
+  }
+  await createRegistration(db, createSecretBox(secretKey), {
+    projectId: FUZZ_PROJECT,
+    url: 'https://receiver.example/hook',
+    types: ['FALL_DETECTION', 'VITAL_THRESHOLD'],
+  });
+  const key = { id: FUZZ_DELIVERY, projectId: FUZZ_PROJECT, type: 'FALL_DETECTION', workflowId: FUZZ_DELIVERY };
+  const error = 'Receiver answered HTTP 500';
+  await recordDeliveryAttempt(db, key, { runAttempt: 1, statusCode: 500, durationMs: 12, error, delivered: false });
+  await recordEndpointFailure(db, FUZZ_PROJECT, error);
+  await markDeliveryFailed(db, key, error);
   await db.destroy();
 
   const secret = randomBytes(32).toString('hex');
@@ -36,7 +65,10 @@ async function main(): Promise<void> {
       TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}`,
       TEMPORAL_CONNECT_TIMEOUT_MS: '200',
       JWT_SECRET: secret,
-      WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
+      WEBHOOK_SECRET_KEY: secretKey.toString('hex'),
+      PAYLOAD_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('base64')}`,
+      OPERATOR_SUBJECTS: FUZZ_USER,
+      DATA_DIR: dataDir,
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
     },
     { database: true, auth: true },
@@ -44,7 +76,14 @@ async function main(): Promise<void> {
   const api = await startApi(config, createLogger(config.LOG_LEVEL, 'webhooks', process.stderr));
   const token = jwt.sign({ sub: FUZZ_USER }, secret, { algorithm: 'HS256', expiresIn: 3600 });
   const { port } = api.server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${port}`, token, projectId: FUZZ_PROJECT })}\n`);
+  const started = {
+    url: `http://127.0.0.1:${port}`,
+    token,
+    projectId: FUZZ_PROJECT,
+    spareProjectId: FUZZ_SPARE_PROJECT,
+    deliveryId: FUZZ_DELIVERY,
+  };
+  process.stdout.write(`${JSON.stringify(started)}\n`);
 
   const stop = async () => {
     await api.close();
