@@ -8,7 +8,7 @@ export type Dependency = 'database' | 'Temporal';
 
 /** What a caller reads in the 503 problem. */
 export const unavailableDetail = (dependency: Dependency) =>
-  `The ${dependency} is not answering; try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds`;
+  `${dependency === 'database' ? 'The database' : 'Temporal'} is not answering; try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds`;
 
 // SQLSTATE classes and codes that mean "the server is not there or not taking work", not "the query is wrong".
 const DATABASE_DOWN_STATES = /^(08...|57P0[123]|53300|57014|25006)$/;

@@ -149,7 +149,7 @@ describe('faults: Temporal down', function () {
     const testWhileDown = await fetch(`${base}/webhooks/test/project/${projectId}`, { method: 'POST', headers });
     assert.equal(testWhileDown.status, 503, await testWhileDown.clone().text());
     assert.equal(testWhileDown.headers.get('retry-after'), '5');
-    assert.match(((await testWhileDown.json()) as { detail: string }).detail, /The Temporal is not answering/);
+    assert.match(((await testWhileDown.json()) as { detail: string }).detail, /^Temporal is not answering/);
     assert.equal((await fetch(`${base}/readyz`)).status, 503);
 
     await startDevServer();
