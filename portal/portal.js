@@ -36,7 +36,7 @@
       else if (name === 'checked') el.checked = value;
       else el.setAttribute(name, value === true ? '' : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === undefined || child === null || child === false) continue;
       el.append(typeof child === 'string' || typeof child === 'number' ? String(child) : child);
     }
@@ -131,8 +131,12 @@
     state.health = health;
   }
 
+  let pageLoads = 0;
+  /** Loads the current page; an answer to an older request (a refresh racing a filter change) is dropped. */
   async function loadPage() {
-    state.page = await api('GET', listQuery(state.cursors.at(-1)));
+    const load = ++pageLoads;
+    const page = await api('GET', listQuery(state.cursors.at(-1)));
+    if (load === pageLoads) state.page = page;
   }
 
   async function loadSelected() {
