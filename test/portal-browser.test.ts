@@ -277,14 +277,8 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       const page = await open(url);
       await row(page, ids[1]!).waitFor();
       await page.getByText(/read-only link/).waitFor();
-      const names = await page
-        .locator('button')
-        .evaluateAll((buttons) => buttons.map((b) => b.getAttribute('aria-label') ?? b.textContent ?? ''));
-      assert.deepEqual(
-        names.filter((name) => ACTION.test(name)),
-        [],
-        'no action button',
-      );
+      assert.ok((await page.getByRole('button', { name: /^Show attempts of/ }).count()) >= 2, 'its buttons are there');
+      assert.equal(await page.getByRole('button', { name: ACTION }).count(), 0, 'no action button');
       assert.equal(await page.locator('form[aria-label="Rotate secret"], form[aria-label="Edit endpoint"]').count(), 0);
       await pressByKeyboard(page, `Show attempts of ${ids[0]!}`);
       await page.locator('#attempts').waitFor();
