@@ -165,7 +165,7 @@
     const rows = [
       ['URL', r ? h('code', {}, r.url) : 'No webhook is registered for this project'],
       ['Event types', r ? r.types.join(', ') : '—'],
-      ['State', hl.state],
+      ['Health', hl.state],
       ['Consecutive failures', String(hl.consecutiveFailures)],
       ['Last success', when(hl.lastSuccessAt)],
       ['Last failure', when(hl.lastFailureAt)],
@@ -427,7 +427,7 @@
             h(
               'tr',
               {},
-              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last attempt', 'Actions'].map((c) =>
+              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last update', 'Actions'].map((c) =>
                 h('th', { scope: 'col' }, c),
               ),
             ),
