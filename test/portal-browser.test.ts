@@ -147,6 +147,10 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
   }
 
   const row = (page: Page, id: string) => page.locator(`tr[data-delivery="${id}"]`);
+  const rowIds = async (page: Page) =>
+    Promise.all(
+      (await page.locator('tr[data-delivery]').all()).map(async (r) => String(await r.getAttribute('data-delivery'))),
+    );
 
   it('a manage link: the log, attempts, Redeliver, Send test event, Rotate secret and a new delivery, all by keyboard', async () => {
     const { id: p, secret } = await project();
@@ -300,6 +304,30 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       for (const id of ids) assert.ok(!shown.includes(id), `${id} is not shown to the other project`);
       await close(elsewhere);
     });
+  });
+
+  it('pages through the log 20 deliveries at a time, by keyboard', async () => {
+    const { id: p } = await project();
+    const ids = Array.from({ length: 23 }, (_, i) => `evt-${String(i).padStart(2, '0')}-${randomUUID().slice(0, 8)}`);
+    for (const id of ids)
+      await store.upsertDelivery(
+        fx.database.db,
+        { id, projectId: p, type: 'FALL_DETECTION', workflowId: id },
+        'delivered',
+      );
+    const page = await open((await link(p, { capabilities: ['read'] })).url);
+    await page.getByText('Page 1').waitFor();
+    assert.equal((await rowIds(page)).length, 20);
+    await pressByKeyboard(page, 'Show older deliveries');
+    await page.getByText('Page 2').waitFor();
+    const second = await rowIds(page);
+    assert.equal(second.length, 3);
+    await pressByKeyboard(page, 'Show newer deliveries');
+    await page.getByText('Page 1').waitFor();
+    const first = await rowIds(page);
+    assert.equal(first.length, 20);
+    assert.deepEqual([...first, ...second].sort(), [...ids].sort(), 'every delivery once');
+    await close(page);
   });
 
   it('an expired, revoked, forged or missing link shows the error page, and the API answers 401', async () => {
