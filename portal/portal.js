@@ -36,7 +36,7 @@
       else if (name === 'checked') el.checked = value;
       else el.setAttribute(name, value === true ? '' : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === undefined || child === null || child === false) continue;
       el.append(typeof child === 'string' || typeof child === 'number' ? String(child) : child);
     }
@@ -131,8 +131,12 @@
     state.health = health;
   }
 
+  let pageLoads = 0;
+  /** Loads the current page; an answer to an older request (a refresh racing a filter change) is dropped. */
   async function loadPage() {
-    state.page = await api('GET', listQuery(state.cursors.at(-1)));
+    const load = ++pageLoads;
+    const page = await api('GET', listQuery(state.cursors.at(-1)));
+    if (load === pageLoads) state.page = page;
   }
 
   async function loadSelected() {
@@ -161,7 +165,7 @@
     const rows = [
       ['URL', r ? h('code', {}, r.url) : 'No webhook is registered for this project'],
       ['Event types', r ? r.types.join(', ') : '—'],
-      ['State', hl.state],
+      ['Health', hl.state],
       ['Consecutive failures', String(hl.consecutiveFailures)],
       ['Last success', when(hl.lastSuccessAt)],
       ['Last failure', when(hl.lastFailureAt)],
@@ -423,7 +427,7 @@
             h(
               'tr',
               {},
-              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last attempt', 'Actions'].map((c) =>
+              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last update', 'Actions'].map((c) =>
                 h('th', { scope: 'col' }, c),
               ),
             ),

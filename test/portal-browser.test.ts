@@ -1,0 +1,373 @@
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { createRedeliveryStarter } from '../api/redelivery';
+import { createTestEventSender } from '../api/test-event';
+import { createPortalTokens, portalSigningKeys } from '../api/portal-tokens';
+import type { ActivityConfig } from '../activities';
+import type { DeliverWebhookEventInput } from '../common/contract';
+import { verifyStandardWebhook } from '../common/signature';
+import * as store from '../db';
+import type { deliverWebhookEvent } from '../workflows';
+import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
+import { useDeliveryFixture, useLocalApi } from './support/delivery-fixture';
+import { independentSignatureValid } from './support/receiver';
+import { createLocalEnvironment } from './support/temporal';
+import { bearer, hsToken } from './support/tokens';
+
+/** Debian's Chromium: playwright's own browser downloads do not work here, and CI installs this one. */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+/** PORTAL_SCREENSHOTS=1 rewrites docs/portal-*.png from these views. */
+const SCREENSHOTS = process.env.PORTAL_SCREENSHOTS === '1';
+/** Retries end after 1.5 s: a receiver answering 500 makes a delivery fail quickly. */
+const givingUp: ActivityConfig = { ...fastConfig, DELIVERY_GIVE_UP_AFTER_MS: 1_500 };
+const ACTION = /^(Send|Redeliver|Recover|Rotate|Save|Copy)/;
+
+describe('portal page in Chromium, end to end on the real pipeline', function () {
+  this.timeout(120_000);
+  const fx = useDeliveryFixture(createLocalEnvironment);
+  let taskQueue = '';
+  const ring = [{ id: 'k1', key: randomBytes(32) }];
+  const portalTokens = createPortalTokens(portalSigningKeys(ring));
+  const api = useLocalApi(fx, () => ({
+    // The test's worker polls its own queue: test events and redeliveries go there.
+    sendTestEvent: (projectId) =>
+      createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue, TEST_DELIVERY_WAIT_MS: 10_000 })(
+        projectId,
+      ),
+    redelivery: (row, delayMs) =>
+      createRedeliveryStarter(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue })(row, delayMs),
+    portal: { tokens: portalTokens },
+  }));
+  let browser: Browser;
+  const pageProblems = new WeakMap<Page, string[]>();
+
+  before(async () => {
+    if (!existsSync(CHROMIUM))
+      throw new Error(`Chromium is not at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH`);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  });
+  // A failed test leaves its page open: close it before the next.
+  afterEach(async () => {
+    for (const context of browser?.contexts() ?? []) await context.close();
+  });
+  after(() => browser?.close());
+
+  /** Delivers one event through the real workflow and worker and waits for it to end; returns its X-Webhook-Id. */
+  async function deliver(input: DeliverWebhookEventInput): Promise<string> {
+    const workflowId = `webhook-event-${randomUUID()}`;
+    const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+      args: [input],
+      taskQueue,
+      workflowId,
+    });
+    await handle.result().catch(() => undefined);
+    return workflowId;
+  }
+
+  /** A project with alice as member, a webhook to this test's receiver, and its signing secret. */
+  async function project(): Promise<{ id: string; secret: string }> {
+    const id = newProjectId();
+    const secret = await fx.registrations.register(id, fx.receiver.url, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+    await store.addMember(fx.database.db, id, 'alice');
+    return { id, secret };
+  }
+
+  async function link(projectId: string, body: object = {}): Promise<{ url: string; token: string }> {
+    const response = await fetch(`${api.url}/webhooks/project/${projectId}/portal-sessions`, {
+      method: 'POST',
+      headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    assert.equal(response.status, 201);
+    return (await response.json()) as { url: string; token: string };
+  }
+
+  /** A page that fails the test on any Content-Security-Policy violation or script error. */
+  async function open(url: string): Promise<Page> {
+    const context = await browser.newContext({
+      viewport: { width: 1100, height: 900 },
+      permissions: ['clipboard-read', 'clipboard-write'],
+    });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on('pageerror', (error) => problems.push(error.message));
+    page.on('console', (message) => {
+      if (message.type() === 'error' && !/status of 40[13]/.test(message.text())) problems.push(message.text());
+    });
+    pageProblems.set(page, problems);
+    await page.goto(url);
+    return page;
+  }
+
+  /** Closes the page once it showed no script error or CSP violation. */
+  async function close(page: Page): Promise<void> {
+    const problems = pageProblems.get(page);
+    await page.context().close();
+    assert.deepEqual(problems, [], 'no script error or CSP violation');
+  }
+
+  /** axe-core, evaluated through the DevTools protocol (the page's CSP allows no injected script tag). */
+  async function assertAccessible(page: Page, view: string): Promise<void> {
+    await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const axe = (globalThis as unknown as { axe: { run(): Promise<{ violations: unknown[] }> } }).axe;
+      return (await axe.run()).violations as { id: string; impact: string; help: string }[];
+    });
+    const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+    assert.deepEqual(
+      serious.map((v) => `${v.id}: ${v.help}`),
+      [],
+      `${view}: axe-core found serious or critical violations`,
+    );
+  }
+
+  /** Moves the keyboard focus with Tab to the control whose accessible name starts with `name`, and presses Enter. */
+  async function pressByKeyboard(page: Page, name: RegExp | string): Promise<void> {
+    const wanted = typeof name === 'string' ? new RegExp(`^${name}`) : name;
+    for (let i = 0; i < 200; i += 1) {
+      await page.keyboard.press('Tab');
+      const focused = await page.evaluate<string>(
+        "document.activeElement?.getAttribute('aria-label') ?? document.activeElement?.textContent ?? ''",
+      );
+      if (wanted.test(focused.trim())) {
+        await page.keyboard.press('Enter');
+        return;
+      }
+    }
+    assert.fail(`no control named ${String(wanted)} in the tab order`);
+  }
+
+  async function screenshot(page: Page, name: string): Promise<void> {
+    if (SCREENSHOTS)
+      await page.screenshot({ path: join(__dirname, '..', 'docs', `portal-${name}.png`), fullPage: true });
+  }
+
+  const row = (page: Page, id: string) => page.locator(`tr[data-delivery="${id}"]`);
+  const rowIds = async (page: Page) =>
+    Promise.all(
+      (await page.locator('tr[data-delivery]').all()).map(async (r) => String(await r.getAttribute('data-delivery'))),
+    );
+
+  it('a manage link: the log, attempts, Redeliver, Send test event, Rotate secret and a new delivery, all by keyboard', async () => {
+    const { id: p, secret } = await project();
+    await fx.runWorker(
+      async (queue) => {
+        taskQueue = queue;
+        const delivered = await deliver(fallEvent(p));
+        fx.receiver.fallback = { status: 500 };
+        const failed = await deliver(fallEvent(p));
+        fx.receiver.fallback = { status: 200 };
+        const { url } = await link(p);
+        assert.match(url, /\/portal#token=/);
+        const page = await open(url);
+        assert.equal(new URL(page.url()).hash, '', 'the token leaves the address bar');
+
+        await row(page, failed).waitFor();
+        assert.match(await row(page, delivered).innerText(), /FALL_DETECTION\s+delivered\s+1\s+200/);
+        assert.match(await row(page, failed).innerText(), /FALL_DETECTION\s+failed\s+\d+\s+500/);
+        assert.match(
+          await page.locator('section[aria-labelledby="endpoint-title"]').innerText(),
+          new RegExp(fx.receiver.url.replace(/[.]/g, '\\.')),
+        );
+        await assertAccessible(page, 'manage view');
+
+        // The failed delivery's attempts: time, status code, duration, error.
+        await pressByKeyboard(page, `Show attempts of ${failed}`);
+        const attempts = page.locator('#attempts');
+        await attempts.waitFor();
+        const attemptRows = attempts.locator('tbody tr');
+        assert.ok((await attemptRows.count()) >= 2, 'retried before giving up');
+        assert.match(await attemptRows.first().innerText(), /^1\s+\S.*\s+500\s+\d+ ms\s+/);
+        const text = await page.locator('main').innerText();
+        assert.doesNotMatch(text, /Ada|Lovelace|ada@example\.com|fall/, 'no payload on the page');
+        await assertAccessible(page, 'attempts view');
+        await screenshot(page, 'manage');
+
+        // Redeliver: the receiver gets the same X-Webhook-Id, signed with the current secret.
+        const before = fx.receiver.requests.length;
+        await pressByKeyboard(page, `Redeliver ${failed}`);
+        await page.getByText(`Delivery ${failed} is being redelivered`).waitFor();
+        const [redelivered] = (await fx.receiver.waitForRequests(before + 1)).slice(before);
+        assert.equal(redelivered!.headers['x-webhook-id'], failed);
+        assert.ok(independentSignatureValid(secret, redelivered!));
+        await row(page, failed).getByText('delivered').waitFor({ timeout: 5_000 });
+
+        // Send test event shows the receiver's 200 and the round trip's duration.
+        await pressByKeyboard(page, 'Send test event');
+        await page.getByText(/Test event delivered: status 200 in \d+ ms/).waitFor({ timeout: 15_000 });
+
+        // Rotate secret with an overlap: the new secret is shown once, with a copy button.
+        await page.getByLabel('Overlap of the old secret (hours)').fill('1');
+        await pressByKeyboard(page, 'Rotate secret');
+        const shown = page.getByLabel('New secret');
+        await shown.waitFor();
+        const fresh = await shown.inputValue();
+        assert.match(fresh, /^whsec_/);
+        assert.notEqual(fresh, secret);
+        await assertAccessible(page, 'rotated secret');
+        await pressByKeyboard(page, 'Copy secret');
+        assert.equal(await page.evaluate<string>('navigator.clipboard.readText()'), fresh);
+        await screenshot(page, 'rotated');
+        // During the overlap the receiver verifies the next delivery with either secret.
+        const sent = fx.receiver.requests.length;
+        await pressByKeyboard(page, 'Send test event');
+        const [test] = (await fx.receiver.waitForRequests(sent + 1)).slice(sent);
+        const check = (key: string) =>
+          verifyStandardWebhook({ secret: [key], headers: test!.headers, rawBody: test!.rawBody });
+        assert.ok(check(secret), 'the replaced secret still verifies');
+        assert.ok(check(fresh), 'the new secret verifies');
+        assert.ok(independentSignatureValid(fresh, test!), 'X-Signature is the new secret’s');
+        await pressByKeyboard(page, 'Hide secret');
+        assert.equal(await page.getByLabel('New secret').count(), 0, 'shown once');
+
+        // A delivery made while the page is open appears without a reload within 5 s.
+        const arrived = await deliver(fallEvent(p));
+        await row(page, arrived).waitFor({ timeout: 5_000 });
+
+        // Filters: status failed lists none now (the failed one was redelivered); delivered lists all three events.
+        await page.getByLabel('Status').selectOption('delivered');
+        await pressByKeyboard(page, 'Apply filters');
+        await page.locator('tbody tr[data-delivery]').first().waitFor();
+        assert.equal(await row(page, arrived).count(), 1);
+        await page.getByLabel('Status').selectOption('failed');
+        await pressByKeyboard(page, 'Apply filters');
+        await page.getByText('No deliveries match.').waitFor();
+
+        // Editing the endpoint: types.
+        await page.getByRole('checkbox', { name: 'VITAL_THRESHOLD' }).uncheck();
+        await pressByKeyboard(page, 'Save endpoint');
+        await page.getByText('The endpoint was saved.').waitFor();
+        assert.deepEqual((await store.findRegistration(fx.database.db, p))!.types, ['FALL_DETECTION']);
+        await close(page);
+      },
+      { config: givingUp },
+    );
+  });
+
+  it('Recover failed deliveries redelivers the failed ones since the chosen time', async () => {
+    const { id: p } = await project();
+    await fx.runWorker(
+      async (queue) => {
+        taskQueue = queue;
+        fx.receiver.fallback = { status: 500 };
+        const failed = await deliver(fallEvent(p));
+        fx.receiver.fallback = { status: 200 };
+        const page = await open((await link(p)).url);
+        await row(page, failed).getByText('failed').waitFor();
+        await page.getByLabel('Failed since').fill('2000-01-01T00:00');
+        const before = fx.receiver.requests.length;
+        await pressByKeyboard(page, 'Recover failed deliveries');
+        await page.getByText('1 failed deliveries are being redelivered.').waitFor();
+        const [again] = (await fx.receiver.waitForRequests(before + 1)).slice(before);
+        assert.equal(again!.headers['x-webhook-id'], failed);
+        await close(page);
+      },
+      { config: givingUp },
+    );
+  });
+
+  it('a read-only link shows the log and no action, and its token cannot act; another project’s link shows none of these ids', async () => {
+    const { id: p } = await project();
+    const { id: other } = await project();
+    await fx.runWorker(async (queue) => {
+      taskQueue = queue;
+      const ids = [await deliver(fallEvent(p)), await deliver(fallEvent(p))];
+      const otherId = await deliver(fallEvent(other));
+      const { url, token } = await link(p, { capabilities: ['read'] });
+      const page = await open(url);
+      await row(page, ids[1]!).waitFor();
+      await page.getByText(/read-only link/).waitFor();
+      assert.ok((await page.getByRole('button', { name: /^Show attempts of/ }).count()) >= 2, 'its buttons are there');
+      assert.equal(await page.getByRole('button', { name: ACTION }).count(), 0, 'no action button');
+      assert.equal(await page.locator('form[aria-label="Rotate secret"], form[aria-label="Edit endpoint"]').count(), 0);
+      await pressByKeyboard(page, `Show attempts of ${ids[0]!}`);
+      await page.locator('#attempts').waitFor();
+      await assertAccessible(page, 'read-only view');
+      await screenshot(page, 'read-only');
+      for (const [method, path] of [
+        ['POST', `/webhooks/test/project/${p}`],
+        ['POST', `/webhooks/project/${p}/deliveries/${ids[0]!}/redeliver`],
+        ['POST', `/webhooks/project/${p}/secret/rotate`],
+      ] as const) {
+        const refused = await fetch(api.url + path, { method, headers: bearer(token) });
+        assert.equal(refused.status, 403, path);
+      }
+      await close(page);
+
+      const elsewhere = await open((await link(other)).url);
+      await row(elsewhere, otherId).waitFor();
+      const shown = await elsewhere.locator('main').innerText();
+      for (const id of ids) assert.ok(!shown.includes(id), `${id} is not shown to the other project`);
+      await close(elsewhere);
+    });
+  });
+
+  it('pages through the log 20 deliveries at a time, by keyboard', async () => {
+    const { id: p } = await project();
+    const ids = Array.from({ length: 23 }, (_, i) => `evt-${String(i).padStart(2, '0')}-${randomUUID().slice(0, 8)}`);
+    for (const id of ids)
+      await store.upsertDelivery(
+        fx.database.db,
+        { id, projectId: p, type: 'FALL_DETECTION', workflowId: id },
+        'delivered',
+      );
+    const page = await open((await link(p, { capabilities: ['read'] })).url);
+    await page.getByText('Page 1').waitFor();
+    assert.equal((await rowIds(page)).length, 20);
+    await pressByKeyboard(page, 'Show older deliveries');
+    await page.getByText('Page 2').waitFor();
+    const second = await rowIds(page);
+    assert.equal(second.length, 3);
+    await pressByKeyboard(page, 'Show newer deliveries');
+    await page.getByText('Page 1').waitFor();
+    const first = await rowIds(page);
+    assert.equal(first.length, 20);
+    assert.deepEqual([...first, ...second].sort(), [...ids].sort(), 'every delivery once');
+    await close(page);
+  });
+
+  it('an expired, revoked, forged or missing link shows the error page, and the API answers 401', async () => {
+    const { id: p } = await project();
+    const grant = {
+      projectId: p,
+      capabilities: ['read', 'manage'] as ['read', 'manage'],
+      createdBy: 'alice',
+      generation: 0,
+    };
+    const expired = portalTokens.sign(grant, -10).token;
+    const revoked = await link(p);
+    const revoke = await fetch(`${api.url}/webhooks/project/${p}/portal-sessions`, {
+      method: 'DELETE',
+      headers: bearer(hsToken('alice')),
+    });
+    assert.equal(revoke.status, 204);
+    const forged = createPortalTokens(portalSigningKeys([{ id: 'k1', key: randomBytes(32) }])).sign(grant, 600).token;
+    const cases: [string, string][] = [
+      ['expired', `${api.url}/portal#token=${expired}`],
+      ['revoked', revoked.url],
+      ['forged', `${api.url}/portal#token=${forged}`],
+      ['missing', `${api.url}/portal`],
+    ];
+    for (const [name, url] of cases) {
+      const page = await open(url);
+      await page.getByRole('heading', { name: 'This link has expired or is not valid' }).waitFor();
+      assert.match(
+        await page.getByRole('alert').innerText(),
+        /This link has expired or is not valid; ask for a new one/,
+      );
+      if (name === 'revoked') {
+        await assertAccessible(page, 'invalid link');
+        await screenshot(page, 'invalid');
+      }
+      await close(page);
+    }
+    for (const token of [expired, revoked.token, forged]) {
+      const refused = await fetch(`${api.url}/webhooks/project/${p}`, { headers: bearer(token) });
+      assert.equal(refused.status, 401);
+    }
+  });
+});
