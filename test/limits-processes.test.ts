@@ -127,6 +127,19 @@ describe('send limits across two API processes on one database', function () {
     });
   });
 
+  it('a send the receiver refuses frees the slot at once: the next test, through the other process, is sent', async () => {
+    const p = await project();
+    await withWorker(async () => {
+      fx.receiver.script({ status: 503 }, { status: 503 });
+      const refused = await test(a, p);
+      assert.equal(refused.status, 502, await refused.clone().text());
+      assert.match(await detailOf(refused), /The receiver answered HTTP 503/);
+      assert.equal((await test(b, p)).status, 502, 'not 429: the failed send released the slot');
+      assert.equal((await test(a, p)).status, 200);
+      assert.equal(fx.receiver.requests.length, 3);
+    });
+  });
+
   it('a TEST redelivery through one process holds the slot the other checks, until its attempt ends', async () => {
     const p = await project();
     await withWorker(async () => {
