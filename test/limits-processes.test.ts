@@ -50,6 +50,8 @@ describe('send limits across two API processes on one database', function () {
         WEBHOOK_SECRET_KEY: fx.registrations.key,
         TEST_DELIVERY_WAIT_MS: String(WAIT_MS),
         TEST_EVENTS_PER_MINUTE: '3',
+        REDELIVER_CALLS_PER_MINUTE: '2',
+        RECOVER_CALLS_PER_MINUTE: '1',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -160,6 +162,40 @@ describe('send limits across two API processes on one database', function () {
       assert.ok(Date.now() - redeliveredAt < LEASE_MS - 4_000, `freed after ${Date.now() - redeliveredAt} ms`);
       assert.equal(fx.receiver.requests.length, 3);
     });
+  });
+
+  it('REDELIVER_CALLS_PER_MINUTE and RECOVER_CALLS_PER_MINUTE count the calls made to either process', async () => {
+    const p = await project();
+    const ids = [];
+    for (let i = 0; i < 3; i += 1) {
+      const id = `webhook-event-${randomUUID()}`;
+      await store.upsertDelivery(
+        fx.database.db,
+        { id, projectId: p, type: 'FALL_DETECTION', workflowId: id },
+        'failed',
+      );
+      ids.push(id);
+    }
+    // No workflow history behind these rows: each started redelivery finds its event gone (410), and counts.
+    assert.equal((await post(a, `/webhooks/project/${p}/deliveries/${ids[0]}/redeliver`)).status, 410);
+    assert.equal((await post(b, `/webhooks/project/${p}/deliveries/${ids[1]}/redeliver`)).status, 410);
+    const redeliver = await post(a, `/webhooks/project/${p}/deliveries/${ids[2]}/redeliver`);
+    assert.equal(redeliver.status, 429);
+    assert.equal(
+      await detailOf(redeliver),
+      `At most 2 redeliveries a minute per project: project ${p} reached the limit`,
+    );
+
+    const recover = (api: ApiProcess) =>
+      fetch(`${api.url}/webhooks/project/${p}/deliveries/recover`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+        body: JSON.stringify({ since: '2000-01-01T00:00:00Z' }),
+      });
+    assert.equal((await recover(b)).status, 202);
+    const again = await recover(a);
+    assert.equal(again.status, 429);
+    assert.equal(await detailOf(again), `At most 1 recover calls a minute per project: project ${p} reached the limit`);
   });
 
   it('a process killed while its test is in flight holds the slot only until the lease ends', async () => {
