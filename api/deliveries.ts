@@ -257,8 +257,9 @@ export async function recoverDeliveries(
   const slot = await deps.sendLimiter('recover', projectId);
   let started = 0;
   try {
-    ({ count: started } = await recoverAsOperator(deps, projectId, window));
-    return { count: started };
+    const recovered = await recoverAsOperator(deps, projectId, window);
+    started = recovered.count;
+    return recovered;
   } finally {
     await slot.keepFor(started * recoverSpacingMs(deps));
   }
