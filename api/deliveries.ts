@@ -209,6 +209,8 @@ export async function redeliver(
 ): Promise<{ id: string; redeliveryOf: string }> {
   await assertMember(deps.db, projectId, userId);
   if (!deps.sendLimiter) return redeliverAsOperator(deps, projectId, id);
+  // Nothing can start: the call is not counted.
+  if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const delivery = await store.findDelivery(deps.db, projectId, id);
   if (!delivery) throw new DeliveryNotFoundError(id);
   if (delivery.type !== 'TEST') {
@@ -261,11 +263,13 @@ export async function recoverDeliveries(
   // After membership: a non-member learns nothing from the validation either.
   const window = validateRecoverBody(body);
   if (!deps.sendLimiter) return recoverAsOperator(deps, projectId, window);
+  if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const slot = await deps.sendLimiter('recover', projectId);
   let started = 0;
   try {
-    ({ count: started } = await recoverAsOperator(deps, projectId, window));
-    return { count: started };
+    const recovered = await recoverAsOperator(deps, projectId, window);
+    started = recovered.count;
+    return recovered;
   } finally {
     await slot.keepFor(started * recoverSpacingMs(deps));
   }

@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, isGrpcServiceError, type Client } from '@temporalio/client';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import type { Config } from '../common/config';
 import type { DeliverWebhookEventInput } from '../common/contract';
 import { startDeliveryWorkflow } from '../common/delivery-start';
 import type { DeliveryRow } from '../db';
 import { ApiError } from './errors';
+
+/** gRPC NOT_FOUND. */
+const GRPC_NOT_FOUND: number = 5;
 
 /** Starts a redelivery of a logged delivery, after `startDelayMs`; resolves to the new workflow's id. */
 export type RedeliveryStarter = (delivery: DeliveryRow, startDelayMs: number) => Promise<string>;
@@ -37,7 +40,12 @@ export function createRedeliveryStarter(
         DeliverWebhookEventInput | undefined
       )[];
     } catch (error) {
-      if (error instanceof WorkflowNotFoundError) throw new EventNoLongerRetainedError(delivery.id);
+      // fetchHistory reports an unknown workflow as gRPC NOT_FOUND, not as WorkflowNotFoundError.
+      if (
+        error instanceof WorkflowNotFoundError ||
+        (isGrpcServiceError(error) && Number(error.code) === GRPC_NOT_FOUND)
+      )
+        throw new EventNoLongerRetainedError(delivery.id);
       throw error;
     }
     if (!input) throw new EventNoLongerRetainedError(delivery.id);

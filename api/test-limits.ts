@@ -66,10 +66,11 @@ export function createSendLimiter(db: Knex, logger: Logger, options: SendLimiter
   return async (kind, projectId) => {
     const admission = await admitSend(db, projectId, kind, rules[kind], options.clock?.());
     if (!admission.admitted) {
+      const { sends, inFlight } = LIMIT_TEXTS[kind];
       const detail =
-        admission.limit === 'in-flight'
-          ? IN_FLIGHT[kind](projectId)
-          : `At most ${rules[kind].perWindow} ${PER_MINUTE[kind]} a minute per project: project ${projectId} reached the limit`;
+        admission.limit === 'in-flight' && inFlight
+          ? inFlight(projectId)
+          : `At most ${rules[kind].perWindow} ${sends} a minute per project: project ${projectId} reached the limit`;
       throw new SendRateLimitedError(detail, admission.retryAfterMs);
     }
     const slotFailed = (err: unknown) =>
@@ -85,18 +86,18 @@ export function createSendLimiter(db: Knex, logger: Logger, options: SendLimiter
   };
 }
 
-const PER_MINUTE: Record<SendLimitKind, string> = {
-  test: 'test events',
-  redeliver: 'redeliveries',
-  recover: 'recover calls',
-};
-
-const IN_FLIGHT: Record<SendLimitKind, (projectId: string) => string> = {
-  // Redeliver calls have no in-flight limit (a delivery being redelivered is pending: a second call is a 409).
-  redeliver: (projectId) => `A redelivery for project ${projectId} is already starting`,
-  test: (projectId) => `A test event for project ${projectId} is already in flight: one at a time per project`,
-  recover: (projectId) =>
-    `A recovery of project ${projectId} is still starting its redeliveries: one at a time per project`,
+/** What a 429 names: the sends counted a minute, and the one in flight for the kinds that have a slot. */
+const LIMIT_TEXTS: Record<SendLimitKind, { sends: string; inFlight?: (projectId: string) => string }> = {
+  test: {
+    sends: 'test events',
+    inFlight: (projectId) => `A test event for project ${projectId} is already in flight: one at a time per project`,
+  },
+  redeliver: { sends: 'redeliveries' },
+  recover: {
+    sends: 'recover calls',
+    inFlight: (projectId) =>
+      `A recovery of project ${projectId} is still starting its redeliveries: one at a time per project`,
+  },
 };
 
 /** Wraps the test sender: the TEST slot is taken before the send and freed when it ends, whatever its outcome. */

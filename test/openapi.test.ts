@@ -53,9 +53,20 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
     '404',
     '409',
     '410',
+    '429',
     '503',
   ],
-  'POST /webhooks/project/{projectId}/deliveries/recover': ['202', '400', '401', '403', '404', '413', '415', '503'],
+  'POST /webhooks/project/{projectId}/deliveries/recover': [
+    '202',
+    '400',
+    '401',
+    '403',
+    '404',
+    '413',
+    '415',
+    '429',
+    '503',
+  ],
   'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404'],
   'GET /metrics': ['200', '401'],
   'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415'],
@@ -129,6 +140,8 @@ describe('openapi: the document at /openapi.json', () => {
       sendTestEvent: () => Promise.resolve(testOutcome),
       // Two tests a minute, so the third of a project shows the documented 429.
       testEventLimits: { perMinute: 2, waitMs: 1_000 },
+      // Three redeliver calls and one recover call a minute, so the next ones show the documented 429.
+      redeliveryLimits: { redeliverPerMinute: 3, recoverPerMinute: 1 },
       redelivery: (row) =>
         redeliveryRetained
           ? Promise.resolve(`webhook-redelivery-${row.id}`)
@@ -579,23 +592,25 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(REDELIVER, 410, { path: route(REDELIVER, p, 'evt-failed'), user: 'alice' });
       redeliveryRetained = true;
       assert.equal((await store.findDelivery(t.db, p, 'evt-failed'))?.status, 'failed', 'a 410 releases the claim');
+      const tooMany = await expect(REDELIVER, 429, { path: route(REDELIVER, p, 'evt-failed'), user: 'alice' });
+      assert.match(String(tooMany.detail), /^At most 3 redeliveries a minute per project/);
 
       const window = { since: '2000-01-01T00:00:00Z' };
       const recovered = await expect(RECOVER, 202, { path: route(RECOVER, p), user: 'alice', body: window });
       assert.equal(recovered.count, 1);
+      await expect(RECOVER, 429, { path: route(RECOVER, p), user: 'alice', body: window });
       await expect(RECOVER, 400, { path: route(RECOVER, p), user: 'alice', body: { since: 'yesterday' } });
       await expect(RECOVER, 401, { path: route(RECOVER, p), body: window });
       await expect(RECOVER, 403, { path: route(RECOVER, p), user: 'mallory', body: window });
       await expect(RECOVER, 404, { path: route(RECOVER, 'no-such-project'), user: 'alice', body: window });
       await expect(RECOVER, 413, { path: route(RECOVER, p), user: 'alice', body: { since: 'x'.repeat(200_000) } });
       await expect(RECOVER, 415, { path: route(RECOVER, p), user: 'alice', raw: 'since=x', contentType: 'text/plain' });
-      const { redelivery } = appDeps;
-      appDeps.redelivery = undefined;
+      const unstarted = await listenLocal(createApp({ ...appDeps, redelivery: undefined }).callback());
       try {
-        await expect(RECOVER, 503, { path: route(RECOVER, p), user: 'alice', body: window });
-        await expect(REDELIVER, 503, { path: route(REDELIVER, p, 'evt-failed'), user: 'alice' });
+        await expect(RECOVER, 503, { path: route(RECOVER, p), user: 'alice', body: window, base: unstarted.url });
+        await expect(REDELIVER, 503, { path: route(REDELIVER, p, 'evt-failed'), user: 'alice', base: unstarted.url });
       } finally {
-        appDeps.redelivery = redelivery;
+        await unstarted.close();
       }
 
       const health = await expect(HEALTH, 200, { path: route(HEALTH, p), user: 'alice' });

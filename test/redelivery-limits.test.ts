@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { createApp } from '../api/app';
+import { DEFAULT_REDELIVERY_LIMITS } from '../api/test-limits';
+import { loadConfig } from '../common/config';
 import type { TestDeliveryOutcome } from '../api/test-event';
 import { createSecretBox } from '../common/secrets';
 import * as store from '../db';
@@ -220,5 +222,15 @@ describe('redelivery limits: TEST redeliveries under the test limits, redeliver 
       '60',
       `At most 2 recover calls a minute per project: project ${p} reached the limit`,
     );
+  });
+
+  it('config: REDELIVER_CALLS_PER_MINUTE (60) and RECOVER_CALLS_PER_MINUTE (5), whole numbers from 1', () => {
+    const config = loadConfig({});
+    assert.equal(config.REDELIVER_CALLS_PER_MINUTE, 60);
+    assert.equal(config.RECOVER_CALLS_PER_MINUTE, 5);
+    assert.deepEqual(DEFAULT_REDELIVERY_LIMITS, { redeliverPerMinute: 60, recoverPerMinute: 5 });
+    assert.equal(loadConfig({ REDELIVER_CALLS_PER_MINUTE: '1' }).REDELIVER_CALLS_PER_MINUTE, 1);
+    assert.throws(() => loadConfig({ REDELIVER_CALLS_PER_MINUTE: '0' }), /REDELIVER_CALLS_PER_MINUTE/);
+    assert.throws(() => loadConfig({ RECOVER_CALLS_PER_MINUTE: 'many' }), /RECOVER_CALLS_PER_MINUTE/);
   });
 });
