@@ -23,6 +23,8 @@ export interface DeliveryWorkerOptions {
   logger?: Logger;
   /** What the worker's start-up check of the namespace's search attributes would report. */
   searchAttributes?: boolean;
+  /** The worker's codec; decodeOnlyPayloadCodec unless given. */
+  payloadCodec?: PayloadCodec;
   /** Operator alerts of the activities (none unless given). */
   alerts?: AlertOptions;
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
@@ -59,7 +61,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,
-      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
+      dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec] },
       taskQueue,
       workflowBundle: await workflowBundle(),
       activities: createActivities({
