@@ -294,7 +294,7 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     assert.ok(encoded, 'the workflow task failed');
     // The message is sealed with the worker's key (encodeCommonAttributes): an operator with it reads it.
     const [opened] = await new EncryptionCodec(parsePayloadKeyRing(k9)).decode([encoded]);
-    const failure = (defaultPayloadConverter.fromPayload(opened!) as { message: string }).message;
+    const failure = defaultPayloadConverter.fromPayload<{ message: string }>(opened!).message;
     assert.match(failure, /key "k1", which is not in this process's PAYLOAD_ENCRYPTION_KEYS/);
     assert.deepEqual(leaked([failure, ...log.raw]), []);
     assert.equal(fx.receiver.requests.length, 0, 'nothing delivered without the key');
