@@ -20,6 +20,8 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # --- runtime -------------------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime
+# Production: both processes exit at start naming every missing key (PAYLOAD_ENCRYPTION_KEYS, WEBHOOK_SECRET_KEYS,
+# the JWT settings, METRICS_TOKEN for the API); they never generate their own (even with NODE_ENV unset).
 ENV NODE_ENV=production \
     PORT=3000
 WORKDIR /app

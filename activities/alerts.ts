@@ -70,7 +70,10 @@ async function postAlert(
     });
     await response.body.dump();
     if (response.statusCode < 200 || response.statusCode >= 300)
-      logger.error({ alert: alert.alert, statusCode: response.statusCode }, 'alert webhook did not acknowledge the alert');
+      logger.error(
+        { alert: alert.alert, statusCode: response.statusCode },
+        'alert webhook did not acknowledge the alert',
+      );
   } catch (error) {
     const { code, name } = error as { code?: string; name?: string };
     logger.error({ alert: alert.alert, errorCode: code ?? name ?? 'UNKNOWN' }, 'alert webhook unreachable');

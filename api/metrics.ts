@@ -47,7 +47,8 @@ const sameToken = (given: string, expected: string) =>
 
 /**
  * GET /metrics in the Prometheus text format: the API's figures and, when the worker runs in this process, the
- * delivery counters. Public unless METRICS_TOKEN is set, then a bearer token equal to it is required.
+ * delivery counters. A bearer token equal to METRICS_TOKEN is required when it is set; production refuses to start
+ * without it (loadConfig), so only development serves it openly.
  */
 export function metricsRouter(deps: { metricsToken?: string }): Router {
   const router = new Router();

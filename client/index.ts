@@ -14,12 +14,7 @@ export { connectTemporalClient } from '../common/temporal-connection';
  * `dataConverter: encryptedDataConverter(new EncryptionCodec(parsePayloadKeyRing(keys)))`. A production worker refuses
  * an event that is not encrypted with the payload key.
  */
-export {
-  EncryptionCodec,
-  encryptedDataConverter,
-  parsePayloadKeyRing,
-  type PayloadKey,
-} from '../common/payload-codec';
+export { EncryptionCodec, encryptedDataConverter, parsePayloadKeyRing, type PayloadKey } from '../common/payload-codec';
 export {
   verifyWebhookSignature,
   checkWebhookSignature,

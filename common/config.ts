@@ -320,7 +320,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
     problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
   if (problems.length > 0 && nodeEnvDefaulted)
-    problems.unshift('NODE_ENV is not set, so this process runs as production (NODE_ENV=development for generated keys)');
+    problems.unshift(
+      'NODE_ENV is not set, so this process runs as production (NODE_ENV=development for generated keys)',
+    );
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
 }

@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
-import type { Payload } from '@temporalio/common';
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { emitWebhookEvent } from '../client';
 import { loadConfig, type Config } from '../common/config';
 import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/payload-codec';
@@ -282,14 +282,19 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     const emitter = await client(configWith(`${k1},${k9}`, taskQueue));
     const workflowId = await emitWebhookEvent(emitter, fallEvent(projectId), { taskQueue });
 
-    let failure: string | undefined;
-    for (let i = 0; i < 200 && !failure; i++) {
+    let encoded: Payload | undefined;
+    for (let i = 0; i < 200 && !encoded; i++) {
       const history = await rawHistory(workflowId);
       const failed = history.events?.find((e) => e.workflowTaskFailedEventAttributes);
-      failure = failed?.workflowTaskFailedEventAttributes?.failure?.message ?? undefined;
-      if (!failure) await new Promise((resolve) => setTimeout(resolve, 100));
+      const attributes = failed?.workflowTaskFailedEventAttributes?.failure;
+      if (attributes) assert.equal(attributes.message, 'Encoded failure', 'no plain message in the history');
+      encoded = attributes?.encodedAttributes ?? undefined;
+      if (!encoded) await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    assert.ok(failure, 'the workflow task failed');
+    assert.ok(encoded, 'the workflow task failed');
+    // The message is sealed with the worker's key (encodeCommonAttributes): an operator with it reads it.
+    const [opened] = await new EncryptionCodec(parsePayloadKeyRing(k9)).decode([encoded]);
+    const failure = defaultPayloadConverter.fromPayload<{ message: string }>(opened!).message;
     assert.match(failure, /key "k1", which is not in this process's PAYLOAD_ENCRYPTION_KEYS/);
     assert.deepEqual(leaked([failure, ...log.raw]), []);
     assert.equal(fx.receiver.requests.length, 0, 'nothing delivered without the key');

@@ -43,6 +43,7 @@ const userEnv = {
   WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
   JWT_SECRET: 'j'.repeat(40),
   PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
+  METRICS_TOKEN: 'm'.repeat(24),
 };
 
 /**
@@ -225,6 +226,7 @@ describe('docker-compose.yml', () => {
       POSTGRES_PASSWORD: 'pw',
       WEBHOOK_SECRET_KEY: userEnv.WEBHOOK_SECRET_KEY,
       PAYLOAD_ENCRYPTION_KEYS: userEnv.PAYLOAD_ENCRYPTION_KEYS,
+      METRICS_TOKEN: userEnv.METRICS_TOKEN,
     };
     const withJwks = loadConfig(
       resolvedEnvironment('api', {

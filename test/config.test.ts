@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { ConfigError, loadConfig } from '../common/config';
 import { workerTuningOptions } from '../worker/start';
+import { metricsBindAddress } from '../worker/runtime';
 
 const SECRET = 'x'.repeat(32);
 const DB = 'postgres://u:p@localhost:5432/webhooks';
+const PAYLOAD_KEYS = `k1:${Buffer.alloc(32).toString('base64')}`;
 
 function configError(env: NodeJS.ProcessEnv, needs: Parameters<typeof loadConfig>[1] = {}): string {
   try {
@@ -94,6 +96,52 @@ describe('config', () => {
     assert.equal(loadConfig({ ...production, ...strict }).JWT_MAX_AGE, 3600);
     assert.doesNotThrow(() => loadConfig({ JWT_JWKS_URI: 'http://127.0.0.1:9/jwks' }), 'development allows http');
     assert.match(configError({ JWT_MAX_AGE: '0' }), /JWT_MAX_AGE must be >= 1/);
+  });
+
+  it('a standalone process (start:api, start:worker) runs as production when NODE_ENV is unset', () => {
+    const keys = { WEBHOOK_SECRET_KEY: 'a'.repeat(64), PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS };
+    assert.equal(loadConfig(keys, { standalone: true }).NODE_ENV, 'production');
+    assert.equal(loadConfig(keys).NODE_ENV, 'development', '`npm start` and the CLI keep development');
+    const message = configError({}, { standalone: true });
+    assert.match(message, /NODE_ENV is not set, so this process runs as production/);
+    assert.match(message, /WEBHOOK_SECRET_KEY is required/);
+    assert.match(message, /PAYLOAD_ENCRYPTION_KEYS is required/);
+    // Only an explicit NODE_ENV=development runs on generated keys; NODE_ENV=test does not.
+    assert.doesNotThrow(() => loadConfig({ NODE_ENV: 'development' }, { standalone: true }));
+    const test = configError({ NODE_ENV: 'test' }, { standalone: true });
+    assert.match(test, /PAYLOAD_ENCRYPTION_KEYS is required/);
+    assert.doesNotMatch(test, /NODE_ENV is not set/);
+  });
+
+  it('in production the API needs METRICS_TOKEN and an https ALERT_WEBHOOK_URL', () => {
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS,
+    };
+    const api = { database: true, auth: true } as const;
+    const withApi = { ...production, DATABASE_URL: DB, JWT_SECRET: SECRET };
+    assert.match(configError(withApi, api), /METRICS_TOKEN is required in production/);
+    assert.doesNotThrow(() => loadConfig({ ...withApi, METRICS_TOKEN: 't'.repeat(16) }, api));
+    assert.doesNotThrow(() => loadConfig({ ...production, DATABASE_URL: DB }, { database: true }), 'the worker');
+    assert.doesNotThrow(() => loadConfig({ DATABASE_URL: DB, JWT_SECRET: SECRET }, api), 'development');
+    const alert = { ALERT_WEBHOOK_URL: 'http://alerts.example/hook', ALERT_WEBHOOK_SECRET: 's'.repeat(16) };
+    assert.match(configError({ ...production, ...alert }), /ALERT_WEBHOOK_URL must be an https:\/\/ URL in production/);
+    assert.doesNotThrow(() =>
+      loadConfig({ ...production, ...alert, ALERT_WEBHOOK_URL: 'https://alerts.example/hook' }),
+    );
+    assert.doesNotThrow(() => loadConfig(alert), 'development allows http');
+  });
+
+  it('the worker metrics listen on 127.0.0.1 and unencrypted events are refused unless told otherwise', () => {
+    const config = loadConfig({});
+    assert.equal(config.WORKER_METRICS_HOST, '127.0.0.1');
+    assert.equal(config.ALLOW_UNENCRYPTED_EVENTS, false);
+    assert.equal(loadConfig({ WORKER_METRICS_HOST: '::' }).WORKER_METRICS_HOST, '::');
+    assert.equal(loadConfig({ ALLOW_UNENCRYPTED_EVENTS: 'true' }).ALLOW_UNENCRYPTED_EVENTS, true);
+    assert.match(configError({ WORKER_METRICS_HOST: 'a b' }), /WORKER_METRICS_HOST must match pattern/);
+    assert.equal(metricsBindAddress({ host: '127.0.0.1', port: 9464 }), '127.0.0.1:9464');
+    assert.equal(metricsBindAddress({ host: '::1', port: 9464 }), '[::1]:9464');
   });
 
   it('has defaults for the HTTP, database and Temporal timeouts and refuses headers slower than requests', () => {

@@ -633,6 +633,8 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       fx.receiver.fallback = { status: 500 };
       const first = await deliver(fallEvent(p));
       await deliver(fallEvent(p));
+      // The alert's POST runs outside the attempt: it may land just after the delivery ends.
+      await alertReceiver.waitForRequests(1);
       assert.equal(alertReceiver.requests.length, 1, 'two give-ups, one episode: one alert');
       const [alert] = alertReceiver.requests;
       assert.ok(independentSignatureValid(ALERT_SECRET, alert!), 'signed like a delivery');
@@ -652,6 +654,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       assert.equal((await call('GET', `/webhooks/project/${p}/health`, { user: 'alice' })).body.state, 'healthy');
       fx.receiver.fallback = { status: 500 };
       const third = await deliver(fallEvent(p));
+      await alertReceiver.waitForRequests(2);
       assert.equal(alertReceiver.requests.length, 2, 'a new episode: a new alert');
       assert.deepEqual(
         (JSON.parse(alertReceiver.requests[1]!.rawBody.toString()) as { deliveryIds: string[] }).deliveryIds,
@@ -666,6 +669,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     fx.receiver.fallback = { status: 500 };
     // Long enough a window for attempts after ALERT_AFTER_MS: the hand-over from the first attempt waits on a timer.
     await withWorker(() => deliver(fallEvent(p)), { ...givingUp, DELIVERY_GIVE_UP_AFTER_MS: 4_000 }, 1_000);
+    await alertReceiver.waitForRequests(1);
     assert.equal(alertReceiver.requests.length, 1);
     const body = JSON.parse(alertReceiver.requests[0]!.rawBody.toString()) as Record<string, unknown>;
     assert.equal(body.alert, 'endpoint-failing');

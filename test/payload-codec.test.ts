@@ -15,7 +15,13 @@ import {
   payloadFromJson,
   payloadToJson,
   resolvePayloadKeys,
+  workerPayloadCodecFromConfig,
 } from '../common/payload-codec';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType, unencryptedPayloadOf } from '../common/contract';
+import { unencryptedActivityInputGuard } from '../worker/unencrypted-guard';
+import { captureLogger } from './support/deliveries';
 import { fallPayload } from './support/deliveries';
 
 const keyEntry = (id: string) => `${id}:${randomBytes(32).toString('base64')}`;
@@ -64,6 +70,44 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     const plain = event();
     const [decoded] = await codec.decode([plain]);
     assert.equal(decoded, plain);
+  });
+
+  it('the worker’s codec hands over an unencrypted payload as a marker: refused in production, allowed in the window', async () => {
+    const ring = { PAYLOAD_ENCRYPTION_KEYS: newKey, DATA_DIR: '.data', ALLOW_UNENCRYPTED_EVENTS: false };
+    const strict = workerPayloadCodecFromConfig({ ...ring, NODE_ENV: 'production' });
+    const window = workerPayloadCodecFromConfig({ ...ring, NODE_ENV: 'production', ALLOW_UNENCRYPTED_EVENTS: true });
+    const development = workerPayloadCodecFromConfig({ ...ring, NODE_ENV: 'development' });
+    const value = (payload: Payload) => defaultPayloadConverter.fromPayload(payload);
+    const [refused] = await strict.decode([event()]);
+    assert.deepEqual(unencryptedPayloadOf(value(refused!)), { allowed: false, value: value(event()) });
+    assert.equal(unencryptedPayloadOf(value((await window.decode([event()]))[0]!))?.allowed, true);
+    assert.equal(unencryptedPayloadOf(value((await development.decode([event()]))[0]!))?.allowed, true);
+    // Encrypted with the key: the value itself, no marker.
+    const [sealed] = await new EncryptionCodec(parsePayloadKeyRing(newKey)).encode([event()]);
+    assert.deepEqual(value((await strict.decode([sealed!]))[0]!), value(event()));
+    // A plain payload dressed as an allowed marker is wrapped like any other: it cannot allow itself.
+    const forged = defaultPayloadConverter.toPayload({ __unencryptedPayload: { allowed: true, value: 1 } });
+    assert.equal(unencryptedPayloadOf(value((await strict.decode([forged]))[0]!))?.allowed, false);
+  });
+
+  it('an activity whose input arrived unencrypted fails for good in production, before it runs; allowed, it is unwrapped', async () => {
+    const log = captureLogger();
+    const env = new MockActivityEnvironment(undefined, { interceptors: [unencryptedActivityInputGuard(log.logger)] });
+    const ran: unknown[] = [];
+    const activity = (input: unknown) => (ran.push(input), Promise.resolve('sent'));
+    const refusal = await env.run(activity, { __unencryptedPayload: { allowed: false, value: { body: 'x' } } }).then(
+      () => assert.fail('must be refused'),
+      (error: unknown) => error,
+    );
+    assert.ok(refusal instanceof ApplicationFailure);
+    assert.equal(refusal.type, FailureType.UnencryptedEventRefused);
+    assert.equal(refusal.nonRetryable, true);
+    assert.deepEqual(ran, [], 'the activity never ran');
+    assert.equal(log.lines.filter((l) => /not encrypted/.test(String(l.msg))).length, 1);
+    assert.ok(!log.raw.join('').includes('"body"'), 'no input in the log');
+    assert.equal(await env.run(activity, { __unencryptedPayload: { allowed: true, value: { body: 'y' } } }), 'sent');
+    assert.equal(await env.run(activity, { body: 'z' }), 'sent');
+    assert.deepEqual(ran, [{ body: 'y' }, { body: 'z' }]);
   });
 
   it('refuses an unknown key id or altered data with an error naming the key id and nothing of the content', async () => {

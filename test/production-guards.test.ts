@@ -3,7 +3,7 @@
 // production worker refuses events whose input a client without the payload key sent, on the real dev server.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, WorkflowFailedError } from '@temporalio/client';
@@ -104,6 +104,25 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
     assert.match(api.output(), /METRICS_TOKEN is required in production/);
     assert.doesNotMatch(worker.output(), /METRICS_TOKEN/, 'the worker serves no /metrics of its own');
     assert.deepEqual(readdirSync(dataDir), [], 'no key was generated');
+  });
+
+  it('the image runs the guarded API entry point as production: without keys it exits naming them', async () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    const env = Object.fromEntries(
+      [...runtime.matchAll(/^\s*(?:ENV\s+)?([A-Z_]+)=(\S+?)\s*\\?$/gm)].map((m) => [m[1]!, m[2]!]),
+    );
+    assert.notEqual(env.NODE_ENV, 'development', 'the image never runs on generated keys');
+    const cmd = JSON.parse(/^CMD\s+(.+)$/m.exec(runtime)![1]!) as string[];
+    assert.deepEqual(cmd, ['node', 'dist/api/server.js'], 'the build of api/server.ts, run below from its source');
+    const api = launch('api/server.ts', {
+      ...env,
+      DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none',
+      JWT_SECRET: TEST_JWT_SECRET,
+    });
+    assert.notEqual(await api.exited, 0);
+    assert.match(api.output(), /PAYLOAD_ENCRYPTION_KEYS is required/);
+    assert.match(api.output(), /METRICS_TOKEN is required in production/);
   });
 
   describe('with NODE_ENV=development', () => {

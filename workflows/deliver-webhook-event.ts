@@ -227,15 +227,14 @@ function acceptedInput(event: DeliverWebhookEventInput): DeliverWebhookEventInpu
   });
 }
 
-/** A resumeDelivery signal's wait token; one sent without our payload key is ignored in production. */
-function acceptedSignal(signalled: unknown): number | undefined {
+/** A resumeDelivery signal's wait token, as sent; one sent without our payload key is ignored in production. */
+function acceptedSignal(signalled: number): number | undefined {
   const marker = unencryptedPayloadOf(signalled);
-  const token = marker ? (refused(marker, UNENCRYPTED_SIGNAL_IGNORED) ? undefined : marker.value) : signalled;
-  if (marker && token === undefined) {
-    log.warn('Unencrypted resumeDelivery signal ignored: not encrypted with PAYLOAD_ENCRYPTION_KEYS');
-    metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'signal' });
-  }
-  return typeof token === 'number' ? token : undefined;
+  if (!marker) return signalled;
+  if (!refused(marker, UNENCRYPTED_SIGNAL_IGNORED)) return marker.value as number;
+  log.warn('Unencrypted resumeDelivery signal ignored: not encrypted with PAYLOAD_ENCRYPTION_KEYS');
+  metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'signal' });
+  return undefined;
 }
 
 /** The first attempt as the lookup recorded it: its outcome, or its failure rebuilt as the local attempt throws it. */

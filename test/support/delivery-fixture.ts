@@ -8,7 +8,7 @@ import { ISOLATION_DEFAULTS, loadConfig } from '../../common/config';
 import { attemptDeadlineMs } from '../../common/contract';
 import { startBreakerResumer } from '../../worker/breaker-resumer';
 import { payloadCodecFromConfig } from '../../common/payload-codec';
-import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../../activities';
+import { createActivities, createWebhookHttpClient, type ActivityConfig, type AlertOptions } from '../../activities';
 import type { Logger } from '../../common/logger';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
@@ -23,6 +23,10 @@ export interface DeliveryWorkerOptions {
   logger?: Logger;
   /** What the worker's start-up check of the namespace's search attributes would report. */
   searchAttributes?: boolean;
+  /** The worker's codec; decodeOnlyPayloadCodec unless given. */
+  payloadCodec?: PayloadCodec;
+  /** Operator alerts of the activities (none unless given). */
+  alerts?: AlertOptions;
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
 }
@@ -57,7 +61,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,
-      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
+      dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec] },
       taskQueue,
       workflowBundle: await workflowBundle(),
       activities: createActivities({
@@ -67,6 +71,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
         config,
         http,
         searchAttributes,
+        alerts: options.alerts,
       }),
       ...options.slots,
     });
