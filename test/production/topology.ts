@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from '../../dev/ports';
+import { createServer as createNetServer } from 'node:net';
 import { killWorker, spawnProcess, type WorkerProcess } from '../faults/support';
 
 const run = promisify(execFile);
@@ -91,10 +91,23 @@ export const TEST_ONLY_SERVER_VARIABLES = [
   'BIND_ON_IP',
 ];
 
+/** A free port below 32768: the server stores membership ports in a smallint column. */
+async function freeLowPort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createNetServer()
+        .once('error', () => resolve(false))
+        .listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
 export async function freeTemporalPorts(): Promise<TemporalPorts> {
   const ports = {} as Record<string, string>;
   for (const name of TEST_ONLY_SERVER_VARIABLES.filter((n) => n.endsWith('_PORT')))
-    ports[name] = String(await freePort());
+    ports[name] = String(await freeLowPort());
   return ports as unknown as TemporalPorts;
 }
 
@@ -140,6 +153,8 @@ export const temporalServerEnvironment = (
   TEMPORAL_TLS_CLIENT1_CA_CERT: certs.ca,
   TEMPORAL_TLS_CLIENT2_CA_CERT: certs.ca,
   TEMPORAL_TLS_FRONTEND_SERVER_NAME: 'temporal',
+  // Who may call is decided by the client certificate (signed by our CA): no further authorizer.
+  TEMPORAL_ALLOW_NO_AUTH: 'true',
   BIND_ON_IP: '127.0.0.1',
   ...ports,
 });
@@ -293,10 +308,15 @@ export async function startTemporalServer(
   await server.start();
   const address = `127.0.0.1:${ports.FRONTEND_GRPC_PORT}`;
   try {
-    await run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
-      env: { ...process.env, ...adminToolsEnvironment(address, certs), TEMPORAL_CLI: temporalCli() },
-      timeout: 120_000,
-    });
+    const exited = server.process!.exited.then(() => assert.fail('the server exited'));
+    exited.catch(() => undefined);
+    await Promise.race([
+      exited,
+      run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
+        env: { ...process.env, ...adminToolsEnvironment(address, certs), TEMPORAL_CLI: temporalCli() },
+        timeout: 120_000,
+      }),
+    ]);
   } catch (error) {
     throw new Error(`Temporal did not come up: ${(error as Error).message}\n${server.output()}`);
   }
