@@ -223,7 +223,7 @@ export const workerEnvironment = (s: AppSettings): Record<string, string> => ({
 });
 /** Variables the test sets that compose leaves at their defaults, with why. */
 export const TEST_ONLY_APP_VARIABLES = [
-  'LOG_LEVEL', // compose: ${LOG_LEVEL:-info}; the test reads the start-up lines
+  // A short retry schedule and grace, so the scenarios that interrupt attempts finish in seconds.
   'DELIVERY_INITIAL_INTERVAL_MS',
   'DELIVERY_MAX_INTERVAL_MS',
   'WORKER_SHUTDOWN_GRACE_MS',
