@@ -28,6 +28,7 @@ import {
   postgresServerOf,
   root,
   startTemporalServer,
+  temporalCli,
   workerEnvironment,
   workerProcess,
   type AppSettings,
@@ -271,7 +272,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       TEMPORAL_TLS_CLIENT_KEY_PATH: intruders.of('monitoring').key,
     };
     await assert.rejects(
-      exec(process.env.TEMPORAL_CLI_PATH ?? 'temporal', ['workflow', 'list', '--limit', '1'], {
+      exec(temporalCli(), ['workflow', 'list', '--limit', '1'], {
         env: { ...process.env, ...intruderCli },
         timeout: 30_000,
       }),

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createServer as createNetServer } from 'node:net';
+import { temporalCliPath } from '../../dev/temporal-binaries';
 import { killWorker, spawnProcess, type WorkerProcess } from '../faults/support';
 
 const run = promisify(execFile);
@@ -332,4 +333,5 @@ export async function startTemporalServer(
   };
 }
 
-export const temporalCli = () => process.env.TEMPORAL_CLI_PATH ?? 'temporal';
+/** The Temporal CLI (the admin tools' `temporal`): TEMPORAL_CLI_PATH, PATH or pip's scripts folder. */
+export const temporalCli = () => temporalCliPath() ?? 'temporal';
