@@ -249,7 +249,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
 
     const tls = { serverNameOverride: 'temporal', serverRootCACertificate: readFileSync(certs.ca) };
     const refusals = {
-      'no client certificate': { address: temporal.address, tls, connectTimeout: 5_000 },
+      'no client certificate': { address: temporal.address, tls, connectTimeout: 3_000 },
       'a certificate from another CA': {
         address: temporal.address,
         tls: {
@@ -259,9 +259,9 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
             key: readFileSync(intruders.of('monitoring').key),
           },
         },
-        connectTimeout: 5_000,
+        connectTimeout: 3_000,
       },
-      plaintext: { address: temporal.address, connectTimeout: 5_000 },
+      plaintext: { address: temporal.address, connectTimeout: 3_000 },
     };
     for (const [what, options] of Object.entries(refusals))
       await assert.rejects(Connection.connect(options), `${what}: refused`);
