@@ -344,6 +344,10 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       28,
     );
     assert.equal(order.length, 28);
+    for (const request of shared.requests) {
+      const { secret } = busyIds.includes(String(request.headers['x-webhook-id'])) ? busy : quiet;
+      assert.ok(independentSignatureValid(secret, request) && stockAccepts(secret, request), 'signed by its project');
+    }
     const quietPositions = quietIds.map((id) => order.indexOf(id));
     // First come, first served would put them at 24 to 27; shared fairly they come among the first dozen.
     assert.ok(Math.max(...quietPositions) < 12, `quiet project's events at ${quietPositions.join(', ')}`);
@@ -367,7 +371,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
   });
 
   it('one API process stopped: the other keeps serving', async () => {
-    const { projectId, receiver: target } = await registeredProject(api1);
+    const { projectId, receiver: target, secret } = await registeredProject(api1);
     const exit = await api1.stop('SIGTERM');
     assert.equal(exit.code, 0, api1.output());
     try {
@@ -376,6 +380,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       const tested = await call(api2, 'POST', `/webhooks/test/project/${projectId}`);
       assert.equal(tested.status, 200, JSON.stringify(tested.body));
       assert.equal(target.requests.length, 1);
+      assert.ok(independentSignatureValid(secret, target.requests[0]!) && stockAccepts(secret, target.requests[0]!));
       await assert.rejects(fetch(`${apiUrl(api1)}/healthz`), 'API 1 is down');
     } finally {
       await api1.start();
