@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
@@ -201,6 +201,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     await jwks?.close();
     await temporal?.dropDatabases();
     await database?.destroy();
+    for (const made of [certs, intruders]) if (made) rmSync(made.dir, { recursive: true, force: true });
     process.stdout.write(`      production figures (ms): ${JSON.stringify(figures)}\n`);
   });
 
