@@ -19,6 +19,16 @@ if "$cli" operator namespace describe --namespace "$namespace" > /dev/null 2>&1;
 else
   "$cli" operator namespace create --namespace "$namespace" --retention "${TEMPORAL_RETENTION:-72h}"
 fi
+# A new namespace reaches every server role within seconds (namespace cache refresh).
+tries=0
+until "$cli" operator search-attribute list --namespace "$namespace" > /dev/null 2>&1; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 60 ] || {
+    echo "namespace $namespace not ready" >&2
+    exit 1
+  }
+  sleep 1
+done
 for name in ProjectId WebhookType; do
   if "$cli" operator search-attribute list --namespace "$namespace" | grep -qw "$name"; then
     echo "search attribute $name already registered"

@@ -2,8 +2,10 @@
 import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Ajv from 'ajv';
 import { parse } from 'yaml';
 import { loadConfig } from '../common/config';
+import * as production from './production/topology';
 
 const root = join(__dirname, '..');
 
@@ -76,19 +78,29 @@ const healthTest = (check: Healthcheck | undefined): string =>
   Array.isArray(check?.test) ? check.test.join(' ') : (check?.test ?? '');
 
 describe('docker-compose.yml', () => {
-  it('has postgres, temporal, its init step, temporal-ui, api and worker, with pinned image tags', () => {
+  it('is valid against the Compose Specification schema (compose-spec/compose-spec, schema/compose-spec.json)', () => {
+    // The schema file is vendored in test/fixtures (Apache-2.0); `docker compose config` validates with the same one.
+    const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, validateSchema: false });
+    const validate = ajv.compile(JSON.parse(readFileSync(join(root, 'test', 'fixtures', 'compose-spec.json'), 'utf8')));
+    assert.ok(validate(compose), JSON.stringify(validate.errors, null, 2));
+    assert.ok(!validate({ services: { api: { image: 'x', imagee: 'typo' } } }), 'the schema refuses unknown keys');
+  });
+
+  it('has postgres, temporal with its schema and init steps, temporal-ui, api and worker, with pinned image tags', () => {
     assert.deepEqual(Object.keys(compose.services).sort(), [
       'api',
       'postgres',
       'temporal',
       'temporal-init',
+      'temporal-schema',
       'temporal-ui',
       'worker',
     ]);
     const expected: Record<string, RegExp> = {
       postgres: /^postgres:\d+(\.\d+)+/,
-      temporal: /^temporalio\/auto-setup:\d+\.\d+\.\d+$/,
-      'temporal-init': /^temporalio\/admin-tools:\d+\.\d+\.\d+/,
+      temporal: /^temporalio\/server:\d+\.\d+\.\d+$/,
+      'temporal-schema': /^temporalio\/admin-tools:\d+\.\d+\.\d+$/,
+      'temporal-init': /^temporalio\/admin-tools:\d+\.\d+\.\d+$/,
       'temporal-ui': /^temporalio\/ui:\d+\.\d+\.\d+$/,
     };
     for (const [name, pattern] of Object.entries(expected)) assert.match(service(name).image ?? '', pattern, name);
@@ -105,8 +117,7 @@ describe('docker-compose.yml', () => {
     assert.equal(resolvedEnvironment('postgres', userEnv).POSTGRES_DB, 'webhooks');
   });
 
-  it('temporal persists to that PostgreSQL and reports health once it serves', () => {
-    const temporal = service('temporal');
+  it('temporal persists to that PostgreSQL, whose schema a one-shot step sets up first with temporal-sql-tool', () => {
     const env = resolvedEnvironment('temporal', userEnv);
     const postgresEnv = resolvedEnvironment('postgres', userEnv);
     assert.equal(env.DB, 'postgres12');
@@ -114,23 +125,100 @@ describe('docker-compose.yml', () => {
     assert.equal(env.DB_PORT, '5432');
     assert.equal(env.POSTGRES_USER, postgresEnv.POSTGRES_USER);
     assert.equal(env.POSTGRES_PWD, userEnv.POSTGRES_PASSWORD);
-    assert.deepEqual(temporal.depends_on, { postgres: { condition: 'service_healthy' } });
-    assert.match(healthTest(temporal.healthcheck), /temporal operator cluster health --address temporal:7233/);
+    assert.deepEqual(service('temporal').depends_on, {
+      'temporal-schema': { condition: 'service_completed_successfully' },
+    });
+    const schema = service('temporal-schema');
+    const schemaEnv = resolvedEnvironment('temporal-schema', userEnv);
+    assert.deepEqual(schema.command, ['sh', '/deploy/temporal-schema.sh']);
+    assert.ok(schema.volumes?.includes('./deploy:/deploy:ro'));
+    assert.deepEqual(schema.depends_on, { postgres: { condition: 'service_healthy' } });
+    assert.equal(schemaEnv.SQL_HOST, 'postgres');
+    assert.equal(schemaEnv.SQL_PASSWORD, userEnv.POSTGRES_PASSWORD);
+    assert.equal(schemaEnv.DBNAME, env.DBNAME, 'the schema step and the server name the same databases');
+    assert.equal(schemaEnv.VISIBILITY_DBNAME, env.VISIBILITY_DBNAME);
+    assert.match(readFileSync(join(root, 'deploy', 'temporal-schema.sh'), 'utf8'), /update-schema --schema-name/);
   });
 
-  it('an init step registers ProjectId and WebhookType (Keyword) after Temporal is healthy', () => {
+  it('an init step registers the namespace, ProjectId and WebhookType (Keyword) once Temporal serves', () => {
     const init = service('temporal-init');
-    assert.deepEqual(init.depends_on, { temporal: { condition: 'service_healthy' } });
-    const script = [init.entrypoint, init.command].flat().join('\n');
-    assert.match(script, /temporal operator search-attribute create/);
+    assert.deepEqual(init.depends_on, { temporal: { condition: 'service_started' } });
+    assert.deepEqual(init.command, ['sh', '/deploy/temporal-namespace.sh']);
+    const script = readFileSync(join(root, 'deploy', 'temporal-namespace.sh'), 'utf8');
+    assert.match(script, /operator cluster health/);
+    assert.match(script, /operator namespace create/);
     assert.match(script, /for name in ProjectId WebhookType/);
     assert.match(script, /--type Keyword/);
     assert.equal(resolvedEnvironment('temporal-init', userEnv).TEMPORAL_ADDRESS, 'temporal:7233');
-    const unset: string[] = [];
-    const resolved = interpolate(script, userEnv, unset);
-    assert.deepEqual(unset, [], 'shell variables are escaped as $$ so Compose leaves them alone');
-    assert.match(resolved, /--name "\$name" --type Keyword/);
-    assert.match(resolved, /namespace='default'/);
+  });
+
+  it('runs the Temporal server version, dynamic-config file and variable names that test:production proves', () => {
+    assert.equal(service('temporal').image, `temporalio/server:${production.TEMPORAL_SERVER_VERSION}`);
+    for (const name of ['temporal-schema', 'temporal-init'])
+      assert.equal(service(name).image, `temporalio/admin-tools:${production.TEMPORAL_SERVER_VERSION}`, name);
+    const temporal = service('temporal');
+    const mount = temporal.volumes?.find((v) => v.includes('/dynamicconfig/'));
+    assert.equal(mount?.split(':')[0], './temporal-dynamic-config.yaml');
+    assert.equal(join(root, mount.split(':')[0]!), production.DYNAMIC_CONFIG_FILE);
+    assert.equal(
+      mount?.split(':')[1],
+      `/etc/temporal/${resolvedEnvironment('temporal', userEnv).DYNAMIC_CONFIG_FILE_PATH}`,
+    );
+
+    const certs = { dir: '/c', ca: '/c/ca.pem', of: (n: string) => ({ cert: `/c/${n}.pem`, key: `/c/${n}.key` }) };
+    const pg = production.postgresServerOf('postgres://u:p@h:5432/d');
+    const databases = { DBNAME: 'temporal', VISIBILITY_DBNAME: 'temporal_visibility' };
+    const ports = Object.fromEntries(
+      production.TEST_ONLY_SERVER_VARIABLES.map((n) => [n, '1']),
+    ) as unknown as production.TemporalPorts;
+    const app: production.AppSettings = {
+      databaseUrl: 'postgres://u:p@h/d',
+      temporalAddress: 'h:7233',
+      certs,
+      webhookSecretKeys: 'w1:k',
+      payloadEncryptionKeys: 'p1:k',
+      extraCaCerts: '/c/ca.pem',
+    };
+    const api = { port: 1, jwksUri: 'https://i', issuer: 'i', audience: 'a', metricsToken: 't' };
+    const names = (env: object, except: string[] = []) =>
+      Object.keys(env)
+        .filter((n) => !except.includes(n))
+        .sort();
+    const composeNames = (name: string) => names(service(name).environment ?? {});
+    assert.deepEqual(
+      names(production.temporalServerEnvironment(pg, databases, certs, ports), production.TEST_ONLY_SERVER_VARIABLES),
+      composeNames('temporal'),
+    );
+    assert.deepEqual(names(production.schemaEnvironment(pg, databases)), composeNames('temporal-schema'));
+    assert.deepEqual(names(production.adminToolsEnvironment('h:7233', certs)), composeNames('temporal-init'));
+    // API and worker: every variable the test sets is one compose sets (compose has more optional ones).
+    for (const [name, env] of [
+      ['api', production.apiEnvironment(app, api)],
+      ['worker', production.workerEnvironment(app)],
+    ] as const) {
+      const missing = names(env, production.TEST_ONLY_APP_VARIABLES).filter((n) => !composeNames(name).includes(n));
+      assert.deepEqual(missing, [], `${name}: variables test:production sets that compose does not`);
+    }
+  });
+
+  it('every client of Temporal speaks mTLS with a certificate from the operator-provided folder', () => {
+    const mounted = (name: string) => service(name).volumes?.includes('${TEMPORAL_CERTS_DIR:-./certs}:/certs:ro');
+    for (const name of ['temporal', 'temporal-init', 'temporal-ui', 'api', 'worker']) assert.ok(mounted(name), name);
+    const server = resolvedEnvironment('temporal', userEnv);
+    assert.equal(server.TEMPORAL_TLS_REQUIRE_CLIENT_AUTH, 'true');
+    assert.equal(server.TEMPORAL_TLS_FRONTEND_CERT, '/certs/temporal.pem');
+    assert.equal(server.TEMPORAL_TLS_CLIENT1_CA_CERT, '/certs/ca.pem');
+    for (const name of ['api', 'worker']) {
+      const config = loadConfig(resolvedEnvironment(name, userEnv));
+      assert.equal(config.TEMPORAL_TLS_CERT_PATH, '/certs/webhooks.pem', name);
+      assert.equal(config.TEMPORAL_TLS_KEY_PATH, '/certs/webhooks.key', name);
+      assert.equal(config.TEMPORAL_TLS_CA_PATH, '/certs/ca.pem', name);
+      assert.equal(config.TEMPORAL_TLS_SERVER_NAME, 'temporal', name);
+    }
+    const ui = resolvedEnvironment('temporal-ui', userEnv);
+    assert.equal(ui.TEMPORAL_TLS_CERT, '/certs/temporal-ui.pem');
+    assert.equal(ui.TEMPORAL_TLS_ENABLE_HOST_VERIFICATION, 'true');
+    assert.equal(resolvedEnvironment('temporal-init', userEnv).TEMPORAL_TLS_CLIENT_CERT_PATH, '/certs/admin-tools.pem');
   });
 
   it('temporal-ui serves on 127.0.0.1:8080 only, against the temporal service', () => {
@@ -140,7 +228,7 @@ describe('docker-compose.yml', () => {
       ['127.0.0.1:8080:8080'],
     );
     assert.equal(resolvedEnvironment('temporal-ui', userEnv).TEMPORAL_ADDRESS, 'temporal:7233');
-    assert.deepEqual(ui.depends_on, { temporal: { condition: 'service_healthy' } });
+    assert.deepEqual(ui.depends_on, { 'temporal-init': { condition: 'service_completed_successfully' } });
   });
 
   it('temporal-ui is read-only and decodes through the API codec endpoint with the signed-in operator token', () => {
@@ -176,7 +264,6 @@ describe('docker-compose.yml', () => {
 
   const appDependsOn = {
     postgres: { condition: 'service_healthy' },
-    temporal: { condition: 'service_healthy' },
     'temporal-init': { condition: 'service_completed_successfully' },
   };
 
@@ -255,7 +342,7 @@ describe('docker-compose.yml', () => {
       delete env[missing];
       for (const name of missing !== 'POSTGRES_PASSWORD'
         ? ['api', 'worker']
-        : ['postgres', 'temporal', 'api', 'worker'])
+        : ['postgres', 'temporal-schema', 'temporal', 'api', 'worker'])
         assert.throws(() => resolvedEnvironment(name, env), new RegExp(missing), `${name} requires ${missing}`);
     }
   });

@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from '../../dev/ports';
+import { createServer as createNetServer } from 'node:net';
+import { temporalCliPath } from '../../dev/temporal-binaries';
 import { killWorker, spawnProcess, type WorkerProcess } from '../faults/support';
 
 const run = promisify(execFile);
@@ -91,10 +92,23 @@ export const TEST_ONLY_SERVER_VARIABLES = [
   'BIND_ON_IP',
 ];
 
+/** A free port below 32768: the server stores membership ports in a smallint column. */
+async function freeLowPort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createNetServer()
+        .once('error', () => resolve(false))
+        .listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
 export async function freeTemporalPorts(): Promise<TemporalPorts> {
   const ports = {} as Record<string, string>;
   for (const name of TEST_ONLY_SERVER_VARIABLES.filter((n) => n.endsWith('_PORT')))
-    ports[name] = String(await freePort());
+    ports[name] = String(await freeLowPort());
   return ports as unknown as TemporalPorts;
 }
 
@@ -140,6 +154,8 @@ export const temporalServerEnvironment = (
   TEMPORAL_TLS_CLIENT1_CA_CERT: certs.ca,
   TEMPORAL_TLS_CLIENT2_CA_CERT: certs.ca,
   TEMPORAL_TLS_FRONTEND_SERVER_NAME: 'temporal',
+  // Who may call is decided by the client certificate (signed by our CA): no further authorizer.
+  TEMPORAL_ALLOW_NO_AUTH: 'true',
   BIND_ON_IP: '127.0.0.1',
   ...ports,
 });
@@ -208,7 +224,7 @@ export const workerEnvironment = (s: AppSettings): Record<string, string> => ({
 });
 /** Variables the test sets that compose leaves at their defaults, with why. */
 export const TEST_ONLY_APP_VARIABLES = [
-  'LOG_LEVEL', // compose: ${LOG_LEVEL:-info}; the test reads the start-up lines
+  // A short retry schedule and grace, so the scenarios that interrupt attempts finish in seconds.
   'DELIVERY_INITIAL_INTERVAL_MS',
   'DELIVERY_MAX_INTERVAL_MS',
   'WORKER_SHUTDOWN_GRACE_MS',
@@ -293,10 +309,15 @@ export async function startTemporalServer(
   await server.start();
   const address = `127.0.0.1:${ports.FRONTEND_GRPC_PORT}`;
   try {
-    await run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
-      env: { ...process.env, ...adminToolsEnvironment(address, certs), TEMPORAL_CLI: temporalCli() },
-      timeout: 120_000,
-    });
+    const exited = server.process!.exited.then(() => assert.fail('the server exited'));
+    exited.catch(() => undefined);
+    await Promise.race([
+      exited,
+      run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
+        env: { ...process.env, ...adminToolsEnvironment(address, certs), TEMPORAL_CLI: temporalCli() },
+        timeout: 120_000,
+      }),
+    ]);
   } catch (error) {
     throw new Error(`Temporal did not come up: ${(error as Error).message}\n${server.output()}`);
   }
@@ -312,4 +333,5 @@ export async function startTemporalServer(
   };
 }
 
-export const temporalCli = () => process.env.TEMPORAL_CLI_PATH ?? 'temporal';
+/** The Temporal CLI (the admin tools' `temporal`): TEMPORAL_CLI_PATH, PATH or pip's scripts folder. */
+export const temporalCli = () => temporalCliPath() ?? 'temporal';
