@@ -42,7 +42,8 @@ describe('npm start: the whole stack from nothing', function () {
   });
 
   after(async () => {
-    current?.child.kill('SIGKILL');
+    // The whole group: npm and the node process it runs (its orphan guard then stops PostgreSQL and Temporal).
+    if (current?.child.pid && current.child.exitCode === null) process.kill(-current.child.pid, 'SIGKILL');
     await receiver?.close();
   });
 
