@@ -33,6 +33,7 @@ import { DEV_SERVER_SQLITE_PRAGMAS, benchTemporalPid, startBenchStack, type Benc
 import {
   apiGet,
   apiRegisterDeleteCycle,
+  apiTestRoundTrip,
   engineLimit,
   pipelineSaturation,
   pipelineSteady,
@@ -110,10 +111,14 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
 
   const receiver = await startReceiver(secret, logDir);
   processes.push(receiver);
+  // The test button's receiver: the same verifying receiver (2xx to a valid signature), its own ledger.
+  const testReceiver = selected.has('api') ? await startReceiver(secret, logDir, 'test-receiver') : undefined;
+  if (testReceiver) processes.push(testReceiver);
   // The neighbour stage's failing receiver lives in this process; its port stays the same when it refuses.
   const neighbour = new NeighbourReceiver();
   await neighbour.start();
   inputs.neighbour = neighbour;
+  const testProject = `bench-test-${runId}`;
   const isolationProjects = {
     failing: `bench-neighbour-a-${runId}`,
     healthy: `bench-neighbour-b-${runId}`,
@@ -129,6 +134,16 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     }
     const secretBox = createSecretBox(Buffer.from(secretKey, 'hex'));
     await createRegistration(db, secretBox, { projectId, url: receiver.url, types: ['FALL_DETECTION'] }, secret);
+    if (testReceiver) {
+      await addProject(db, testProject);
+      await addMember(db, testProject, BENCH_USER);
+      await createRegistration(
+        db,
+        secretBox,
+        { projectId: testProject, url: testReceiver.url, types: ['FALL_DETECTION'] },
+        secret,
+      );
+    }
     const both = ['FALL_DETECTION', 'VITAL_THRESHOLD'] as const;
     for (const [id, url] of [
       [isolationProjects.failing, neighbour.url],
@@ -143,6 +158,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   }
 
   const apiPort = await freePort();
+  const appPort = await freePort();
   const deliveryTaskQueue = `bench-deliveries-${runId}`;
   const emptyTaskQueue = `bench-empty-${runId}`;
   const env: NodeJS.ProcessEnv = {
@@ -163,14 +179,22 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     ...plan.workerEnv,
   };
   const needsWorker = PIPELINE_STAGES.some((stage) => selected.has(stage));
-  const [worker, api, emptyWorker] = await Promise.all([
+  // The test button as `npm start` serves it: API and worker in one process, its starts eager on the worker's connection.
+  const appEnv: NodeJS.ProcessEnv = {
+    ...env,
+    PORT: String(appPort),
+    TEMPORAL_TASK_QUEUE: `bench-app-${runId}`,
+    TEST_EVENTS_PER_MINUTE: '10000',
+  };
+  const [worker, api, app, emptyWorker] = await Promise.all([
     needsWorker ? startNodeService({ name: 'worker', env, logDir, cpuProfDir }) : undefined,
     selected.has('api') ? startNodeService({ name: 'api', env, logDir, cpuProfDir }) : undefined,
+    selected.has('api') ? startNodeService({ name: 'app', env: appEnv, logDir, cpuProfDir }) : undefined,
     selected.has('engine') ? startEmptyWorker({ ...env, BENCH_EMPTY_TASK_QUEUE: emptyTaskQueue }, logDir) : undefined,
   ]);
-  for (const child of [worker, api, emptyWorker]) if (child) processes.push(child);
+  for (const child of [worker, api, app, emptyWorker]) if (child) processes.push(child);
   log(
-    `running: ${[worker, api, emptyWorker].flatMap((child) => (child ? [child.name] : [])).join(', ') || 'no service'}`,
+    `running: ${[worker, api, app, emptyWorker].flatMap((child) => (child ? [child.name] : [])).join(', ') || 'no service'}`,
   );
 
   const connection = await Connection.connect(
@@ -235,6 +259,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     { name: 'bench', pid: process.pid },
     { name: 'receiver', pid: receiver.pid },
     ...(api ? [{ name: 'api', pid: api.pid }] : []),
+    ...(app ? [{ name: 'app', pid: app.pid }] : []),
   ]);
   const figures: StageFigures = {
     temporalServer,
@@ -297,6 +322,18 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     const get = await apiGet(apiUrl, token, projectId, plan.apiSeconds);
     log(`API: register/DELETE cycle for ${plan.apiSeconds} s`);
     const registerDelete = await apiRegisterDeleteCycle(apiUrl, token, cycleProjects, plan.apiSeconds);
+    log(`API: test button, ${plan.testRoundTrips} round trips one at a time (npm start's process)`);
+    const testButton = await apiTestRoundTrip(
+      `http://127.0.0.1:${appPort}`,
+      token,
+      testProject,
+      plan.testRoundTrips,
+      plan.testWarmup,
+    );
+    if (testButton.failures)
+      problems.push(
+        `API test button: ${testButton.failures} call(s) not delivered with a 2xx: ${JSON.stringify(testButton.outcomes)}`,
+      );
     for (const [name, result] of [
       ['API GET', get],
       ['API register/DELETE', registerDelete],
@@ -306,7 +343,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
           `${name}: ${result.non2xx} non-2xx response(s), ${result.errors} error(s); statuses ${JSON.stringify(result.statusCodes)}`,
         );
     }
-    figures.api = { get, registerDelete };
+    figures.api = { get, registerDelete, testButton };
   }
 
   if (selected.has('neighbour')) {

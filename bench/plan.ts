@@ -19,6 +19,9 @@ export interface Plan {
   steadyRate: number;
   steadySeconds: number;
   apiSeconds: number;
+  /** The test button's round trips (one at a time, after testWarmup unmeasured ones). */
+  testRoundTrips: number;
+  testWarmup: number;
   /** Neighbour stage: seconds of load per fault, latency window, the failing and the healthy project's rates. */
   neighbourSeconds: number;
   windowSeconds: number;
@@ -46,6 +49,8 @@ const FULL: Omit<Plan, 'stages' | 'faults'> = {
   steadyRate: 20,
   steadySeconds: 30,
   apiSeconds: 10,
+  testRoundTrips: 100,
+  testWarmup: 5,
   neighbourSeconds: 120,
   windowSeconds: 15,
   neighbourRate: 20,
@@ -67,6 +72,8 @@ const QUICK: Omit<Plan, 'stages' | 'faults'> = {
   steadyRate: 10,
   steadySeconds: 2,
   apiSeconds: 1,
+  testRoundTrips: 5,
+  testWarmup: 1,
   neighbourSeconds: 3,
   windowSeconds: 1,
   neighbourRate: 10,
@@ -117,6 +124,7 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
       sizes: { type: 'string' },
       'steady-seconds': { type: 'string' },
       'api-seconds': { type: 'string' },
+      'test-round-trips': { type: 'string' },
       'search-n': { type: 'string' },
       'search-warmup': { type: 'string' },
       out: { type: 'string', default: join(__dirname, 'results', 'latest.json') },
@@ -137,6 +145,7 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
   if (values.sizes) plan.sizes = values.sizes.split(',').map((size) => count(size, 'sizes'));
   if (values['steady-seconds']) plan.steadySeconds = count(values['steady-seconds'], 'steady-seconds');
   if (values['api-seconds']) plan.apiSeconds = count(values['api-seconds'], 'api-seconds');
+  if (values['test-round-trips']) plan.testRoundTrips = count(values['test-round-trips'], 'test-round-trips');
   if (values['search-n']) plan.searchN = count(values['search-n'], 'search-n');
   if (values['search-warmup']) plan.searchWarmup = count(values['search-warmup'], 'search-warmup', 0);
   if (!plan.sizes.includes(plan.n)) plan.sizes = [...plan.sizes, plan.n].sort((a, b) => a - b);

@@ -55,21 +55,27 @@ function logFileFd(logDir: string, name: string): { path: string; fd: number } {
   return { path, fd: openSync(path, 'a') };
 }
 
+/** The production entry points, and `app`: what `npm start` runs, the API and a worker in one process. */
+const ENTRIES = {
+  worker: { args: ['dist/worker/main.js'], marker: 'worker started' },
+  api: { args: ['dist/api/server.js'], marker: 'API listening' },
+  app: { args: ['dist/cli/index.js', 'start'], marker: 'Webhook delivery service is running' },
+} as const;
+
 export interface NodeServiceOptions {
-  name: 'worker' | 'api';
+  name: keyof typeof ENTRIES;
   env: NodeJS.ProcessEnv;
   logDir: string;
   /** Directory for --cpu-prof output; no profile when omitted. */
   cpuProfDir?: string;
 }
 
-/** `node dist/worker/main.js` or `node dist/api/server.js`, logs to <logDir>/<name>.log, ready once it says so. */
+/** `node dist/worker/main.js`, `dist/api/server.js` or `dist/cli/index.js start`, logs to <logDir>/<name>.log, ready once it says so. */
 export async function startNodeService(options: NodeServiceOptions): Promise<BenchProcess> {
-  const entry = options.name === 'worker' ? 'dist/worker/main.js' : 'dist/api/server.js';
-  const marker = options.name === 'worker' ? 'worker started' : 'API listening';
+  const { args, marker } = ENTRIES[options.name];
   const profile = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${join(options.cpuProfDir, options.name)}`] : [];
   const log = logFileFd(options.logDir, options.name);
-  const child = spawn(process.execPath, [...profile, join(ROOT, entry)], {
+  const child = spawn(process.execPath, [...profile, join(ROOT, args[0]), ...args.slice(1)], {
     cwd: ROOT,
     env: options.env,
     stdio: ['ignore', log.fd, log.fd],
@@ -142,13 +148,13 @@ export interface RunningReceiver extends BenchProcess {
   ledger: ReceiptLedger;
 }
 
-export async function startReceiver(secret: string, logDir: string): Promise<RunningReceiver> {
-  const child = forkBenchModule('receiver.ts', { ...process.env, BENCH_RECEIVER_SECRET: secret }, logDir, 'receiver');
+export async function startReceiver(secret: string, logDir: string, name = 'receiver'): Promise<RunningReceiver> {
+  const child = forkBenchModule('receiver.ts', { ...process.env, BENCH_RECEIVER_SECRET: secret }, logDir, name);
   const ledger = new ReceiptLedger();
   child.on('message', (message: ReceiverMessage) => {
     if (message.type === 'receipts') ledger.record(message.receipts);
   });
-  const receiver = track('receiver', child);
+  const receiver = track(name, child);
   try {
     const port = await firstMessage(child, 'receiver', 30_000, (m) => {
       const message = m as ReceiverMessage;

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import type { EngineSearchResult } from './engine-search';
 import type { FloodResult, NeighbourRow } from './neighbour';
 import type { Stage } from './plan';
-import type { ApiResult, DeliveryStageResult, EngineResult, SteadyResult } from './stages';
+import type { ApiResult, DeliveryStageResult, EngineResult, SteadyResult, TestRoundTripResult } from './stages';
 
 export interface GrowthRow extends DeliveryStageResult {
   /** Peak RSS in MB of the worker, the API (when the run has the API stage) and Temporal (when measured). */
@@ -48,7 +48,7 @@ export interface BenchReport {
   saturation?: DeliveryStageResult;
   steady?: SteadyResult;
   growth?: GrowthRow[];
-  api?: { get: ApiResult; registerDelete: ApiResult };
+  api?: { get: ApiResult; registerDelete: ApiResult; testButton?: TestRoundTripResult };
   /** Isolation: a healthy project's falls while another project's receiver hangs, refuses or answers 503. */
   neighbour?: NeighbourRow[];
   /** Falls while vitals flood the pipeline beyond the engine's limit. */
@@ -106,6 +106,16 @@ export function evaluateTargets(report: Omit<BenchReport, 'targets'>): Target[] 
         met: api.get.requestsPerSecond >= 2000,
       },
       { name: 'API GET p99', target: '<= 50 ms', value: `${api.get.p99Ms} ms`, met: api.get.p99Ms <= 50 },
+      ...(api.testButton
+        ? [
+            {
+              name: 'test button round trip p50',
+              target: '<= 50 ms',
+              value: `${api.testButton.latencyMs.p50} ms`,
+              met: api.testButton.latencyMs.p50 <= 50,
+            },
+          ]
+        : []),
     );
   targets.push(...isolationTargets(report));
   const largest = report.growth?.at(-1);
@@ -320,6 +330,28 @@ export function formatReport(report: BenchReport): string {
           result.non2xx,
           result.errors,
         ]),
+      ),
+      '',
+    );
+  const testButton = report.api?.testButton;
+  if (testButton)
+    out.push(
+      `Test button (POST /webhooks/test/project/:id in npm start's process, one at a time, after ${testButton.warmup} unmeasured):`,
+      table(
+        ['round trips', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'not delivered', 'HTTP/receiver status'],
+        [
+          [
+            testButton.n,
+            testButton.latencyMs.p50,
+            testButton.latencyMs.p95,
+            testButton.latencyMs.p99,
+            testButton.latencyMs.max,
+            testButton.failures,
+            Object.entries(testButton.outcomes)
+              .map(([outcome, count]) => `${outcome} × ${count}`)
+              .join(', '),
+          ],
+        ],
       ),
       '',
     );

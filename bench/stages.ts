@@ -313,3 +313,47 @@ export async function apiRegisterDeleteCycle(
   });
   return apiResult(result, API_CONNECTIONS, seconds);
 }
+
+export interface TestRoundTripResult {
+  /** Round trips measured (after `warmup` unmeasured ones). */
+  n: number;
+  warmup: number;
+  /** POST /webhooks/test/project/:id → the outcome of the delivery, one at a time, ms. */
+  latencyMs: LatencySummary;
+  /** Calls that did not answer 200 with `delivered: true` and a 2xx from the receiver. */
+  failures: number;
+  /** Responses per HTTP status and delivered receiver status, e.g. `200/200`. */
+  outcomes: Record<string, number>;
+}
+
+/**
+ * The test button's round trip: POST /webhooks/test/project/:id, which starts a TEST delivery and answers with its
+ * outcome, against a receiver that answers 2xx, one call at a time (a customer clicking the button).
+ */
+export async function apiTestRoundTrip(
+  apiUrl: string,
+  token: string,
+  projectId: string,
+  n: number,
+  warmup: number,
+): Promise<TestRoundTripResult> {
+  const latencies: number[] = [];
+  const outcomes: Record<string, number> = {};
+  let failures = 0;
+  for (let i = 0; i < warmup + n; i += 1) {
+    const started = performance.now();
+    const response = await fetch(`${apiUrl}/webhooks/test/project/${encodeURIComponent(projectId)}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const body = (await response.json().catch(() => ({}))) as { delivered?: boolean; statusCode?: number };
+    const elapsed = performance.now() - started;
+    if (i < warmup) continue;
+    latencies.push(elapsed);
+    const outcome = `${response.status}/${body.statusCode ?? '-'}`;
+    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+    const delivered = body.delivered === true && body.statusCode !== undefined && body.statusCode < 300;
+    if (response.status !== 200 || !delivered) failures += 1;
+  }
+  return { n, warmup, latencyMs: summarize(latencies), failures, outcomes };
+}

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
@@ -305,5 +306,94 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     assert.equal(result.status, 'delivered');
     assert.equal(fx.receiver.requests.length, 1);
     assert.ok(independentSignatureValid(secret, fx.receiver.requests[0]!));
+  });
+
+  describe('development: npm start opens /codec to callers on this machine (DEV_CODEC_WITHOUT_TOKEN)', () => {
+    const ring = parsePayloadKeyRing(k1);
+    const local = useLocalApi(fx, () => ({
+      codec: {
+        codec: new EncryptionCodec(ring),
+        operators: { subjects: new Set() },
+        corsOrigins: [UI_ORIGIN],
+        localCallersWithoutToken: true,
+      },
+    }));
+    let sealed: JsonPayload[];
+    before(async () => {
+      const plain = {
+        metadata: { encoding: Buffer.from('json/plain') },
+        data: Buffer.from(JSON.stringify(fallPayload)),
+      };
+      sealed = (await new EncryptionCodec(ring).encode([plain])).map(payloadToJson);
+    });
+
+    /** POST /codec/decode over node:http, which sends the Host header given (fetch always sends the URL's). */
+    function decodeAs(
+      headers: Record<string, string>,
+    ): Promise<{ status: number; body: string; allowOrigin?: string }> {
+      const body = JSON.stringify({ payloads: sealed });
+      return new Promise((resolve, reject) => {
+        const request = httpRequest(`${local.url}/codec/decode`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-namespace': 'default', ...headers },
+        });
+        request.once('error', reject);
+        request.once('response', (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.once('end', () =>
+            resolve({
+              status: response.statusCode ?? 0,
+              body: Buffer.concat(chunks).toString('utf8'),
+              allowOrigin: response.headers['access-control-allow-origin'],
+            }),
+          );
+        });
+        request.end(body);
+      });
+    }
+
+    it('decodes for the UI in the browser (its origin, a loopback host) without a token', async () => {
+      const host = new URL(local.url).host;
+      const ui = await decodeAs({ origin: UI_ORIGIN, host });
+      assert.equal(ui.status, 200, ui.body);
+      assert.equal(ui.allowOrigin, UI_ORIGIN);
+      const [decoded] = (JSON.parse(ui.body) as { payloads: JsonPayload[] }).payloads;
+      assert.equal(Buffer.from(decoded!.data!, 'base64').toString(), JSON.stringify(fallPayload));
+      assert.equal(
+        (await decodeAs({ host: `localhost:${new URL(local.url).port}` })).status,
+        200,
+        'curl on the machine',
+      );
+    });
+
+    it('still asks a token of another origin, and of a page whose name was rebound to 127.0.0.1', async () => {
+      const host = new URL(local.url).host;
+      assert.equal((await decodeAs({ origin: 'https://evil.example', host })).status, 401);
+      assert.equal(
+        (await decodeAs({ origin: 'http://rebound.example:8233', host: 'rebound.example:8233' })).status,
+        401,
+      );
+      assert.equal((await decodeAs({ host: 'rebound.example' })).status, 401);
+    });
+
+    it('is closed without the setting, and the setting is refused in production', async () => {
+      assert.equal((await decode(undefined, sealed, { origin: UI_ORIGIN })).status, 401, 'the API above, not opened');
+      const production = {
+        NODE_ENV: 'production',
+        WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+        PAYLOAD_ENCRYPTION_KEYS: k1,
+      };
+      assert.equal(loadConfig(production).DEV_CODEC_WITHOUT_TOKEN, false);
+      assert.throws(
+        () => loadConfig({ ...production, DEV_CODEC_WITHOUT_TOKEN: 'true' }),
+        /DEV_CODEC_WITHOUT_TOKEN must not be set in production/,
+      );
+      assert.equal(
+        loadConfig({ DEV_CODEC_WITHOUT_TOKEN: 'true' }).DEV_CODEC_WITHOUT_TOKEN,
+        true,
+        'development allows it',
+      );
+    });
   });
 });

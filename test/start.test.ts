@@ -42,7 +42,8 @@ describe('npm start: the whole stack from nothing', function () {
   });
 
   after(async () => {
-    current?.child.kill('SIGKILL');
+    // The whole group: npm and the node process it runs (its orphan guard then stops PostgreSQL and Temporal).
+    if (current?.child.pid && current.child.exitCode === null) process.kill(-current.child.pid, 'SIGKILL');
     await receiver?.close();
   });
 
@@ -86,6 +87,16 @@ describe('npm start: the whole stack from nothing', function () {
     assert.deepEqual(pids.filter(isAlive), [], 'no postgres or temporal process is left behind');
   }
 
+  /** A client of the stack's Temporal, without the codec: it reads what the server stores. */
+  async function withTemporal<T>(use: (client: Client) => Promise<T>): Promise<T> {
+    const connection = await Connection.connect({ address: `127.0.0.1:${temporalPort}` });
+    try {
+      return await use(new Client({ connection }));
+    } finally {
+      await connection.close();
+    }
+  }
+
   async function cli(...args: string[]): Promise<string> {
     const { stdout } = await run('node', ['dist/cli/index.js', ...args], { env });
     return stdout.trim().split('\n').at(-1) ?? '';
@@ -115,6 +126,10 @@ describe('npm start: the whole stack from nothing', function () {
     assert.equal(tested.status, 200, JSON.stringify(outcome));
     assert.equal(outcome.delivered, true);
     testWorkflowId = outcome.workflowId;
+    // The API shares the process and the NativeConnection with the worker: Temporal handed the test's first workflow
+    // task straight to it in the start response (eager start), not through the task queue.
+    const history = await withTemporal((client) => client.workflow.getHandle(testWorkflowId).fetchHistory());
+    assert.equal(history.events?.[0]?.workflowExecutionStartedEventAttributes?.eagerExecutionAccepted, true);
     const [delivery] = await receiver.waitForRequests(1);
     assert.ok(independentSignatureValid(registration.secret, delivery!), 'signature verifies over the raw bytes');
     assert.equal(typeof (JSON.parse(delivery!.rawBody.toString()) as { test: unknown }).test, 'string');
@@ -129,13 +144,8 @@ describe('npm start: the whole stack from nothing', function () {
     assert.equal(found.status, 200);
     assert.equal(((await found.json()) as { _id: string })._id, registrationId);
 
-    const connection = await Connection.connect({ address: `127.0.0.1:${temporalPort}` });
-    try {
-      const described = await new Client({ connection }).workflow.getHandle(testWorkflowId).describe();
-      assert.equal(described.status.name, 'COMPLETED');
-    } finally {
-      await connection.close();
-    }
+    const described = await withTemporal((client) => client.workflow.getHandle(testWorkflowId).describe());
+    assert.equal(described.status.name, 'COMPLETED');
     await stop('Ctrl-C');
   });
 });
