@@ -3,7 +3,17 @@ import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.data/**', '.stryker-tmp/**', 'reports/**', 'eslint.config.mjs'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      '.data/**',
+      '.stryker-tmp/**',
+      'reports/**',
+      'eslint.config.mjs',
+      'stryker.config.mjs',
+    ],
+  },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },

@@ -1,4 +1,6 @@
-// The circuit breaker's state in PostgreSQL (db/breakers.ts): no Temporal, a scratch database of its own.
+// The circuit breaker's state in PostgreSQL (db/breakers.ts): no Temporal, a scratch database of its own. Periods
+// and leases are minutes long and the tests move the database's timestamps instead of sleeping (a controlled clock):
+// a loaded machine cannot make a window pass or close early.
 import assert from 'node:assert/strict';
 import {
   addBreakerWaiter,
@@ -14,10 +16,6 @@ import {
 import { Registrations, newProjectId } from './support/deliveries';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** The least time between two rounds of wakes of one registration's waiters. */
-const ROUND_MS = 950;
-
 describe('circuit breaker per registration: its state in Postgres', function () {
   this.timeout(30_000);
   const fx = {} as { database: TestDatabase; registrations: Registrations };
@@ -26,7 +24,12 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     fx.registrations = new Registrations(fx.database.db);
   });
   after(() => fx.database?.destroy());
-  const thresholds: BreakerThresholds = { failureThreshold: 3, openMs: 1_000, maxOpenMs: 3_000, probeLeaseMs: 5_000 };
+  const thresholds: BreakerThresholds = {
+    failureThreshold: 3,
+    openMs: 60_000,
+    maxOpenMs: 180_000,
+    probeLeaseMs: 60_000,
+  };
   const http500 = { message: 'Receiver answered HTTP 500', statusCode: 500 };
 
   async function registrationId(): Promise<string> {
@@ -42,6 +45,21 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       .db('webhook_circuit_breakers')
       .where({ registration_id: id })
       .update({ open_until: fx.database.db.fn.now() });
+
+  /** The next round of wakes may start: as if the 0.9 s between two rounds of a registration had passed. */
+  const nextRound = (id: string) =>
+    fx.database
+      .db('webhook_circuit_breakers')
+      .where({ registration_id: id })
+      .update({ resumed_at: fx.database.db.raw(`now() - interval '1 second'`) });
+
+  /** Moves a registration's waiters' timestamps `seconds` back, as if that much time had passed. */
+  const age = (id: string, column: 'woken_at' | 'eligible_at', seconds: number) =>
+    fx.database
+      .db('webhook_breaker_waiters')
+      .where({ registration_id: id })
+      .whereNotNull(column)
+      .update({ [column]: fx.database.db.raw(`?? - make_interval(secs => ?)`, [column, seconds]) });
 
   /** The waiters a resumer's round takes now, of this registration only (other tests' waiters are taken too). */
   const takeOf = async (id: string, limits: WakeLimits) =>
@@ -61,7 +79,7 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     const admission = await admitAttempt(fx.database.db, id, 5_000);
     assert.equal(admission.state, 'open');
     assert.ok(
-      admission.state === 'open' && admission.waitMs > 500 && admission.waitMs <= 1_000,
+      admission.state === 'open' && admission.waitMs > 50_000 && admission.waitMs <= 60_000,
       JSON.stringify(admission),
     );
     assert.deepEqual(admission.state === 'open' && admission.lastFailure, http500);
@@ -70,12 +88,14 @@ describe('circuit breaker per registration: its state in Postgres', function () 
   it('waiters: none woken while open, one to probe once half-open (once per lease), the oldest at the rate once closed', async () => {
     const id = await registrationId();
     const db = fx.database.db;
-    const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 });
+    const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 });
     for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
-    for (let i = 1; i <= 5; i++) {
-      await addBreakerWaiter(db, id, `webhook-event-waiter-${i}`, i);
-      await sleep(5);
-    }
+    for (let i = 1; i <= 5; i++) await addBreakerWaiter(db, id, `webhook-event-waiter-${i}`, i);
+    // Listed in this order (since: oldest first), a millisecond apart.
+    for (let i = 1; i <= 5; i++)
+      await db('webhook_breaker_waiters')
+        .where({ registration_id: id, workflow_id: `webhook-event-waiter-${i}` })
+        .update({ since: db.raw(`now() - make_interval(secs => ?)`, [(10 - i) / 1000]) });
     assert.deepEqual(await take(), [], 'open: nobody is woken');
     await endOpenPeriod(id);
     const probe = await take();
@@ -84,7 +104,7 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       [['webhook-event-waiter-1', 1]],
       'half-open: the oldest, to probe',
     );
-    await sleep(ROUND_MS);
+    await nextRound(id);
     assert.deepEqual(await take(), [], 'not a second probe within the lease');
     await forgetWokenWaiters(db, probe);
     await recordSuccess(db, id);
@@ -96,17 +116,17 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     );
     // Two resumers (two workers) asking at once share one round.
     assert.deepEqual(await Promise.all([take(), take()]), [[], []], 'one round per second, across resumers');
-    await sleep(ROUND_MS);
+    await nextRound(id);
     const [a, b] = await Promise.all([take(), take()]);
     assert.equal(a.length + b.length, 2, 'the next round: two more, to one resumer or the other');
-    await sleep(ROUND_MS);
+    await nextRound(id);
     assert.equal((await take()).length, 0, 'every waiter woken once');
   });
 
   it('waiters stay listed until their signal went through: taken again after the lease, never after a new wait', async () => {
     const id = await registrationId();
     const db = fx.database.db;
-    const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 1_500 };
+    const limits = { perSecond: 10, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 };
     const take = () => takeOf(id, limits);
     await recordFailure(db, id, thresholds, http500); // closed, one failure: a row to hold the rounds
     await addBreakerWaiter(db, id, 'webhook-event-signalled', 1);
@@ -120,7 +140,7 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       db,
       taken.filter((w) => w.workflowId !== 'webhook-event-lost'),
     );
-    await sleep(ROUND_MS);
+    await nextRound(id);
     const again = await take();
     assert.deepEqual(
       again.map((w) => [w.workflowId, w.waitToken]).sort(),
@@ -128,7 +148,10 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       'within the lease: only the new wait',
     );
     await forgetWokenWaiters(db, again);
-    await sleep(limits.wakeLeaseMs);
+    await nextRound(id);
+    assert.deepEqual(await take(), [], 'still within the lease');
+    await nextRound(id);
+    await age(id, 'woken_at', 61);
     assert.deepEqual(
       (await take()).map((w) => [w.workflowId, w.waitToken]),
       [['webhook-event-lost', 1]],
@@ -147,7 +170,7 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       await trx('webhook_breaker_waiters').where({ registration_id: id }).forUpdate();
       assert.deepEqual(await take(), [], 'its row is locked: nobody to wake this round');
     });
-    await sleep(ROUND_MS);
+    await nextRound(id);
     assert.deepEqual(
       (await take()).map((w) => w.workflowId),
       ['webhook-event-relisting'],
@@ -157,15 +180,18 @@ describe('circuit breaker per registration: its state in Postgres', function () 
 
   it("a delivery waiting for the endpoint's attempts in flight: woken once they have ended, if the breaker lets it through", async () => {
     const db = fx.database.db;
-    const limits = { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 60_000 };
+    const limits = { perSecond: 10, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 };
     const [healthy, failing] = [await registrationId(), await registrationId()];
     const take = (id: string) => takeOf(id, limits);
-    await addBreakerWaiter(db, healthy, 'webhook-event-busy-1', 1, 400);
-    await addBreakerWaiter(db, failing, 'webhook-event-busy-2', 1, 400);
+    await addBreakerWaiter(db, healthy, 'webhook-event-busy-1', 1, 60_000);
+    await addBreakerWaiter(db, failing, 'webhook-event-busy-2', 1, 60_000);
     assert.deepEqual(await take(healthy), [], 'not before the attempts in flight have ended');
     // The attempts in flight to the second endpoint fail meanwhile: its breaker opens.
     for (let i = 0; i < 3; i++) await recordFailure(db, failing, thresholds, http500);
-    await sleep(Math.max(ROUND_MS, 500));
+    for (const id of [healthy, failing]) {
+      await nextRound(id);
+      await age(id, 'eligible_at', 61);
+    }
     assert.deepEqual(
       (await take(healthy)).map((w) => w.workflowId),
       ['webhook-event-busy-1'],
@@ -188,11 +214,13 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     const id = await registrationId();
     for (let i = 0; i < 3; i += 1) await recordFailure(fx.database.db, id, thresholds, http500);
     await endOpenPeriod(id);
-    const admissions = await Promise.all(Array.from({ length: 20 }, () => admitAttempt(fx.database.db, id, 5_000)));
+    const admissions = await Promise.all(Array.from({ length: 20 }, () => admitAttempt(fx.database.db, id, 60_000)));
     assert.equal(admissions.filter((a) => a.state === 'probe').length, 1);
     for (const other of admissions.filter((a) => a.state !== 'probe')) {
       assert.equal(other.state, 'open');
-      assert.ok(other.state === 'open' && other.waitMs > 4_000 && other.waitMs <= 5_000, JSON.stringify(other));
+      // The lease from the claim's clock, read by statements that started before it (blocked on its lock) and so
+      // may see a few ms more than 60 s.
+      assert.ok(other.state === 'open' && other.waitMs > 50_000 && other.waitMs < 61_000, JSON.stringify(other));
     }
   });
 
@@ -206,8 +234,8 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       return Math.round(Number(row.ms));
     };
     for (let i = 0; i < 3; i += 1) await recordFailure(fx.database.db, id, thresholds, http500);
-    assert.equal(await openFor(), 1_000);
-    for (const expected of [2_000, 3_000, 3_000]) {
+    assert.equal(await openFor(), 60_000);
+    for (const expected of [120_000, 180_000, 180_000]) {
       await endOpenPeriod(id);
       assert.equal((await admitAttempt(fx.database.db, id, 5_000)).state, 'probe');
       await recordFailure(fx.database.db, id, thresholds, http500);
@@ -228,12 +256,19 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     const id = await registrationId();
     await recordFailure(fx.database.db, id, thresholds, http500, 0);
     await recordFailure(fx.database.db, id, thresholds, http500, 0);
-    const opened = await recordFailure(fx.database.db, id, thresholds, http500, 2_500);
+    const opened = await recordFailure(fx.database.db, id, thresholds, http500, 150_000);
     const row = await fx.database
       .db('webhook_circuit_breakers')
       .where({ registration_id: id })
       .first<{ ms: string }>(fx.database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
     assert.ok(opened.openUntil);
-    assert.equal(Math.round(Number(row.ms)), 2_500);
+    assert.equal(Math.round(Number(row.ms)), 150_000);
+    const other = await registrationId();
+    for (let i = 0; i < 3; i++) await recordFailure(fx.database.db, other, thresholds, http500, 1_000);
+    const shorter = await fx.database
+      .db('webhook_circuit_breakers')
+      .where({ registration_id: other })
+      .first<{ ms: string }>(fx.database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
+    assert.equal(Math.round(Number(shorter.ms)), 60_000, 'a shorter Retry-After leaves BREAKER_OPEN_MS');
   });
 });

@@ -312,7 +312,10 @@ describe('circuit breaker per registration', function () {
     it("an attempt refused for the endpoint's attempts in flight waits for the resumer's signal, not a stream of retries", async () => {
       const projectId = newProjectId();
       await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
-      fx.receiver.fallback = { status: 200, delayMs: 500 };
+      // The first attempt holds the only slot for 2 s (within its 3 s timeout): the others, started together, find
+      // it taken, with seconds to spare over how far apart a loaded machine starts them.
+      fx.receiver.script({ status: 200, delayMs: 2_000 });
+      fx.receiver.fallback = { status: 200, delayMs: 200 };
       const events = 3;
       const handles = await fx.runWorker(
         async (taskQueue) => {
@@ -320,7 +323,14 @@ describe('circuit breaker per registration', function () {
           await Promise.all(started.map((handle) => handle.result()));
           return started;
         },
-        { config: { ...breakerConfig, ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 1, ENDPOINT_QUEUE_WAIT_MS: 0 } },
+        {
+          config: {
+            ...breakerConfig,
+            WEBHOOK_TIMEOUT_MS: 3_000,
+            ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 1,
+            ENDPOINT_QUEUE_WAIT_MS: 0,
+          },
+        },
       );
       assert.deepEqual(
         fx.receiver.requests.map((request) => request.headers['x-webhook-id']).sort(),

@@ -158,8 +158,9 @@ export interface DeliveryFigures {
 }
 
 /**
- * Every emitted event arrived at least once, each with one X-Webhook-Id and a valid signature, and nothing else
- * arrived. Returns the figures the README's Reliability section reports.
+ * Every emitted event arrived exactly once (an attempt cut off by the fault is not recorded: the receiver never
+ * answered it), each with one X-Webhook-Id and a valid signature, and nothing else arrived. Returns the figures
+ * the README's Reliability section reports.
  */
 export function assertAllDelivered(receiver: FaultReceiver, ids: string[], secret: string): DeliveryFigures {
   const emitted = new Set(ids);
@@ -174,7 +175,10 @@ export function assertAllDelivered(receiver: FaultReceiver, ids: string[], secre
   const lost = ids.filter((id) => !counts.has(id)).length;
   assert.equal(lost, 0, 'no event is lost');
   const delivered = counts.size;
-  return { emitted: ids.length, delivered, duplicates: receiver.requests.length - delivered, lost };
+  const duplicates = receiver.requests.length - delivered;
+  const doubled = [...counts].filter(([, times]) => times > 1).map(([id, times]) => `${id} ×${times}`);
+  assert.equal(duplicates, 0, `no event is answered twice: ${doubled.join(', ')}`);
+  return { emitted: ids.length, delivered, duplicates, lost };
 }
 
 /** One line per scenario, for the Reliability section (read from the test output). */

@@ -1,0 +1,64 @@
+// The test endpoint's one-in-flight slot is given back when the send fails, not only when it delivers: otherwise one
+// unexpected error locks the project out of its test button. The API in process on a real PostgreSQL.
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import pino from 'pino';
+import { createApp } from '../api/app';
+import type { TestDeliveryOutcome } from '../api/test-event';
+import { createSecretBox } from '../common/secrets';
+import { addMember, addProject, createRegistration } from '../db';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
+
+describe('test endpoint: the in-flight slot after a failed send', () => {
+  let t: TestDatabase;
+  let server: Server;
+  let url: string;
+  const secretBox = createSecretBox(randomBytes(32));
+  /** What the next sends do, in order. */
+  const outcomes: (() => Promise<TestDeliveryOutcome>)[] = [];
+
+  before(async () => {
+    t = await createTestDatabase();
+    const app = createApp({
+      db: t.db,
+      secretBox,
+      logger: pino({ level: 'silent' }),
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => outcomes.shift()!(),
+      testEventLimits: { perMinute: 10, waitMs: 15_000 },
+    });
+    server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+    await t?.destroy();
+  });
+
+  it('a send that throws answers 500 and frees the slot: the next test of the project goes through', async () => {
+    const projectId = `p-${randomUUID().slice(0, 8)}`;
+    await addProject(t.db, projectId);
+    await addMember(t.db, projectId, 'alice');
+    await createRegistration(t.db, secretBox, {
+      projectId,
+      url: 'https://receiver.example/hook',
+      types: ['FALL_DETECTION'],
+    });
+    const test = () =>
+      fetch(`${url}/webhooks/test/project/${projectId}`, { method: 'POST', headers: bearer(hsToken('alice')) });
+    outcomes.push(
+      () => Promise.reject(new Error('Temporal client closed')),
+      () => Promise.resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf-after' }),
+    );
+    const failed = await test();
+    assert.equal(failed.status, 500, await failed.text());
+    const next = await test();
+    assert.equal(next.status, 200, await next.text());
+    assert.equal(outcomes.length, 0, 'both sends were made');
+  });
+});
