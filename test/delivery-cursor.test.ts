@@ -25,7 +25,8 @@ describe('delivery list query and cursor (pure)', () => {
   });
 
   it('reads every filter and a cursor it issued', () => {
-    const at = Date.parse('2026-11-24T10:00:00.000Z');
+    // A position as PostgreSQL writes it: the creation time to the microsecond, then the id.
+    const at = '2026-11-24T10:00:00.123456Z';
     assert.deepEqual(
       parseListQuery({
         status: 'failed',
@@ -41,7 +42,7 @@ describe('delivery list query and cursor (pure)', () => {
         since: new Date('2026-11-01T00:00:00Z'),
         until: new Date('2026-11-24T00:00:00.000Z'),
         limit: 100,
-        after: { createdAt: new Date(at), id: 'webhook-event-1' },
+        after: { createdAt: at, id: 'webhook-event-1' },
       },
     );
     assert.equal(parseListQuery({ limit: '1' }).limit, 1);
@@ -72,8 +73,10 @@ describe('delivery list query and cursor (pure)', () => {
     assert.equal(
       problemOf({ status: 'lost', type: 'PANIC', since: 'yesterday', until: '2026-13-45T00:00:00Z', limit: '0' }),
       'The query is invalid: status must be one of pending, delivered, failed, skipped; ' +
-        'type must be one of FALL_DETECTION, VITAL_THRESHOLD, TEST; since must be an ISO 8601 date-time; ' +
-        'until must be an ISO 8601 date-time; limit must be an integer from 1 to 100',
+        'type must be one of FALL_DETECTION, VITAL_THRESHOLD, TEST; ' +
+        'since must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z; ' +
+        'until must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z; ' +
+        'limit must be an integer from 1 to 100',
     );
     for (const limit of ['101', '1.5', '-1', '1e2', ' 5', 'ten'])
       assert.match(problemOf({ limit }), /limit must be an integer from 1 to 100$/, `limit ${limit}`);
