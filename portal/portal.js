@@ -602,7 +602,8 @@
         state.notice ? h('p', { class: state.notice.error ? 'notice error' : 'notice' }, state.notice.text) : null,
       ),
       endpointView(),
-      attemptsView(),
+      // replaceChildren writes null as the text "null": no attempts view is no child.
+      attemptsView() || '',
       deliveriesView(),
     );
     if (focused) {

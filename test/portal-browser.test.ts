@@ -352,7 +352,9 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       await page.evaluate((iso) => new Date(iso).toLocaleString(), lastAttemptAt),
     );
     assert.match(await row(page, key.id).innerText(), /FALL_DETECTION\s+failed\s+2\s+503\s/);
+    assert.doesNotMatch(await page.locator('main').innerText(), /\b(null|undefined|NaN)\b/);
     await assertAccessible(page, 'open breaker');
+    await screenshot(page, 'breaker-open');
     await close(page);
   });
 
