@@ -584,9 +584,16 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
         .db('deliveries')
         .where({ id: old })
         .update({ created_at: new Date(Date.now() - 3_600_000) });
+      // A failed delivery whose run Temporal no longer holds (past retention): skipped, the others still start.
+      const gone = `webhook-event-gone-${randomUUID()}`;
+      await store.upsertDelivery(
+        fx.database.db,
+        { id: gone, projectId: p, type: 'FALL_DETECTION', workflowId: gone },
+        'failed',
+      );
       await fx.database
         .db('deliveries')
-        .whereIn('id', [failedA!, failedB!])
+        .whereIn('id', [failedA!, failedB!, gone])
         .update({ created_at: new Date(since.getTime() + 1_000) });
       fx.receiver.fallback = { status: 200 };
       const before = fx.receiver.requests.length;
@@ -622,6 +629,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
         [0, 100],
       );
       assert.equal((await store.findDelivery(fx.database.db, p, old!))?.status, 'failed');
+      assert.equal((await store.findDelivery(fx.database.db, p, gone))?.status, 'failed', 'released, not lost');
       assert.equal((await store.findDelivery(fx.database.db, p, delivered))?.attempts, 1);
       for (const id of [failedA!, failedB!])
         assert.equal((await store.findDelivery(fx.database.db, p, id))?.status, 'delivered');
