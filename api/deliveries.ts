@@ -3,7 +3,7 @@ import * as store from '../db';
 import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES } from '../common/contract';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
-import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
+import { EventNoLongerRetainedError, type RedeliveryStarter, type WorkflowEndWatcher } from './redelivery';
 import type { SendLimiter } from './test-limits';
 import { dateTimeProblem, validateRecoverBody } from './delivery-schemas';
 
@@ -27,6 +27,8 @@ export interface DeliveryView {
   attempts: number;
   lastStatusCode: number | null;
   lastError: string | null;
+  /** When the last attempt was made; null before the first. */
+  lastAttemptAt: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -45,6 +47,17 @@ export interface EndpointHealthView {
   lastSuccessAt: string | null;
   lastFailureAt: string | null;
   lastError: string | null;
+  breaker: BreakerView;
+}
+
+/**
+ * The registration's circuit breaker: closed (attempts go), open (none go until `openUntil`), or half-open (its open
+ * period is over: the next attempt probes, and its outcome closes or reopens it).
+ */
+export interface BreakerView {
+  state: 'closed' | 'open' | 'half-open';
+  /** While open: when the open period ends and a probe may go; null otherwise. */
+  openUntil: string | null;
 }
 
 export const DEFAULT_PAGE_SIZE = 20;
@@ -83,13 +96,14 @@ export class RedeliveryUnavailableError extends ApiError {
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
 
-const view = (row: store.DeliveryRow): DeliveryView => ({
+const view = (row: store.DeliveryRow, lastAttemptAt: Date | null): DeliveryView => ({
   id: row.id,
   type: row.type,
   status: row.status,
   attempts: row.attempts,
   lastStatusCode: row.lastStatusCode,
   lastError: row.lastError,
+  lastAttemptAt: iso(lastAttemptAt),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
@@ -178,7 +192,7 @@ export async function listDeliveries(
   const page = rows.slice(0, filter.limit);
   const last = page.at(-1);
   return {
-    items: page.map(view),
+    items: page.map((row) => view(row, row.lastAttemptAt)),
     nextCursor: rows.length > filter.limit && last ? encodeCursor(last.position) : null,
   };
 }
@@ -193,7 +207,7 @@ export async function getDelivery(
   const row = await store.findDelivery(deps.db, projectId, id);
   if (!row) throw new DeliveryNotFoundError(id);
   const attempts = await store.listDeliveryAttempts(deps.db, id);
-  return { ...view(row), attemptLog: attempts.map(attemptView) };
+  return { ...view(row, attempts.at(-1)?.at ?? null), attemptLog: attempts.map(attemptView) };
 }
 
 /**
@@ -296,8 +310,8 @@ export async function recoverAsOperator(
       await startOrRelease(deps, deps.redelivery, claimed, Math.round(count * spacingMs));
       count += 1;
     } catch (error) {
-      // One event past Temporal's retention does not stop the others.
-      if (!(error instanceof ApiError)) throw error;
+      // One event past Temporal's retention does not stop the others; Temporal down (a 503) stops them all.
+      if (!(error instanceof EventNoLongerRetainedError)) throw error;
     }
   }
   return { count };
@@ -323,14 +337,38 @@ export async function getEndpointHealth(
   projectId: string,
 ): Promise<EndpointHealthView> {
   await assertMember(deps.db, projectId, userId);
-  const row = await store.findEndpointHealth(deps.db, projectId);
+  const [row, breaker] = await Promise.all([
+    store.findEndpointHealth(deps.db, projectId),
+    breakerOf(deps.db, projectId),
+  ]);
   if (!row)
-    return { state: 'unknown', consecutiveFailures: 0, lastSuccessAt: null, lastFailureAt: null, lastError: null };
+    return {
+      state: 'unknown',
+      consecutiveFailures: 0,
+      lastSuccessAt: null,
+      lastFailureAt: null,
+      lastError: null,
+      breaker,
+    };
   return {
     state: row.consecutiveFailures > 0 ? 'failing' : 'healthy',
     consecutiveFailures: row.consecutiveFailures,
     lastSuccessAt: iso(row.lastSuccessAt),
     lastFailureAt: iso(row.lastFailureAt),
     lastError: row.lastError,
+    breaker,
   };
+}
+
+/**
+ * The breaker of the project's current registration; closed when there is none or it never failed. Read against this
+ * process's clock (the worker's admissions use the database's): near the end of an open period the two may differ by
+ * the clocks' skew, which a page showing the state can bear.
+ */
+async function breakerOf(db: Knex, projectId: string): Promise<BreakerView> {
+  const registration = await store.findRegistration(db, projectId);
+  const breaker = registration && (await store.findBreaker(db, registration.id));
+  if (!breaker?.openUntil) return { state: 'closed', openUntil: null };
+  if (breaker.openUntil.getTime() > Date.now()) return { state: 'open', openUntil: breaker.openUntil.toISOString() };
+  return { state: 'half-open', openUntil: null };
 }

@@ -29,6 +29,11 @@ const deliveryProperties = {
   attempts: { type: 'integer', minimum: 0, description: 'POSTs made, redeliveries included.' },
   lastStatusCode: { ...nullable('integer'), description: 'Status of the last answer, null when none.' },
   lastError: { ...nullable('string'), description: 'Last error in words (status or error code); never a body.' },
+  lastAttemptAt: {
+    ...nullable('string'),
+    format: 'date-time',
+    description: 'When the last attempt was made (the attempt log’s last `at`); null before the first.',
+  },
   createdAt: timestamp,
   updatedAt: timestamp,
 } as const;
@@ -89,8 +94,24 @@ const endpointHealthSchema = {
     lastSuccessAt: nullable('string'),
     lastFailureAt: nullable('string'),
     lastError: nullable('string'),
+    breaker: {
+      type: 'object',
+      description:
+        'The registration’s circuit breaker: closed (attempts go), open (none go until openUntil), or half-open ' +
+        '(the open period is over: the next attempt probes, and its outcome closes or reopens it).',
+      properties: {
+        state: { type: 'string', enum: ['closed', 'open', 'half-open'] },
+        openUntil: {
+          type: ['string', 'null'],
+          format: 'date-time',
+          description: 'While open: when the open period ends and a probe may go; null otherwise.',
+        },
+      },
+      required: ['state', 'openUntil'],
+      additionalProperties: false,
+    },
   },
-  required: ['state', 'consecutiveFailures', 'lastSuccessAt', 'lastFailureAt', 'lastError'],
+  required: ['state', 'consecutiveFailures', 'lastSuccessAt', 'lastFailureAt', 'lastError', 'breaker'],
   additionalProperties: false,
 } as const;
 

@@ -27,8 +27,10 @@ export const portalSessionBodySchema = {
       description: 'How long the link works, in seconds (a minute to a week).',
     },
     capabilities: {
-      description: '`read` shows the endpoint and the delivery log; `manage` also lets the holder act on them.',
-      enum: [['read'], ['read', 'manage']],
+      description:
+        '`read` shows the endpoint and the delivery log; `manage` also lets the holder act on them, and needs `read`. ' +
+        'In either order; each at most once.',
+      enum: [['read'], ['read', 'manage'], ['manage', 'read']],
       default: ['read', 'manage'],
     },
   },
@@ -58,8 +60,10 @@ export async function createPortalSession(
 ): Promise<PortalSessionView> {
   await assertMember(deps.db, projectId, userId);
   // After membership: a non-member learns nothing from the validation either.
-  const { expiresInSeconds = DEFAULT_PORTAL_LINK_SECONDS, capabilities = [...PORTAL_CAPABILITIES] } =
+  const { expiresInSeconds = DEFAULT_PORTAL_LINK_SECONDS, capabilities: asked = [...PORTAL_CAPABILITIES] } =
     validatePortalSessionBody(body ?? {});
+  // One order in every token, whichever the member wrote.
+  const capabilities = PORTAL_CAPABILITIES.filter((capability) => asked.includes(capability));
   const generation = (await store.portalLinkGeneration(deps.db, projectId)) ?? 0;
   const { token, expiresAt } = deps.portalTokens.sign(
     { projectId, capabilities, createdBy: userId, generation },

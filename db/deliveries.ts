@@ -236,13 +236,20 @@ export interface DeliveryFilter {
   after?: DeliveryPosition;
 }
 
-/** A delivery of a listed page, with its position for a cursor. */
-export type ListedDelivery = DeliveryRow & { position: DeliveryPosition };
+/** A delivery of a listed page, with its position for a cursor and the time of its last attempt (null: none yet). */
+export type ListedDelivery = DeliveryRow & { position: DeliveryPosition; lastAttemptAt: Date | null };
 
 /** A project's deliveries, newest first; one more than `limit` tells the caller another page exists. */
 export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<ListedDelivery[]> {
   const query = db<DeliveryColumns>(DELIVERIES)
-    .select('*', db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`))
+    .select(
+      '*',
+      db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`),
+      // The attempt the detail lists last; updated_at moves on claims and status changes, not only on attempts.
+      db.raw(
+        `(SELECT at FROM ${ATTEMPTS} a WHERE a.delivery_id = ${DELIVERIES}.id ORDER BY seq DESC LIMIT 1) AS last_attempt_at`,
+      ),
+    )
     .where({ project_id: projectId });
   if (filter.status) void query.where({ status: filter.status });
   if (filter.type) void query.where({ type: filter.type });
@@ -255,10 +262,11 @@ export async function listDeliveries(db: Db, projectId: string, filter: Delivery
       { column: 'created_at', order: 'desc' },
       { column: 'id', order: 'desc' },
     ])
-    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string })[];
+    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string; last_attempt_at: Date | null })[];
   return rows.map((columns) => ({
     ...toDelivery(columns),
     position: { createdAt: columns.position_time, id: columns.id },
+    lastAttemptAt: columns.last_attempt_at,
   }));
 }
 

@@ -44,6 +44,8 @@
   }
 
   const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
+  /** A time as the reader's locale writes it, machine-readable in its datetime attribute. */
+  const time = (iso) => (iso ? h('time', { datetime: iso }, when(iso)) : '—');
   const canManage = () => state.claims.cap.includes('manage');
   const projectPath = () => `/webhooks/project/${encodeURIComponent(state.claims.prj)}`;
 
@@ -166,9 +168,10 @@
       ['URL', r ? h('code', {}, r.url) : 'No webhook is registered for this project'],
       ['Event types', r ? r.types.join(', ') : '—'],
       ['Health', hl.state],
+      ['Circuit breaker', breakerText(hl.breaker)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
-      ['Last success', when(hl.lastSuccessAt)],
-      ['Last failure', when(hl.lastFailureAt)],
+      ['Last success', time(hl.lastSuccessAt)],
+      ['Last failure', time(hl.lastFailureAt)],
       ['Last error', hl.lastError || '—'],
     ];
     return h(
@@ -182,6 +185,21 @@
       ),
       canManage() && r ? manageEndpointView(r) : null,
     );
+  }
+
+  /** What the breaker does to deliveries now, in words. */
+  function breakerText(breaker) {
+    if (breaker.state === 'open')
+      return h(
+        'span',
+        { 'data-breaker': 'open' },
+        'open: no delivery is attempted until ',
+        time(breaker.openUntil),
+        ', when one tries again',
+      );
+    if (breaker.state === 'half-open')
+      return h('span', { 'data-breaker': 'half-open' }, 'half-open: the next delivery tries the receiver again');
+    return h('span', { 'data-breaker': 'closed' }, 'closed: deliveries are attempted');
   }
 
   function manageEndpointView(r) {
@@ -334,7 +352,7 @@
           options.map((o) => h('option', { value: o, selected: state.filters[name] === o }, o)),
         ),
       );
-    const time = (name, label) =>
+    const timeInput = (name, label) =>
       h(
         'label',
         {},
@@ -355,8 +373,8 @@
       },
       select('status', 'Status', STATUSES),
       select('type', 'Type', TYPES),
-      time('since', 'Created from'),
-      time('until', 'Created before'),
+      timeInput('since', 'Created from'),
+      timeInput('until', 'Created before'),
       h('button', { type: 'submit', 'data-focus': 'apply' }, 'Apply filters'),
     );
   }
@@ -372,7 +390,7 @@
         h('td', { class: `status-${d.status}` }, d.status),
         h('td', {}, String(d.attempts)),
         h('td', {}, d.lastStatusCode === null ? '—' : String(d.lastStatusCode)),
-        h('td', {}, d.attempts > 0 ? when(d.updatedAt) : '—'),
+        h('td', {}, time(d.lastAttemptAt)),
         h(
           'td',
           {},
@@ -427,7 +445,7 @@
             h(
               'tr',
               {},
-              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last update', 'Actions'].map((c) =>
+              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last attempt', 'Actions'].map((c) =>
                 h('th', { scope: 'col' }, c),
               ),
             ),
@@ -542,7 +560,7 @@
                   'tr',
                   {},
                   h('td', {}, String(a.attempt)),
-                  h('td', {}, when(a.at)),
+                  h('td', {}, time(a.at)),
                   h('td', {}, a.statusCode === undefined ? '—' : String(a.statusCode)),
                   h('td', {}, `${Math.round(a.durationMs)} ms`),
                   h('td', {}, a.errorCode || '—'),
@@ -584,7 +602,8 @@
         state.notice ? h('p', { class: state.notice.error ? 'notice error' : 'notice' }, state.notice.text) : null,
       ),
       endpointView(),
-      attemptsView(),
+      // replaceChildren writes null as the text "null": no attempts view is no child.
+      attemptsView() || '',
       deliveriesView(),
     );
     if (focused) {

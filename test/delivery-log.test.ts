@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import { Worker } from '@temporalio/worker';
+import pino from 'pino';
 import { createApp, type AppDeps } from '../api/app';
 import { main as cli } from '../cli';
 import { loadConfig } from '../common/config';
 import { createRedeliveryStarter } from '../api/redelivery';
+import { startApi } from '../api/server';
+import { freePort } from '../dev/ports';
 import { recoverAsOperator } from '../api/deliveries';
 import { createActivities, createWebhookHttpClient, type ActivityConfig } from '../activities';
 import type { DeliverWebhookEventInput } from '../common/contract';
@@ -14,6 +18,7 @@ import { startDeliveryLogRetention } from '../worker/delivery-log-retention';
 import { captureLogger, fallEvent, fastConfig, newProjectId } from './support/deliveries';
 import { useDeliveryFixture, decodeOnlyPayloadCodec } from './support/delivery-fixture';
 import { listenLocal, type LocalServer } from './support/jwks-server';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
 import { createLocalEnvironment, uniqueTaskQueue, workflowBundle } from './support/temporal';
 import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
@@ -29,6 +34,7 @@ interface Item {
   attempts: number;
   lastStatusCode: number | null;
   lastError: string | null;
+  lastAttemptAt: string | null;
   createdAt: string;
   updatedAt: string;
   attemptLog?: { attempt: number; at: string; statusCode?: number; errorCode?: string; durationMs: number }[];
@@ -219,12 +225,20 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
         'attempts',
         'createdAt',
         'id',
+        'lastAttemptAt',
         'lastError',
         'lastStatusCode',
         'status',
         'type',
         'updatedAt',
       ]);
+    // Each item's last attempt time is its attempt log's last, in the list as in the detail (not updatedAt, which
+    // giving up moved later).
+    for (const item of page.body.items) {
+      const { body } = await detail(p, item.id);
+      assert.equal(item.lastAttemptAt, body.attemptLog!.at(-1)!.at, item.id);
+      assert.equal(body.lastAttemptAt, item.lastAttemptAt);
+    }
     assert.ok(!/Ada|Lovelace|example\.com|userUUID/.test(page.text), 'the log shows no personal data');
 
     const first = await detail(p, delivered);
@@ -258,8 +272,8 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
 
     const skippedPage = await list(q);
     assert.deepEqual(
-      skippedPage.body.items.map((item) => [item.id, item.status, item.attempts, item.lastError]),
-      [[skipped, 'skipped', 0, 'No webhook is registered for the project']],
+      skippedPage.body.items.map((item) => [item.id, item.status, item.attempts, item.lastError, item.lastAttemptAt]),
+      [[skipped, 'skipped', 0, 'No webhook is registered for the project', null]],
     );
 
     const health = await call('GET', `/webhooks/project/${p}/health`, { user: 'alice' });
@@ -275,7 +289,33 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       lastSuccessAt: null,
       lastFailureAt: null,
       lastError: null,
+      breaker: { state: 'closed', openUntil: null },
     });
+  });
+
+  it('health shows the registration’s circuit breaker: closed, open until its period ends, half-open, closed again', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    const registrationId = (await store.findRegistration(fx.database.db, p))!.id;
+    const breaker = async () =>
+      (await call<{ breaker: unknown }>('GET', `/webhooks/project/${p}/health`, { user: 'alice' })).body.breaker;
+    assert.deepEqual(await breaker(), { state: 'closed', openUntil: null });
+
+    // Driven as the worker's attempts drive it, at a threshold of two failures. An open period of 0 ms is over at
+    // once: the breaker opens and is half-open (the next attempt may probe).
+    const failure = { message: 'Receiver answered HTTP 503', statusCode: 503 };
+    const fail = (openMs: number) =>
+      store.recordFailure(fx.database.db, registrationId, { failureThreshold: 2, openMs, maxOpenMs: openMs }, failure);
+    await fail(0);
+    assert.deepEqual(await breaker(), { state: 'closed', openUntil: null }, 'one failure, below the threshold');
+    await fail(0);
+    assert.deepEqual(await breaker(), { state: 'half-open', openUntil: null });
+    // The probe fails: open for a minute.
+    const reopened = await fail(60_000);
+    assert.ok(reopened.openUntil && reopened.openUntil.getTime() > Date.now() + 50_000);
+    assert.deepEqual(await breaker(), { state: 'open', openUntil: reopened.openUntil.toISOString() });
+    await store.recordSuccess(fx.database.db, registrationId);
+    assert.deepEqual(await breaker(), { state: 'closed', openUntil: null });
   });
 
   it('logs an event of a type the webhook does not subscribe to as skipped, with the spec text', async () => {
@@ -544,9 +584,16 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
         .db('deliveries')
         .where({ id: old })
         .update({ created_at: new Date(Date.now() - 3_600_000) });
+      // A failed delivery whose run Temporal no longer holds (past retention): skipped, the others still start.
+      const gone = `webhook-event-gone-${randomUUID()}`;
+      await store.upsertDelivery(
+        fx.database.db,
+        { id: gone, projectId: p, type: 'FALL_DETECTION', workflowId: gone },
+        'failed',
+      );
       await fx.database
         .db('deliveries')
-        .whereIn('id', [failedA!, failedB!])
+        .whereIn('id', [failedA!, failedB!, gone])
         .update({ created_at: new Date(since.getTime() + 1_000) });
       fx.receiver.fallback = { status: 200 };
       const before = fx.receiver.requests.length;
@@ -582,6 +629,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
         [0, 100],
       );
       assert.equal((await store.findDelivery(fx.database.db, p, old!))?.status, 'failed');
+      assert.equal((await store.findDelivery(fx.database.db, p, gone))?.status, 'failed', 'released, not lost');
       assert.equal((await store.findDelivery(fx.database.db, p, delivered))?.attempts, 1);
       for (const id of [failedA!, failedB!])
         assert.equal((await store.findDelivery(fx.database.db, p, id))?.status, 'delivered');
@@ -785,5 +833,57 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     const allowed = await call('GET', '/metrics', { headers: { authorization: 'Bearer metrics-token-0123456789' } });
     assert.equal(allowed.status, 200);
     assert.ok(parsePrometheus(allowed.text).length > 0);
+  });
+});
+
+describe('delivery log with Temporal down: redeliver and recover answer 503 with Retry-After', () => {
+  let t: TestDatabase;
+  before(async () => {
+    t = await createTestDatabase();
+  });
+  after(() => t?.destroy());
+
+  it('a real API whose Temporal address is a closed port starts nothing, says so, and leaves the deliveries failed', async () => {
+    const config = loadConfig(
+      {
+        PORT: '0',
+        DATABASE_URL: t.url,
+        JWT_SECRET: TEST_JWT_SECRET,
+        WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
+        TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}`,
+        TEMPORAL_CONNECT_TIMEOUT_MS: '1000',
+      },
+      { database: true, auth: true },
+    );
+    const api = await startApi(config, pino({ level: 'silent' }));
+    try {
+      const base = `http://127.0.0.1:${(api.server.address() as AddressInfo).port}`;
+      const p = newProjectId();
+      await store.addProject(t.db, p);
+      await store.addMember(t.db, p, 'alice');
+      const key = { id: `evt-${randomUUID()}`, projectId: p, type: 'FALL_DETECTION', workflowId: 'webhook-event-x' };
+      await store.upsertDelivery(t.db, key, 'failed', 'Receiver answered HTTP 500');
+      const post = (path: string, body?: unknown) =>
+        fetch(`${base}/webhooks/project/${p}${path}`, {
+          method: 'POST',
+          headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+      for (const reply of [
+        await post('/deliveries/recover', { since: '2000-01-01T00:00:00Z' }),
+        await post(`/deliveries/${key.id}/redeliver`),
+      ]) {
+        assert.equal(reply.status, 503, reply.url);
+        assert.match(reply.headers.get('content-type') ?? '', /^application\/problem\+json/);
+        assert.equal(reply.headers.get('retry-after'), '5');
+        assert.equal(
+          ((await reply.json()) as { detail: string }).detail,
+          'Temporal is not answering; try again in 5 seconds',
+        );
+        assert.equal((await store.findDelivery(t.db, p, key.id))?.status, 'failed', 'the claim was released');
+      }
+    } finally {
+      await api.close();
+    }
   });
 });

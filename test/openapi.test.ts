@@ -615,6 +615,20 @@ describe('openapi: the document at /openapi.json', () => {
 
       const health = await expect(HEALTH, 200, { path: route(HEALTH, p), user: 'alice' });
       assert.equal(health.state, 'failing');
+      // With a registration whose breaker is open: its state and when the open period ends.
+      const registered = await store.createRegistration(t.db, appDeps.secretBox, {
+        projectId: p,
+        url: 'https://receiver.example/hook',
+        types: ['FALL_DETECTION'],
+      });
+      await store.recordFailure(
+        t.db,
+        registered!.row.id,
+        { failureThreshold: 1, openMs: 60_000, maxOpenMs: 60_000 },
+        { message: 'Receiver answered HTTP 503', statusCode: 503 },
+      );
+      const open = await expect(HEALTH, 200, { path: route(HEALTH, p), user: 'alice' });
+      assert.equal((open.breaker as { state: string }).state, 'open');
       await expect(HEALTH, 400, { path: route(HEALTH, 'bad%00id'), user: 'alice' });
       await expect(HEALTH, 401, { path: route(HEALTH, p) });
       await expect(HEALTH, 403, { path: route(HEALTH, p), user: 'mallory' });

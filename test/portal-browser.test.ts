@@ -306,6 +306,58 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     });
   });
 
+  it('the endpoint shows an open breaker with when it tries again, the health, and each delivery’s last attempt time', async () => {
+    const { id: p } = await project();
+    const registrationId = (await store.findRegistration(fx.database.db, p))!.id;
+    // The receiver failed twice at a breaker threshold of two, as the worker records it: open for ten minutes.
+    const failure = { message: 'Receiver answered HTTP 503', statusCode: 503 };
+    const thresholds = { failureThreshold: 2, openMs: 600_000, maxOpenMs: 600_000 };
+    const key = { id: `evt-${randomUUID()}`, projectId: p, type: 'FALL_DETECTION', workflowId: 'webhook-event-x' };
+    for (const runAttempt of [1, 2]) {
+      await store.recordDeliveryAttempt(fx.database.db, key, {
+        runAttempt,
+        statusCode: 503,
+        durationMs: 12,
+        error: failure.message,
+        delivered: false,
+      });
+      await store.recordEndpointFailure(fx.database.db, p, failure.message);
+      await store.recordFailure(fx.database.db, registrationId, thresholds, failure);
+    }
+    // The last attempt was long before the delivery gave up: the column shows the attempt, not the last change.
+    const lastAttemptAt = '2026-01-02T03:04:05.000Z';
+    await fx.database.db('deliveries').where({ id: key.id }).update({ created_at: '2026-01-02T03:00:00Z' });
+    await fx.database.db('delivery_attempts').where({ delivery_id: key.id }).update({ at: lastAttemptAt });
+    await store.markDeliveryFailed(fx.database.db, key, 'gave up');
+    const { openUntil } = (await store.findBreaker(fx.database.db, registrationId))!;
+
+    const page = await open((await link(p, { capabilities: ['read'] })).url);
+    const endpoint = page.locator('section[aria-labelledby="endpoint-title"]');
+    const detail = (term: string) => endpoint.locator(`dt:text-is("${term}") + dd`);
+    await detail('Circuit breaker').waitFor();
+    assert.match(
+      await detail('Circuit breaker').innerText(),
+      /^open: no delivery is attempted until \S.*, when one tries again$/,
+    );
+    assert.equal(await detail('Circuit breaker').locator('time').getAttribute('datetime'), openUntil!.toISOString());
+    assert.equal(await detail('Health').innerText(), 'failing');
+    assert.equal(await detail('Consecutive failures').innerText(), '2');
+    assert.equal(await detail('Last error').innerText(), 'Receiver answered HTTP 503');
+    assert.notEqual(await detail('Last failure').innerText(), '—');
+
+    const lastAttempt = row(page, key.id).locator('time');
+    assert.equal(await lastAttempt.getAttribute('datetime'), lastAttemptAt);
+    assert.equal(
+      await lastAttempt.innerText(),
+      await page.evaluate((iso) => new Date(iso).toLocaleString(), lastAttemptAt),
+    );
+    assert.match(await row(page, key.id).innerText(), /FALL_DETECTION\s+failed\s+2\s+503\s/);
+    assert.doesNotMatch(await page.locator('main').innerText(), /\b(null|undefined|NaN)\b/);
+    await assertAccessible(page, 'open breaker');
+    await screenshot(page, 'breaker-open');
+    await close(page);
+  });
+
   it('pages through the log 20 deliveries at a time, by keyboard', async () => {
     const { id: p } = await project();
     const ids = Array.from({ length: 23 }, (_, i) => `evt-${String(i).padStart(2, '0')}-${randomUUID().slice(0, 8)}`);

@@ -116,6 +116,22 @@ describe('portal links: made by members, scoped to one project and its capabilit
     assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`)).status, 401);
   });
 
+  it('takes the capabilities in either order, written read first in the token; refuses duplicates and manage alone', async () => {
+    const p = await project();
+    const reversed = await link(p, { capabilities: ['manage', 'read'] });
+    assert.deepEqual((jwt.decode(reversed) as jwt.JwtPayload).cap, ['read', 'manage']);
+    const rotated = await call('POST', `/webhooks/project/${p}/secret/rotate`, reversed, { overlapSeconds: 60 });
+    assert.equal(rotated.status, 200, 'it manages');
+    for (const capabilities of [['read', 'read'], ['manage', 'read', 'manage'], ['manage'], [], ['read', 'admin']]) {
+      const refused = await call('POST', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'), { capabilities });
+      assert.equal(refused.status, 400, JSON.stringify(capabilities));
+      assert.equal(
+        refused.body.detail,
+        'The request body is invalid: /capabilities must be equal to one of the allowed values',
+      );
+    }
+  });
+
   it('a manage link reads and acts on its project; a read link reads and is refused every action', async () => {
     const p = await project();
     const manage = await link(p);
