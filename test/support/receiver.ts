@@ -72,7 +72,8 @@ export async function startTestReceiver(tls?: Pick<ServerOptions, 'key' | 'cert'
         response.writeHead(scripted.status ?? 200, scripted.headers ?? {});
         response.end(scripted.body ?? 'ok');
       };
-      if (scripted.delayMs) setTimeout(answer, scripted.delayMs);
+      // Unref'd: a receiver scripted to hang must not keep the test process alive after it is closed.
+      if (scripted.delayMs) setTimeout(answer, scripted.delayMs).unref();
       else answer();
     });
   };
