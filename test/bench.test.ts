@@ -92,6 +92,9 @@ describe('bench quick mode (npm run bench -- --quick)', function () {
     for (const row of growth) assert.ok(row.peakRssMb.worker > 0 && (row.peakRssMb.api ?? 0) > 0);
     assert.ok(api && api.get.requests > 0 && api.registerDelete.requests > 0);
     assert.equal(api.get.non2xx + api.registerDelete.non2xx, 0);
+    // The test button in npm start's process: every round trip delivered with a 2xx.
+    assert.ok(api.testButton && api.testButton.latencyMs.count === api.testButton.n && api.testButton.n > 0);
+    assert.equal(api.testButton.failures, 0, JSON.stringify(api.testButton.outcomes));
     assert.ok(report.machine.cores > 0 && report.machine.memoryGiB > 0);
     assert.match(report.versions.node, /^v\d+/);
     assert.match(report.versions.temporalSdk, /^\d+\.\d+/);
@@ -103,10 +106,11 @@ describe('bench quick mode (npm run bench -- --quick)', function () {
     assert.ok((engine.cpuSeconds.temporal ?? 0) > 0, 'the dev server is measured');
     assert.deepEqual(
       report.targets.map((target) => target.name.split(':')[0]!.split(' ')[0]),
-      ['pipeline', 'steady', 'steady', 'API', 'API', 'neighbour', 'neighbour', 'neighbour', 'flood', 'peak'],
+      ['pipeline', 'steady', 'steady', 'API', 'API', 'test', 'neighbour', 'neighbour', 'neighbour', 'flood', 'peak'],
     );
     assert.match(stdout, /engine limit/);
     assert.match(stdout, /SQLite/);
+    assert.match(stdout, /Test button \(POST \/webhooks\/test\/project\/:id in npm start's process/);
     assert.match(stdout, /Every event accounted for/);
   });
 

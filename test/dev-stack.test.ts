@@ -9,7 +9,7 @@ import { Client as TemporalClient, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { Client as PgClient } from 'pg';
 import { loadConfig, type Config } from '../common/config';
-import { DEV_DATABASE_NAME, devJwtSecret, isAlive, startDevStack, type DevStack } from '../dev/stack';
+import { DEV_DATABASE_NAME, devJwtSecret, isAlive, readRunningStack, startDevStack, type DevStack } from '../dev/stack';
 import { createLogger } from '../common/logger';
 import { freePort } from '../dev/ports';
 import { temporalCliPath } from '../dev/temporal-binaries';
@@ -124,7 +124,8 @@ describe('dev stack (npm start with nothing configured)', function () {
   });
 
   it('starts PostgreSQL with the webhooks database and Temporal with the search attributes, then stops both', async () => {
-    stack = await startDevStack({ config, logger, env });
+    const uiCodecEndpoint = 'http://127.0.0.1:3999/codec';
+    stack = await startDevStack({ config, logger, env, uiCodecEndpoint });
     const { DATABASE_URL, TEMPORAL_ADDRESS, JWT_SECRET } = stack.env;
     assert.equal(DATABASE_URL, `postgres://postgres:postgres@127.0.0.1:${env.DEV_POSTGRES_PORT}/${DEV_DATABASE_NAME}`);
     assert.equal(TEMPORAL_ADDRESS, `127.0.0.1:${env.DEV_TEMPORAL_PORT}`);
@@ -156,6 +157,16 @@ describe('dev stack (npm start with nothing configured)', function () {
     assert.ok(existsSync(join(dataDir, 'postgres', 'PG_VERSION')), 'PostgreSQL keeps its data under DATA_DIR/postgres');
     const ui = await fetch(stack.uiUrl);
     assert.equal(ui.status, 200, 'the Temporal Web UI answers');
+    const uiSettings = (await (await fetch(`${stack.uiUrl}/api/v1/settings`)).json()) as {
+      Codec?: { Endpoint?: string };
+    };
+    assert.equal(uiSettings.Codec?.Endpoint, uiCodecEndpoint, "the UI decodes through the API's codec endpoint");
+    assert.equal(
+      stack.env.CODEC_CORS_ORIGINS,
+      `http://127.0.0.1:${env.DEV_TEMPORAL_UI_PORT},http://localhost:${env.DEV_TEMPORAL_UI_PORT}`,
+      'the API lets the UI call it from the browser',
+    );
+    assert.deepEqual(readRunningStack(dataDir), { DATABASE_URL, TEMPORAL_ADDRESS }, 'recorded for the CLI');
 
     const { postgres, temporal: temporalPid } = stack.pids;
     assert.ok(postgres && isAlive(postgres) && temporalPid && isAlive(temporalPid));
@@ -163,6 +174,7 @@ describe('dev stack (npm start with nothing configured)', function () {
     stack = undefined;
     assert.equal(isAlive(postgres), false, 'postgres is gone after stop()');
     assert.equal(isAlive(temporalPid), false, 'temporal is gone after stop()');
+    assert.equal(existsSync(join(dataDir, 'dev-stack.json')), false, 'the record goes with the stack');
   });
 
   it('a second start reuses the data; SIGTERM to the process stops everything it started', async () => {
@@ -193,10 +205,13 @@ describe('dev stack (npm start with nothing configured)', function () {
     const run = startInChild(env);
     const child = run.child;
     children.push(child);
-    const { pids } = await run.started;
+    const { pids, env: started } = await run.started;
     assert.ok(isAlive(pids.postgres) && isAlive(pids.temporal));
+    assert.equal(readRunningStack(dataDir)?.TEMPORAL_ADDRESS, started.TEMPORAL_ADDRESS);
     child.kill('SIGKILL');
     await exitOf(child);
+    assert.ok(existsSync(join(dataDir, 'dev-stack.json')), 'a hard kill leaves the record behind');
+    assert.equal(readRunningStack(dataDir), undefined, 'and the CLI does not take it for a running stack');
     await eventually(() => !isAlive(pids.postgres) && !isAlive(pids.temporal), 20_000, 'the orphan guard');
   });
 });
