@@ -28,6 +28,7 @@ export default {
       'test/signature.test.ts',
       'test/standard-webhooks.test.ts',
       'test/ssrf.test.ts',
+      'test/webhook-url.test.ts',
       'test/properties.test.ts',
       'test/config.test.ts',
       'test/secrets.test.ts',
