@@ -32,6 +32,7 @@ export default {
       'test/properties.test.ts',
       'test/config.test.ts',
       'test/secrets.test.ts',
+      'test/secret-keys.test.ts',
       'test/payload-codec.test.ts',
       'test/log-redaction.test.ts',
       'test/delivery-cursor.test.ts',
