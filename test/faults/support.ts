@@ -88,10 +88,11 @@ export interface WorkerProcess {
 
 /** The delivery worker as its own process (`worker/main.ts` from sources), as production runs it. */
 export function spawnWorker(env: Record<string, string>): WorkerProcess {
+  // A standalone worker runs as production unless told otherwise: these workers use development keys and http.
   return spawnProcess(
     process.execPath,
     ['--require', 'tsx/cjs', join(__dirname, '..', '..', 'worker', 'main.ts')],
-    env,
+    { NODE_ENV: 'development', ...env },
   );
 }
 
