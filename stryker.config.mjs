@@ -20,6 +20,7 @@ export default {
     'api/deliveries.ts',
     'db/deliveries.ts',
     'api/test-limits.ts',
+    'db/send-limits.ts',
     'db/breakers.ts',
   ],
   mochaOptions: {
@@ -37,6 +38,8 @@ export default {
       'test/log-redaction.test.ts',
       'test/delivery-cursor.test.ts',
       'test/test-endpoint-limits.test.ts',
+      'test/send-limits.test.ts',
+      'test/redelivery-limits.test.ts',
       'test/test-slot-release.test.ts',
       'test/breaker-state.test.ts',
     ],
