@@ -1,7 +1,7 @@
 // The API as the fuzzer sees it: a real PostgreSQL (DATABASE_URL, else an embedded one) holding real ids to reach every
 // operation past a 404 (a project with a registration and a failed delivery, a spare project to register and delete),
 // a caller who is a member of both and an operator (for /codec), and no Temporal (the test endpoint, redeliver and
-// recover then answer their documented 503 or count 0). Prints one JSON line: the base URL, a token and the ids.
+// recover then answer their documented 503). Prints one JSON line: the base URL, a token and the ids.
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
