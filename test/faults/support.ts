@@ -89,11 +89,10 @@ export interface WorkerProcess {
 /** The delivery worker as its own process (`worker/main.ts` from sources), as production runs it. */
 export function spawnWorker(env: Record<string, string>): WorkerProcess {
   // A standalone worker runs as production unless told otherwise: these workers use development keys and http.
-  return spawnProcess(
-    process.execPath,
-    ['--require', 'tsx/cjs', join(__dirname, '..', '..', 'worker', 'main.ts')],
-    { NODE_ENV: 'development', ...env },
-  );
+  return spawnProcess(process.execPath, ['--require', 'tsx/cjs', join(__dirname, '..', '..', 'worker', 'main.ts')], {
+    NODE_ENV: 'development',
+    ...env,
+  });
 }
 
 /** A service process with only this environment (and PATH, HOME), its output kept for failure messages. */
