@@ -200,6 +200,8 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
           /^PAYLOAD_ENCRYPTION_KEYS entry 2 must be id:base64key/.test(error.message) && !error.message.includes(key),
       );
     assert.equal(parsePayloadKeyRing(`${'i'.repeat(64)}:${key}`)[0]!.id.length, 64);
+    assert.equal(parsePayloadKeyRing(`a:${key}`)[0]!.id, 'a');
+    assert.throws(() => parsePayloadKeyRing(`k1${'A'.repeat(43)}=`), /entry 1 must be id:base64key/);
   });
 
   it('generates dated key-ring entries of 32 random bytes that the configuration accepts', () => {

@@ -163,6 +163,7 @@ describe('secrets', () => {
         { id: 'k1', key: b },
       ]);
       assert.equal(parseSecretKeyRing(`${'i'.repeat(64)}:${hex()}`)[0]!.id.length, 64);
+      assert.equal(parseSecretKeyRing(`a:${hex()}`)[0]!.id, 'a');
     });
 
     it('refuses an empty ring and malformed entries, naming the entry but never the key', () => {
