@@ -10,8 +10,11 @@ import {
   EncryptionCodec,
   KEY_ID_METADATA_KEY,
   PAYLOAD_KEYS_FILE,
+  PAYLOAD_KEY_RING_PATTERN,
   PayloadDecryptionError,
+  generatePayloadKey,
   parsePayloadKeyRing,
+  payloadCodecFromConfig,
   payloadFromJson,
   payloadToJson,
   resolvePayloadKeys,
@@ -70,6 +73,28 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     const plain = event();
     const [decoded] = await codec.decode([plain]);
     assert.equal(decoded, plain);
+    const bare: Payload = { data: Buffer.from('x') }; // no metadata at all
+    assert.equal((await codec.decode([bare]))[0], bare);
+    // The clients' codec (API, CLI) does the same: it never wraps a payload as the worker does.
+    const client = payloadCodecFromConfig({
+      PAYLOAD_ENCRYPTION_KEYS: oldKey,
+      DATA_DIR: '.data',
+      NODE_ENV: 'production',
+    });
+    assert.equal((await client.decode([plain]))[0], plain);
+    const [sealed] = await client.encode([plain]);
+    assert.equal(text(sealed!.metadata![KEY_ID_METADATA_KEY]), 'k-2025');
+    assert.deepEqual((await codec.decode([sealed!]))[0], payloadFromJson(payloadToJson(plain)));
+  });
+
+  it('seals and opens a payload without metadata or data', async () => {
+    const codec = new EncryptionCodec(parsePayloadKeyRing(oldKey));
+    const [opened] = await codec.decode(await codec.encode([{}]));
+    assert.deepEqual(opened, { metadata: {}, data: Buffer.alloc(0) });
+  });
+
+  it('needs at least one key', () => {
+    assert.throws(() => new EncryptionCodec([]), /needs at least one key/);
   });
 
   it('the worker’s codec hands over an unencrypted payload as a marker: refused in production, allowed in the window', async () => {
@@ -88,6 +113,10 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     // A plain payload dressed as an allowed marker is wrapped like any other: it cannot allow itself.
     const forged = defaultPayloadConverter.toPayload({ __unencryptedPayload: { allowed: true, value: 1 } });
     assert.equal(unencryptedPayloadOf(value((await strict.decode([forged]))[0]!))?.allowed, false);
+    // An encoding no converter of ours reads: marked too, with no value a workflow could act on.
+    const foreign: Payload = { metadata: { encoding: Buffer.from('binary/foreign') }, data: Buffer.from('?') };
+    assert.deepEqual(unencryptedPayloadOf(value((await strict.decode([foreign]))[0]!)), { allowed: false });
+    assert.deepEqual(unencryptedPayloadOf(value((await development.decode([foreign]))[0]!)), { allowed: true });
   });
 
   it('an activity whose input arrived unencrypted fails for good in production, before it runs; allowed, it is unwrapped', async () => {
@@ -127,6 +156,17 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     const both = new EncryptionCodec(parsePayloadKeyRing(`${newKey},${oldKey}`));
     const relabelled = { ...sealed!, metadata: { ...sealed!.metadata, [KEY_ID_METADATA_KEY]: Buffer.from('k-2025') } };
     await assert.rejects(both.decode([relabelled]), /failed authentication/);
+    // Without a key id, or cut short: refused as such, never handed on.
+    const unlabelled = { ...sealed!, metadata: { encoding: Buffer.from(ENCRYPTED_ENCODING) } };
+    await assert.rejects(writer.decode([unlabelled]), /^PayloadDecryptionError: Payload encrypted with key "", which/);
+    for (const length of [0, 27]) {
+      const truncated = { ...sealed!, data: Buffer.from(sealed!.data!).subarray(0, length) };
+      await assert.rejects(
+        writer.decode([truncated]),
+        /^PayloadDecryptionError: Encrypted payload \(key "k-2026"\) is truncated$/,
+      );
+    }
+    await assert.rejects(writer.decode([{ metadata: sealed!.metadata }]), /is truncated/);
   });
 
   it('round-trips the JSON form of the remote codec protocol', () => {
@@ -148,6 +188,35 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     );
     assert.throws(() => parsePayloadKeyRing(`${oldKey},${oldKey}`), /key id twice/);
     assert.throws(() => parsePayloadKeyRing(randomBytes(32).toString('base64')), /entry 1 must be id:base64key/);
+    const spaced = parsePayloadKeyRing(` ${newKey} , ,${oldKey},`);
+    assert.deepEqual(spaced, parsePayloadKeyRing(`${newKey},${oldKey}`));
+    assert.deepEqual(spaced[0]!.key, Buffer.from(newKey.slice('k-2026:'.length), 'base64'));
+    for (const empty of ['', ' ', ', ,']) assert.throws(() => parsePayloadKeyRing(empty), /has no key/);
+    const key = randomBytes(32).toString('base64');
+    for (const id of ['', ' ', 'k 1', 'k/1', 'é1', 'k1é', 'i'.repeat(65)])
+      assert.throws(
+        () => parsePayloadKeyRing(`${oldKey},${id}:${key}`),
+        (error: Error) =>
+          /^PAYLOAD_ENCRYPTION_KEYS entry 2 must be id:base64key/.test(error.message) && !error.message.includes(key),
+      );
+    assert.equal(parsePayloadKeyRing(`${'i'.repeat(64)}:${key}`)[0]!.id.length, 64);
+    assert.equal(parsePayloadKeyRing(`a:${key}`)[0]!.id, 'a');
+    assert.throws(() => parsePayloadKeyRing(`k1${'A'.repeat(43)}=`), /entry 1 must be id:base64key/);
+  });
+
+  it('generates dated key-ring entries of 32 random bytes that the configuration accepts', () => {
+    const entry = generatePayloadKey(new Date('2026-11-24T23:59:59Z'));
+    assert.match(entry, /^key-2026-11-24-[0-9a-f]{6}:/);
+    assert.match(entry, new RegExp(PAYLOAD_KEY_RING_PATTERN));
+    const [key] = parsePayloadKeyRing(entry);
+    assert.equal(key!.key.length, 32);
+    assert.equal(
+      loadConfig({ PAYLOAD_ENCRYPTION_KEYS: `${entry},${generatePayloadKey()}` }).PAYLOAD_ENCRYPTION_KEYS?.length,
+      2 * entry.length + 1,
+    );
+    const entries = new Set(Array.from({ length: 20 }, () => generatePayloadKey(new Date('2026-11-24T00:00:00Z'))));
+    assert.equal(entries.size, 20);
+    assert.equal(new Set([...entries].map((e) => e.split(':')[0])).size, 20, 'ids differ even on the same day');
   });
 
   it('config: production refuses to start without PAYLOAD_ENCRYPTION_KEYS and rejects a malformed ring', () => {
@@ -161,12 +230,40 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
   it('outside production without keys, creates a development key ring in DATA_DIR (0600) and reuses it', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'payload-keys-'));
     const config = loadConfig({ DATA_DIR: dataDir });
-    const first = resolvePayloadKeys(config);
-    const second = resolvePayloadKeys(config);
+    const log = captureLogger();
+    const first = resolvePayloadKeys(config, log.logger);
+    const second = resolvePayloadKeys(config, log.logger);
     assert.equal(first.length, 1);
     assert.deepEqual(second, first);
     const file = join(dataDir, PAYLOAD_KEYS_FILE);
     assert.equal(statSync(file).mode & 0o777, 0o600);
     assert.ok(readFileSync(file, 'utf8').startsWith(`${first[0]!.id}:`));
+    // The operator is told which file holds the keys, and whether it was just made; never the key.
+    assert.deepEqual(
+      log.lines.map((l) => [l.level, l.file, l.created]),
+      [
+        [40, file, true],
+        [40, file, false],
+      ],
+    );
+    assert.match(String(log.lines[0]!.msg), /PAYLOAD_ENCRYPTION_KEYS is not set/);
+    assert.ok(!log.raw.join('').includes(first[0]!.key.toString('base64')));
+  });
+
+  it('in production refuses to make up a key ring, and uses the configured one', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'payload-keys-'));
+    assert.throws(
+      () => resolvePayloadKeys({ DATA_DIR: dataDir, NODE_ENV: 'production' }),
+      /PAYLOAD_ENCRYPTION_KEYS is required in production/,
+    );
+    assert.deepEqual(
+      resolvePayloadKeys({
+        PAYLOAD_ENCRYPTION_KEYS: `${newKey},${oldKey}`,
+        DATA_DIR: dataDir,
+        NODE_ENV: 'development',
+      }),
+      parsePayloadKeyRing(`${newKey},${oldKey}`),
+    );
+    assert.throws(() => readFileSync(join(dataDir, PAYLOAD_KEYS_FILE)), /ENOENT/, 'no file was made');
   });
 });
