@@ -39,6 +39,7 @@ describe('SSRF guard', () => {
       '2a00:1450:4001:82a:1:2:3:4',
       '::ffff:8.8.8.8',
       '::8.8.8.8',
+      '::808:808',
       '172.32.0.1',
     ];
     for (const address of publicAddresses) assert.equal(forbiddenRange(address), undefined, `${address} is public`);
@@ -52,6 +53,9 @@ describe('SSRF guard', () => {
       ['0:0:0:0:0:0:0:1', 'loopback address'],
       ['::127.0.0.1', 'loopback address'],
       ['::10.0.0.1', 'private address'],
+      // IPv4-compatible ::a.b.c.d written in hex (ipaddr.js reads the dotted form as IPv4-mapped).
+      ['::7f00:1', 'loopback address'],
+      ['::a9fe:a9fe', 'link-local address'],
       ['169.254.169.254', 'link-local address'],
       ['::ffff:169.254.169.254', 'link-local address'],
       ['100.100.100.200', 'carrier-grade NAT address'],
@@ -66,6 +70,10 @@ describe('SSRF guard', () => {
       const error = new ForbiddenTargetError(address, forbiddenRange(address)!);
       assert.equal(error.category, category, address);
       assert.ok(error.message.includes(`leads to a ${category}`), error.message);
+      assert.match(error.message, /set ALLOW_PRIVATE_WEBHOOK_URLS=true for local development\)$/);
+      // The test-event endpoint tells a refused target apart by this code.
+      assert.equal(error.code, 'ERR_WEBHOOK_TARGET_FORBIDDEN');
+      assert.equal(error.name, 'ForbiddenTargetError');
       assert.ok(!error.message.includes(address), `${address} is not in: ${error.message}`);
     }
   });
