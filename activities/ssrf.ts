@@ -50,8 +50,9 @@ export function forbiddenRange(address: string): string | undefined {
   if (ip.kind() === 'ipv6') {
     const v6 = ip as ipaddr.IPv6;
     if (v6.isIPv4MappedAddress()) ip = v6.toIPv4Address();
-    else if (v6.parts.slice(0, 6).every((part) => part === 0) && address !== '::' && address !== '::1') {
-      // IPv4-compatible ::a.b.c.d (deprecated) still names an IPv4 host.
+    else if (v6.range() === 'unicast' && v6.parts.slice(0, 6).every((part) => part === 0)) {
+      // IPv4-compatible ::a.b.c.d (deprecated) still names an IPv4 host; ipaddr.js calls it unicast (:: and ::1 are
+      // its unspecified and loopback ranges, however they are written).
       const [hi = 0, lo = 0] = v6.parts.slice(6);
       ip = new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
     }
@@ -91,10 +92,11 @@ export function createGuardedConnector(options: {
   });
   if (options.allowPrivate) return base;
   return (connectOptions, callback) => {
-    const literal = connectOptions.hostname.replace(/^\[|\]$/g, '');
-    if (ipaddr.isValid(literal)) {
-      const range = forbiddenRange(literal);
-      if (range) return callback(new ForbiddenTargetError(literal, range), null);
+    // undici passes an IPv6 literal without its brackets.
+    const { hostname } = connectOptions;
+    if (ipaddr.isValid(hostname)) {
+      const range = forbiddenRange(hostname);
+      if (range) return callback(new ForbiddenTargetError(hostname, range), null);
     }
     base(connectOptions, (error, socket) => {
       if (error) return callback(error, null);

@@ -23,14 +23,18 @@ const SENSITIVE_KEYS = new Set([
   // The event: its payload fields (a new field is covered as soon as its schema declares it), the wrapper's
   // userUUID, and a request or response body that may hold either.
   ...Object.values(eventSchemas).flatMap(propertyNames).map(normalize),
+  // Stryker disable StringLiteral: the schemas declare these today; listed so that a renamed field's old name stays redacted
   'useruuid',
+  'firstname',
+  'lastname',
+  'triggeredvitals',
+  'vitaltype',
+  'badvalue',
+  'thresholdvalue',
+  // Stryker restore StringLiteral
   'body',
   'payload',
   'payloads',
-  'email',
-  'emails',
-  'firstname',
-  'lastname',
   'fullname',
   'givenname',
   'familyname',
@@ -40,16 +44,12 @@ const SENSITIVE_KEYS = new Set([
   'phonenumber',
   'dateofbirth',
   'birthdate',
-  'triggeredvitals',
   'vitals',
-  'vitaltype',
-  'badvalue',
-  'thresholdvalue',
   'rawbody',
   'bindings',
   'parameters',
 ]);
-/** Credentials by substring: apiKey, accessToken, x-signature, secretSealed, … */
+/** Credentials and e-mail addresses by substring: apiKey, accessToken, x-signature, secretSealed, emails, … */
 const SENSITIVE_PARTS = /secret|token|password|passwd|authorization|cookie|apikey|signature|email/;
 
 const MAX_DEPTH = 32;
@@ -71,18 +71,10 @@ function isDatabaseError(error: Error): boolean {
  */
 export function serializeError(error: Error, seen = new WeakSet<object>(), depth = 0): unknown {
   if (isDatabaseError(error)) {
-    const e = error as Error & Record<string, unknown>;
-    const pick = (key: string) => (typeof e[key] === 'string' ? { [key]: e[key] } : {});
-    return {
-      type: error.name,
-      message: `database error ${String(e.code)} (query and values withheld)`,
-      code: e.code,
-      ...pick('severity'),
-      ...pick('table'),
-      ...pick('constraint'),
-      ...pick('column'),
-      ...pick('routine'),
-    };
+    // Fields PostgreSQL leaves out stay undefined, which a JSON log line omits.
+    const { code, severity, table, constraint, column, routine } = error as Error & Record<string, unknown>;
+    const message = `database error ${String(code)} (query and values withheld)`;
+    return { type: error.name, message, code, severity, table, constraint, column, routine };
   }
   const serialized = pino.stdSerializers.err(error) as unknown as Record<string, unknown>;
   return redactDeep(serialized, seen, depth);
@@ -131,6 +123,6 @@ export const deepRedaction = {
     bindings: (bindings: pino.Bindings) => redactDeep(bindings) as pino.Bindings,
   },
   serializers: {
-    err: (error: unknown) => (error instanceof Error ? serializeError(error) : redactDeep(error)),
+    err: (error: unknown) => redactDeep(error),
   },
 };

@@ -172,6 +172,115 @@ describe('log redaction at any depth (property)', () => {
     assert.equal(event.data.email, 'ada@example.com', 'the logged object is not modified');
   });
 
+  it('redacts every personal-data key, however it is spelled, and keeps the line readable', () => {
+    const personal = [
+      'body',
+      'rawBody',
+      'payload',
+      'payloads',
+      'emails',
+      'contact_email',
+      'fullName',
+      'given_name',
+      'familyName',
+      'display-name',
+      'middleName',
+      'phone',
+      'phoneNumber',
+      'date_of_birth',
+      'birthDate',
+      'vitals',
+      'bindings',
+      'parameters',
+    ];
+    const { logger, raw } = memoryLogger();
+    logger.info({ context: Object.fromEntries(personal.map((key) => [key, `MARK-${key}`])), projectId: 'p1' }, 'x');
+    const logged = JSON.parse(raw.join('')) as { context: Record<string, unknown>; projectId: string };
+    for (const key of personal) assert.equal(logged.context[key], '[redacted]', key);
+    assert.equal(logged.projectId, 'p1');
+  });
+
+  it('shows dates as times, binary data as its size, and a Map as its entries, redacted', () => {
+    const { logger, raw } = memoryLogger();
+    const at = new Date('2026-11-24T01:02:03.004Z');
+    logger.info(
+      {
+        context: {
+          at,
+          bytes: new Uint8Array([77, 65, 82, 75]),
+          buffer: Buffer.from('MARK-buffer'),
+          samples: new Float64Array(3),
+          headers: new Map<string, string>([
+            ['x-request-id', 'r1'],
+            ['authorization', 'Bearer MARK-token'],
+          ]),
+        },
+      },
+      'x',
+    );
+    const { context } = JSON.parse(raw.join('')) as { context: Record<string, unknown> };
+    assert.deepEqual(context, {
+      at: at.toISOString(),
+      bytes: '[4 bytes]',
+      buffer: '[11 bytes]',
+      samples: '[24 bytes]',
+      headers: { 'x-request-id': 'r1', authorization: '[redacted]' },
+    });
+  });
+
+  it('shows an object referenced twice (not a cycle) in full both times', () => {
+    const { logger, raw } = memoryLogger();
+    const endpoint = { projectId: 'p1', url: 'https://receiver.example/hooks' };
+    logger.info({ before: endpoint, after: [endpoint] }, 'x');
+    const logged = JSON.parse(raw.join('')) as { before: unknown; after: unknown[] };
+    assert.deepEqual(logged.before, endpoint);
+    assert.deepEqual(logged.after, [endpoint]);
+  });
+
+  it('cuts nesting deeper than 32 levels, through objects, arrays, Maps and errors, and still redacts above it', () => {
+    const { logger, raw } = memoryLogger();
+    const deep = (wrap: (inner: unknown) => unknown) => {
+      let value: unknown = { token: 'MARK-deep-token', leaf: 'MARK-leaf' };
+      for (let level = 0; level < 40; level++) value = wrap(value);
+      return value;
+    };
+    const shallow = (wrap: (inner: unknown) => unknown) => {
+      let value: unknown = { token: 'MARK-shallow-token', leaf: 'shallow-leaf' };
+      for (let level = 0; level < 8; level++) value = wrap(value);
+      return value;
+    };
+    const wraps = {
+      objects: (inner: unknown) => ({ inner }),
+      arrays: (inner: unknown) => [inner],
+      maps: (inner: unknown) => new Map([['inner', inner]]),
+      errors: (inner: unknown) => Object.assign(new Error('wrapped'), { list: [inner] }),
+    };
+    for (const [kind, wrap] of Object.entries(wraps)) {
+      raw.length = 0;
+      logger.info({ deep: deep(wrap), shallow: shallow(wrap) }, kind);
+      const line = raw.join('');
+      assert.match(line, /"\[too deep\]"/, kind);
+      assert.ok(!line.includes('MARK-leaf'), `${kind}: the part past the limit is not shown`);
+      assert.ok(line.includes('shallow-leaf'), `${kind}: a shallow value is shown`);
+      assert.ok(!line.includes('MARK-shallow-token') && !line.includes('MARK-deep-token'), kind);
+    }
+  });
+
+  it("keeps the message and code of an error that is not PostgreSQL's, even with a five-letter code", () => {
+    const { logger, raw } = memoryLogger();
+    const errors = [
+      Object.assign(new Error('write EPIPE'), { code: 'EPIPE', syscall: 'write' }),
+      Object.assign(new Error('socket hang up'), { code: 'ECONNRESET', severity: 'warning' }),
+      Object.assign(new Error('bad input'), { code: 'XBADIN', severity: 'error' }),
+    ];
+    for (const err of errors) logger.error({ err }, 'failed');
+    const logged = raw.map((line) => (JSON.parse(line) as { err: { message: string; code: string } }).err);
+    assert.deepEqual(
+      logged.map(({ message, code }) => [message, code]),
+      errors.map(({ message, code }) => [message, code]),
+    );
+  });
+
   describe('Knex errors (real PostgreSQL)', () => {
     let t: TestDatabase;
     before(async () => (t = await createTestDatabase()));
@@ -194,10 +303,38 @@ describe('log redaction at any depth (property)', () => {
       logger.error({ err: error }, 'request failed');
       const line = raw.join('');
       assert.ok(!line.includes('grace@example.com'), line);
-      const logged = JSON.parse(line) as { err: { code: string; table: string; constraint: string; message: string } };
-      assert.equal(logged.err.code, '23505');
-      assert.equal(logged.err.table, 'log_probe');
-      assert.match(logged.err.message, /database error 23505/);
+      const logged = JSON.parse(line) as { err: Record<string, unknown> };
+      assert.deepEqual(logged.err, {
+        type: 'error',
+        message: 'database error 23505 (query and values withheld)',
+        code: '23505',
+        severity: 'ERROR',
+        table: 'log_probe',
+        constraint: 'log_probe_pkey',
+        routine: '_bt_check_unique',
+      });
+    });
+
+    it('a NOT NULL violation names its column, never the row', async () => {
+      await t.db.schema.createTable('log_probe_null', (table) => {
+        table.text('email').notNullable();
+        table.text('phone').notNullable();
+      });
+      const error = await t
+        .db('log_probe_null')
+        .insert({ email: 'ada@example.com', phone: null })
+        .then(
+          () => assert.fail('the insert should violate NOT NULL'),
+          (e: unknown) => e as Error,
+        );
+      const { logger, raw } = memoryLogger();
+      logger.error({ err: error }, 'request failed');
+      const line = raw.join('');
+      assert.ok(!line.includes('ada@example.com'), line);
+      const logged = JSON.parse(line) as { err: Record<string, unknown> };
+      assert.equal(logged.err.code, '23502');
+      assert.equal(logged.err.column, 'phone');
+      assert.equal(logged.err.table, 'log_probe_null');
     });
   });
 });

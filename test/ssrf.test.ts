@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { ForbiddenTargetError, createWebhookHttpClient, forbiddenRange } from '../activities';
+import { guardedLookup } from '../activities/ssrf';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
 
 describe('SSRF guard', () => {
@@ -31,8 +32,17 @@ describe('SSRF guard', () => {
       'ff02::1',
     ];
     for (const address of refused) assert.ok(forbiddenRange(address), `${address} must be refused`);
-    for (const address of ['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8', '172.32.0.1'])
-      assert.equal(forbiddenRange(address), undefined, `${address} is public`);
+    const publicAddresses = [
+      '93.184.215.14',
+      '8.8.8.8',
+      '2606:4700:4700::1111',
+      '2a00:1450:4001:82a:1:2:3:4',
+      '::ffff:8.8.8.8',
+      '::8.8.8.8',
+      '::808:808',
+      '172.32.0.1',
+    ];
+    for (const address of publicAddresses) assert.equal(forbiddenRange(address), undefined, `${address} is public`);
   });
 
   it('names the category of a refused address, never the address', () => {
@@ -40,19 +50,64 @@ describe('SSRF guard', () => {
       ['10.1.2.3', 'private address'],
       ['127.0.0.1', 'loopback address'],
       ['::1', 'loopback address'],
+      ['0:0:0:0:0:0:0:1', 'loopback address'],
+      ['::127.0.0.1', 'loopback address'],
+      ['::10.0.0.1', 'private address'],
+      // IPv4-compatible ::a.b.c.d written in hex (ipaddr.js reads the dotted form as IPv4-mapped).
+      ['::7f00:1', 'loopback address'],
+      ['::a9fe:a9fe', 'link-local address'],
       ['169.254.169.254', 'link-local address'],
       ['::ffff:169.254.169.254', 'link-local address'],
       ['100.100.100.200', 'carrier-grade NAT address'],
       ['fd00:ec2::254', 'unique-local address'],
       ['224.0.0.1', 'multicast address'],
       ['0.0.0.0', 'unspecified address'],
+      ['::', 'unspecified address'],
+      ['255.255.255.255', 'broadcast address'],
+      ['not an address', 'unparseable address'],
       ['2002:a00:1::', 'reserved address'],
     ] as const) {
       const error = new ForbiddenTargetError(address, forbiddenRange(address)!);
       assert.equal(error.category, category, address);
       assert.ok(error.message.includes(`leads to a ${category}`), error.message);
+      assert.match(error.message, /set ALLOW_PRIVATE_WEBHOOK_URLS=true for local development\)$/);
+      // The test-event endpoint tells a refused target apart by this code.
+      assert.equal(error.code, 'ERR_WEBHOOK_TARGET_FORBIDDEN');
+      assert.equal(error.name, 'ForbiddenTargetError');
       assert.ok(!error.message.includes(address), `${address} is not in: ${error.message}`);
     }
+  });
+
+  describe('name resolution (IP-literal names, answered without a DNS query)', () => {
+    const resolve = (hostname: string, all: boolean) =>
+      new Promise<{ error: NodeJS.ErrnoException | null; address: unknown; family?: number }>((done) =>
+        guardedLookup(hostname, { all }, (error, address, family) => done({ error, address, family })),
+      );
+
+    it('answers a public address as dns.lookup does, one or all', async () => {
+      assert.deepEqual(await resolve('8.8.8.8', false), { error: null, address: '8.8.8.8', family: 4 });
+      assert.deepEqual(await resolve('2606:4700:4700::1111', false), {
+        error: null,
+        address: '2606:4700:4700::1111',
+        family: 6,
+      });
+      assert.deepEqual(await resolve('8.8.8.8', true), {
+        error: null,
+        address: [{ address: '8.8.8.8', family: 4 }],
+        family: undefined,
+      });
+    });
+
+    it('refuses a name that resolves to a forbidden address, naming its category', async () => {
+      for (const [hostname, category] of [
+        ['10.0.0.1', 'private address'],
+        ['localhost', 'loopback address'],
+      ] as const) {
+        const { error } = await resolve(hostname, false);
+        assert.ok(error instanceof ForbiddenTargetError, `${hostname}: ${String(error)}`);
+        assert.equal(error.category, category);
+      }
+    });
   });
 
   describe('on the wire', () => {
@@ -84,6 +139,29 @@ describe('SSRF guard', () => {
         });
       }
       assert.equal(receiver.requests.length, 0);
+    });
+
+    it('opens no connection at all to a forbidden literal or a name resolving to one', async () => {
+      // A bare TCP listener: a refused target must not even see a connection (no port probing through the service).
+      for (const [host, urls] of [
+        ['127.0.0.1', (port: number) => [`http://127.0.0.1:${port}/`, `http://localhost:${port}/`]],
+        ['::1', (port: number) => [`http://[::1]:${port}/`]],
+      ] as const) {
+        let connections = 0;
+        const listener = createTcpServer((socket) => {
+          connections += 1;
+          socket.destroy();
+        });
+        await new Promise<void>((resolve) => listener.listen(0, host, resolve));
+        try {
+          for (const url of urls((listener.address() as AddressInfo).port))
+            await assert.rejects(post(url, false), ForbiddenTargetError, url);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          assert.equal(connections, 0, `connections to ${host}`);
+        } finally {
+          await new Promise((resolve) => listener.close(resolve));
+        }
+      }
     });
 
     it('lets local receivers through when ALLOW_PRIVATE_WEBHOOK_URLS=true', async () => {
