@@ -52,9 +52,17 @@ export async function startFaultReceiver(tls?: Pick<ServerOptions, 'key' | 'cert
             rawBody: Buffer.concat(chunks),
             receivedAt: Date.now(),
           };
+          // A sender killed while its request is held closes its end of the connection; Node's server keeps such a
+          // socket half-open to write the answer anyway, so that answer would reach nobody yet look delivered.
+          let cut = false;
+          const markCut = () => void (cut = true);
+          request.socket.once('end', markCut);
+          request.socket.once('close', markCut);
           setTimeout(() => {
             pending--;
-            if (response.destroyed) return;
+            request.socket.off('end', markCut);
+            request.socket.off('close', markCut);
+            if (cut || response.destroyed) return;
             // Recorded when answered: a request whose answer never left did not deliver anything.
             requests.push(record);
             response.end('ok');
