@@ -200,6 +200,29 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     assert.deepEqual(await take(failing), [], 'the breaker opened meanwhile: it waits on for the probe');
   });
 
+  it('a failure without a status (a timeout) is reported as such, and a success forgets it; a healthy one has no row', async () => {
+    const db = fx.database.db;
+    const id = await registrationId();
+    assert.equal(await findBreaker(db, id), undefined, 'never failed: no breaker row');
+    const timeout = { message: 'Receiver did not answer within 10000 ms' };
+    await recordFailure(db, id, thresholds, http500);
+    await recordFailure(db, id, thresholds, http500);
+    const opened = await recordFailure(db, id, thresholds, timeout);
+    assert.deepEqual(opened.lastFailure, timeout, 'the last failure, with no status code');
+    const admission = await admitAttempt(db, id, 5_000);
+    assert.deepEqual(admission.state === 'open' && admission.lastFailure, timeout);
+    await endOpenPeriod(id);
+    assert.equal((await admitAttempt(db, id, 5_000)).state, 'probe');
+    await recordSuccess(db, id);
+    assert.deepEqual(await findBreaker(db, id), {
+      registrationId: id,
+      consecutiveFailures: 0,
+      openUntil: null,
+      probeUntil: null,
+      consecutiveOpens: 0,
+    });
+  });
+
   it('a success in between resets the count: only consecutive failures open it', async () => {
     const id = await registrationId();
     await recordFailure(fx.database.db, id, thresholds, http500);
