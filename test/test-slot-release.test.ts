@@ -90,7 +90,13 @@ describe('test endpoint: the in-flight slot after a failed send', () => {
     );
     const limiter = createSendLimiter(t.db, pino({ level: 'silent' }), limits);
     await assert.rejects(limiter('test', projectId), { status: 429 });
-    now = new Date(now.getTime() + 16_000); // TEST_DELIVERY_WAIT_MS and its margin
+    // The lease: TEST_DELIVERY_WAIT_MS and a second's margin for the release to reach the database.
+    now = new Date(now.getTime() + 15_999);
+    await assert.rejects(limiter('test', projectId), { status: 429, headers: { 'Retry-After': '1' } });
+    now = new Date(now.getTime() + 1);
     await (await limiter('test', projectId)).release();
+    // A recovery with nothing left to start keeps its slot for no time: the next may run at once.
+    await (await limiter('recover', projectId)).keepFor(0);
+    await (await limiter('recover', projectId)).release();
   });
 });
