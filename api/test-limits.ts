@@ -77,11 +77,8 @@ export function createSendLimiter(db: Knex, logger: Logger, options: SendLimiter
       logger.warn({ err, projectId, kind }, 'send limit slot not updated: its lease frees it');
     return {
       release: () => releaseSendSlot(db, projectId, kind, admission.holder).catch(slotFailed),
-      keepFor: (ms) =>
-        (ms > 0
-          ? extendSendSlot(db, projectId, kind, admission.holder, ms, options.clock?.())
-          : releaseSendSlot(db, projectId, kind, admission.holder)
-        ).catch(slotFailed),
+      // A lease ending now or before (nothing left to start) frees the slot as a release does.
+      keepFor: (ms) => extendSendSlot(db, projectId, kind, admission.holder, ms, options.clock?.()).catch(slotFailed),
     };
   };
 }

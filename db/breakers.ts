@@ -58,6 +58,7 @@ const lastFailureOf = (c: Pick<Columns, 'last_failure' | 'last_status_code'>): R
     ? undefined
     : { message: c.last_failure, ...(c.last_status_code !== null && { statusCode: c.last_status_code }) };
 
+// Stryker disable next-line StringLiteral: read once at module load, which Stryker's mocha runner does not redo (a static mutant); an empty name fails every query
 const TABLE = 'webhook_circuit_breakers';
 
 /** Admits an attempt, claiming the probe when the open period is over and no other attempt holds it. */
@@ -149,9 +150,7 @@ export async function recordFailure(
       statusCode: failure.statusCode ?? null,
     },
   );
-  const [row] = rows;
-  if (!row) throw new Error(`circuit breaker of registration ${registrationId} not written`);
-  return toRow(row);
+  return toRow(rows[0] as Columns); // an upsert's RETURNING always has its row
 }
 
 /** The breaker of a registration, for operators and tests; undefined when it never failed. */
@@ -160,6 +159,7 @@ export async function findBreaker(db: Db, registrationId: string): Promise<Break
   return row && toRow(row);
 }
 
+// Stryker disable next-line StringLiteral: read once at module load, which Stryker's mocha runner does not redo (a static mutant); an empty name fails every query
 const WAITERS = 'webhook_breaker_waiters';
 
 /**
@@ -256,6 +256,7 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
     { ...limits },
   );
   // The round's own lease only (as text: a JS Date would drop the microseconds).
+  // Stryker disable next-line MethodExpression,ConditionalExpression: a woken waiter's row has no round (NULL), which matches no lease: the filter only spares its query
   for (const { registration_id, round } of rows.filter((r) => r.workflow_id === null))
     await db(TABLE)
       .where({ registration_id })

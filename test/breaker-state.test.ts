@@ -200,6 +200,84 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     assert.deepEqual(await take(failing), [], 'the breaker opened meanwhile: it waits on for the probe');
   });
 
+  it('a failure without a status (a timeout) is reported as such, and a success forgets it; a healthy one has no row', async () => {
+    const db = fx.database.db;
+    const id = await registrationId();
+    assert.equal(await findBreaker(db, id), undefined, 'never failed: no breaker row');
+    const timeout = { message: 'Receiver did not answer within 10000 ms' };
+    await recordFailure(db, id, thresholds, http500);
+    await recordFailure(db, id, thresholds, http500);
+    const opened = await recordFailure(db, id, thresholds, timeout);
+    assert.deepEqual(opened.lastFailure, timeout, 'the last failure, with no status code');
+    const admission = await admitAttempt(db, id, 5_000);
+    assert.deepEqual(admission.state === 'open' && admission.lastFailure, timeout);
+    await endOpenPeriod(id);
+    assert.equal((await admitAttempt(db, id, 5_000)).state, 'probe');
+    await recordSuccess(db, id);
+    assert.deepEqual(await findBreaker(db, id), {
+      registrationId: id,
+      consecutiveFailures: 0,
+      openUntil: null,
+      probeUntil: null,
+      consecutiveOpens: 0,
+    });
+  });
+
+  it("a success resets its own registration's breaker only, and on a healthy one writes nothing (never waits on its lock)", async () => {
+    const db = fx.database.db;
+    const [id, other] = [await registrationId(), await registrationId()];
+    for (const r of [id, other]) await recordFailure(db, r, thresholds, http500);
+    await recordSuccess(db, id);
+    assert.equal((await findBreaker(db, id))?.consecutiveFailures, 0);
+    assert.equal((await findBreaker(db, other))?.consecutiveFailures, 1, "another registration's count is kept");
+    // A resumer's round holds the healthy breaker's row: the success of an attempt does not wait for it.
+    await db.transaction(async (round) => {
+      await round('webhook_circuit_breakers').where({ registration_id: id }).forUpdate();
+      await db.transaction(async (attempt) => {
+        await attempt.raw(`SET LOCAL lock_timeout = '200ms'`);
+        await recordSuccess(attempt, id);
+      });
+    });
+  });
+
+  it('a half-open breaker whose probe is held waits for that lease, whatever lease the asking attempt would take', async () => {
+    const db = fx.database.db;
+    const id = await registrationId();
+    for (let i = 0; i < 3; i += 1) await recordFailure(db, id, thresholds, http500);
+    await endOpenPeriod(id);
+    assert.equal((await admitAttempt(db, id, 60_000)).state, 'probe');
+    const other = await admitAttempt(db, id, 5_000);
+    assert.ok(other.state === 'open' && other.waitMs > 50_000 && other.waitMs <= 60_000, JSON.stringify(other));
+  });
+
+  it('probe rounds of several half-open breakers at once: one not spent gives back its own probe lease only', async () => {
+    const db = fx.database.db;
+    const [locked, woken] = [await registrationId(), await registrationId()];
+    const limits = { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 };
+    for (const id of [locked, woken]) {
+      for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
+      await addBreakerWaiter(db, id, `webhook-event-${id}-1`, 1);
+      await addBreakerWaiter(db, id, `webhook-event-${id}-2`, 1);
+      await endOpenPeriod(id);
+    }
+    await db.transaction(async (trx) => {
+      await trx('webhook_breaker_waiters').where({ registration_id: locked }).forUpdate();
+      // One round for both: the second one's oldest waiter is woken to probe, the first has none to wake.
+      const round = await takeWaitersToWake(db, limits);
+      assert.deepEqual(
+        round.filter((w) => [locked, woken].includes(w.registrationId)).map((w) => w.workflowId),
+        [`webhook-event-${woken}-1`],
+      );
+    });
+    for (const id of [locked, woken]) await nextRound(id);
+    const next = await takeWaitersToWake(db, limits);
+    assert.deepEqual(
+      next.filter((w) => [locked, woken].includes(w.registrationId)).map((w) => w.workflowId),
+      [`webhook-event-${locked}-1`],
+      'the first probes now; the second, whose probe was woken, not again within its lease',
+    );
+  });
+
   it('a success in between resets the count: only consecutive failures open it', async () => {
     const id = await registrationId();
     await recordFailure(fx.database.db, id, thresholds, http500);

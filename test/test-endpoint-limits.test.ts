@@ -221,6 +221,29 @@ describe('test endpoint limits: one in flight and TEST_EVENTS_PER_MINUTE per pro
     assert.equal(sent.length, 0);
   });
 
+  it("on the database's clock (as in production): a slot kept for a recovery's schedule, then given back", async () => {
+    const p = await projectWithWebhook();
+    const other = await projectWithWebhook();
+    const rule = { perWindow: 5, windowMs: MINUTE, leaseMs: 300_000 };
+    const first = await store.admitSend(t.db, p, 'recover', rule);
+    assert.ok(first.admitted);
+    const elsewhere = await store.admitSend(t.db, other, 'recover', rule);
+    assert.ok(elsewhere.admitted, "another project's recovery is not held by this one");
+    // The recovery's redeliveries are due in 2 minutes: the slot is held until then, not its 5 minute lease.
+    await store.extendSendSlot(t.db, p, 'recover', first.holder, 120_000);
+    const held = await store.admitSend(t.db, p, 'recover', rule);
+    assert.ok(!held.admitted && held.limit === 'in-flight', JSON.stringify(held));
+    assert.ok(held.retryAfterMs > 110_000 && held.retryAfterMs <= 120_000, JSON.stringify(held));
+    // A holder whose lease passed to another send neither extends nor frees it.
+    await store.releaseSendSlot(t.db, p, 'recover', elsewhere.holder);
+    await store.extendSendSlot(t.db, p, 'recover', elsewhere.holder, 0);
+    assert.equal((await store.admitSend(t.db, p, 'recover', rule)).admitted, false);
+    await store.releaseSendSlot(t.db, p, 'recover', first.holder);
+    assert.equal((await store.admitSend(t.db, p, 'recover', rule)).admitted, true, 'released: the next may run');
+    const stillHeld = await store.admitSend(t.db, other, 'recover', rule);
+    assert.ok(!stillHeld.admitted && stillHeld.limit === 'in-flight', "the other project's slot is its own");
+  });
+
   it('the database decides atomically: concurrent admissions never exceed the window or the one slot', async () => {
     const p = await projectWithWebhook();
     const at = new Date();
