@@ -1,11 +1,19 @@
 import type { Knex } from 'knex';
 import * as store from '../db';
-import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES } from '../common/contract';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
 import { EventNoLongerRetainedError, type RedeliveryStarter, type WorkflowEndWatcher } from './redelivery';
 import type { SendLimiter } from './test-limits';
-import { dateTimeProblem, validateRecoverBody } from './delivery-schemas';
+import { validateRecoverBody } from './delivery-schemas';
+import { encodeCursor, parseListQuery } from './delivery-query';
+
+export {
+  DEFAULT_PAGE_SIZE,
+  InvalidQueryError,
+  MAX_CURSOR_LENGTH,
+  MAX_PAGE_SIZE,
+  parseListQuery,
+} from './delivery-query';
 
 export interface DeliveryDeps {
   db: Knex;
@@ -60,16 +68,8 @@ export interface BreakerView {
   openUntil: string | null;
 }
 
-export const DEFAULT_PAGE_SIZE = 20;
-export const MAX_PAGE_SIZE = 100;
 /** The most failed deliveries one recover call redelivers; a second call takes the rest (claimed ones are pending). */
 export const MAX_RECOVER_BATCH = 500;
-
-export class InvalidQueryError extends ApiError {
-  constructor(problems: string[]) {
-    super(400, `The query is invalid: ${problems.join('; ')}`);
-  }
-}
 
 export class DeliveryNotFoundError extends ApiError {
   constructor(id: string) {
@@ -115,70 +115,6 @@ const attemptView = (row: store.DeliveryAttemptRow): AttemptView => ({
   ...(row.errorCode !== null && { errorCode: row.errorCode }),
   durationMs: row.durationMs,
 });
-
-/** The cursor is opaque to callers: the last item's position (creation time to the microsecond, id), base64url JSON. */
-const encodeCursor = (position: store.DeliveryPosition) =>
-  Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
-
-/** Longer than any cursor this API writes (a 300-character id and a time). */
-export const MAX_CURSOR_LENGTH = 512;
-
-/** The position a cursor names, or undefined for anything this API did not write (a time it cannot hold, a bad id). */
-function decodeCursor(cursor: string): store.DeliveryPosition | undefined {
-  if (cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (!Array.isArray(value) || value.length !== 2) return undefined;
-  const [createdAt, id] = value as unknown[];
-  if (typeof createdAt !== 'string' || !store.isPositionTime(createdAt)) return undefined;
-  if (typeof id !== 'string' || !WEBHOOK_ID_PATTERN.test(id)) return undefined;
-  return { createdAt, id };
-}
-
-function parseTime(name: string, value: string | undefined, problems: string[]): Date | undefined {
-  if (value === undefined) return undefined;
-  const problem = dateTimeProblem(value);
-  if (problem) problems.push(`${name} ${problem}`);
-  return problem ? undefined : new Date(value);
-}
-
-/** Reads the list's query string; every problem is named in one 400. */
-export function parseListQuery(query: Record<string, string | string[] | undefined>): store.DeliveryFilter {
-  const problems: string[] = [];
-  const one = (name: string): string | undefined => {
-    const value = query[name];
-    if (Array.isArray(value)) problems.push(`${name} must be given once`);
-    return Array.isArray(value) ? undefined : value;
-  };
-  const status = one('status');
-  if (status !== undefined && !(store.DELIVERY_STATUSES as readonly string[]).includes(status))
-    problems.push(`status must be one of ${store.DELIVERY_STATUSES.join(', ')}`);
-  const type = one('type');
-  if (type !== undefined && !(WEBHOOK_TYPES as readonly string[]).includes(type))
-    problems.push(`type must be one of ${WEBHOOK_TYPES.join(', ')}`);
-  const since = parseTime('since', one('since'), problems);
-  const until = parseTime('until', one('until'), problems);
-  const limitText = one('limit');
-  const limit = limitText === undefined ? DEFAULT_PAGE_SIZE : Number(limitText);
-  if (!/^\d+$/.test(limitText ?? '1') || limit < 1 || limit > MAX_PAGE_SIZE)
-    problems.push(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}`);
-  const cursorText = one('cursor');
-  const after = cursorText === undefined ? undefined : decodeCursor(cursorText);
-  if (cursorText !== undefined && !after) problems.push('cursor is not one this API returned');
-  if (problems.length > 0) throw new InvalidQueryError(problems);
-  return {
-    ...(status && { status: status as store.DeliveryStatus }),
-    ...(type && { type }),
-    ...(since && { since }),
-    ...(until && { until }),
-    limit,
-    ...(after && { after }),
-  };
-}
 
 export async function listDeliveries(
   deps: DeliveryDeps,

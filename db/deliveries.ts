@@ -215,17 +215,6 @@ export interface DeliveryPosition {
   id: string;
 }
 
-const POSITION_TIME = /^(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(\d{3})Z$/;
-
-/** Whether text is a position time PostgreSQL reads as it was written: a real calendar time, no leap second. */
-export function isPositionTime(text: string): boolean {
-  const match = POSITION_TIME.exec(text);
-  if (!match || Number(match[1]) < 1) return false;
-  const milliseconds = `${text.slice(0, 23)}Z`;
-  const time = new Date(milliseconds);
-  return !Number.isNaN(time.getTime()) && time.toISOString() === milliseconds;
-}
-
 export interface DeliveryFilter {
   status?: DeliveryStatus;
   type?: string;

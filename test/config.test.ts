@@ -187,6 +187,175 @@ describe('config', () => {
     assert.match(configError({ WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '1' }), /WORKFLOW_TASK_POLLS must be >= 2/);
   });
 
+  it('names each wrong variable by its name, one line per problem', () => {
+    assert.equal(configError({ PORT: '70000' }), 'Invalid configuration:\n  - PORT must be <= 65535');
+    assert.equal(
+      configError({ PORT: 'x', DATA_DIR: '.data' }, { temporal: true }),
+      'Invalid configuration:\n  - PORT must be integer\n  - TEMPORAL_ADDRESS is required (host:7233)',
+    );
+  });
+
+  it('has safe defaults: development, no private or http receivers, no codec without a token', () => {
+    const config = loadConfig({});
+    assert.deepEqual(
+      {
+        NODE_ENV: config.NODE_ENV,
+        DATA_DIR: config.DATA_DIR,
+        TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE,
+        TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE,
+        ALLOW_PRIVATE_WEBHOOK_URLS: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+        ALLOW_HTTP_WEBHOOK_URLS: config.ALLOW_HTTP_WEBHOOK_URLS,
+        DEV_CODEC_WITHOUT_TOKEN: config.DEV_CODEC_WITHOUT_TOKEN,
+        DELIVERY_FIRST_ATTEMPT_LOCAL: config.DELIVERY_FIRST_ATTEMPT_LOCAL,
+        LOG_PRETTY: config.LOG_PRETTY,
+      },
+      {
+        NODE_ENV: 'development',
+        DATA_DIR: '.data',
+        TEMPORAL_NAMESPACE: 'default',
+        TEMPORAL_TASK_QUEUE: 'webhooks',
+        ALLOW_PRIVATE_WEBHOOK_URLS: false,
+        ALLOW_HTTP_WEBHOOK_URLS: false,
+        DEV_CODEC_WITHOUT_TOKEN: false,
+        DELIVERY_FIRST_ATTEMPT_LOCAL: true,
+        LOG_PRETTY: undefined,
+      },
+    );
+    const flags = loadConfig({
+      ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+      ALLOW_HTTP_WEBHOOK_URLS: 'true',
+      DELIVERY_FIRST_ATTEMPT_LOCAL: 'false',
+      LOG_PRETTY: 'false',
+    });
+    assert.deepEqual(
+      [flags.ALLOW_PRIVATE_WEBHOOK_URLS, flags.ALLOW_HTTP_WEBHOOK_URLS, flags.DELIVERY_FIRST_ATTEMPT_LOCAL],
+      [true, true, false],
+    );
+    assert.equal(flags.LOG_PRETTY, false);
+    assert.match(
+      configError({ ALLOW_PRIVATE_WEBHOOK_URLS: 'yes please' }),
+      /ALLOW_PRIVATE_WEBHOOK_URLS must be boolean/,
+    );
+  });
+
+  it('takes every NODE_ENV and LOG_LEVEL it documents', () => {
+    const keys = { WEBHOOK_SECRET_KEY: 'a'.repeat(64), PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS };
+    for (const NODE_ENV of ['development', 'test', 'production'])
+      assert.equal(loadConfig({ ...keys, NODE_ENV }).NODE_ENV, NODE_ENV);
+    assert.match(configError({ NODE_ENV: 'prod' }), /NODE_ENV must be equal to one of the allowed values/);
+    for (const LOG_LEVEL of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+      assert.equal(loadConfig({ LOG_LEVEL }).LOG_LEVEL, LOG_LEVEL);
+  });
+
+  it('refuses a malformed key, URL, origin list or short token, and takes a well-formed one', () => {
+    const hexKey = 'a'.repeat(64);
+    const base64Key = Buffer.alloc(32, 7).toString('base64');
+    const wellFormed = {
+      DATABASE_URL: 'postgresql://u:p@db.example:5432/webhooks',
+      WEBHOOK_SECRET_KEY: base64Key,
+      WEBHOOK_SECRET_KEYS: `k2:${hexKey},k1:${base64Key}`,
+      PAYLOAD_ENCRYPTION_KEYS: `p2:${base64Key},${PAYLOAD_KEYS}`,
+      ALERT_WEBHOOK_URL: 'https://alerts.example/hook',
+      ALERT_WEBHOOK_SECRET: 's'.repeat(16),
+      METRICS_TOKEN: 't'.repeat(16),
+      CODEC_CORS_ORIGINS: 'https://temporal-ui.example,http://localhost:8233',
+      PUBLIC_BASE_URL: 'https://api.example/base',
+      PORTAL_FRAME_ANCESTORS: 'https://app.example,https://admin.example',
+    };
+    assert.doesNotThrow(() => loadConfig(wellFormed));
+    const malformed: Record<keyof typeof wellFormed, string> = {
+      DATABASE_URL: 'mysql://u:p@db.example/webhooks',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(63),
+      WEBHOOK_SECRET_KEYS: `k1:${hexKey},k2`,
+      PAYLOAD_ENCRYPTION_KEYS: hexKey,
+      ALERT_WEBHOOK_URL: 'ftp://alerts.example/hook',
+      ALERT_WEBHOOK_SECRET: 's'.repeat(15),
+      METRICS_TOKEN: 't'.repeat(15),
+      CODEC_CORS_ORIGINS: 'https://temporal-ui.example, https://other.example',
+      PUBLIC_BASE_URL: 'https://api.example/?next=x',
+      PORTAL_FRAME_ANCESTORS: "https://app.example;script-src 'unsafe-inline'",
+    };
+    for (const [name, value] of Object.entries(malformed)) {
+      const message = configError({ ...wellFormed, [name]: value });
+      assert.equal(message.split('\n').length, 2, `${name}: only its own problem\n${message}`);
+      assert.match(message, new RegExp(`^Invalid configuration:\\n  - ${name} must`), name);
+    }
+  });
+
+  it('refuses settings that only work together when one is missing', () => {
+    assert.match(configError({}, { temporal: true }), /TEMPORAL_ADDRESS is required/);
+    assert.equal(
+      loadConfig({ TEMPORAL_ADDRESS: 'temporal:7233' }, { temporal: true }).TEMPORAL_ADDRESS,
+      'temporal:7233',
+    );
+    const pair = /TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH go together/;
+    assert.match(configError({ TEMPORAL_TLS_CERT_PATH: '/tls/client.pem' }), pair);
+    assert.match(configError({ TEMPORAL_TLS_KEY_PATH: '/tls/client.key' }), pair);
+    assert.doesNotThrow(() =>
+      loadConfig({ TEMPORAL_TLS_CERT_PATH: '/tls/client.pem', TEMPORAL_TLS_KEY_PATH: '/tls/client.key' }),
+    );
+    assert.match(
+      configError({ ALERT_WEBHOOK_URL: 'https://alerts.example/hook' }),
+      /ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL/,
+    );
+  });
+
+  it('in production refuses the codec without a token, a second key with the same id, and an unanchored https', () => {
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS,
+    };
+    assert.match(
+      configError({ ...production, DEV_CODEC_WITHOUT_TOKEN: 'true' }),
+      /DEV_CODEC_WITHOUT_TOKEN must not be set in production/,
+    );
+    assert.equal(loadConfig({ DEV_CODEC_WITHOUT_TOKEN: 'true' }).DEV_CODEC_WITHOUT_TOKEN, true, 'development');
+    assert.equal(
+      configError({ ...production, PAYLOAD_ENCRYPTION_KEYS: `${PAYLOAD_KEYS},${PAYLOAD_KEYS}` }),
+      'Invalid configuration:\n  - PAYLOAD_ENCRYPTION_KEYS has a key id twice',
+    );
+    // The key ring replaces the single key; the payload keys are still needed.
+    const ring = { NODE_ENV: 'production', WEBHOOK_SECRET_KEYS: `k1:${'b'.repeat(64)}` };
+    assert.equal(
+      configError(ring),
+      'Invalid configuration:\n  - PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
+    );
+    assert.doesNotThrow(() => loadConfig({ ...ring, PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS }));
+    const hidden = 'http://idp.example/jwks?next=https://idp.example';
+    const jwks = { JWT_JWKS_URI: hidden, JWT_ISSUER: 'https://idp.example/', JWT_AUDIENCE: 'webhooks' };
+    assert.match(configError({ ...production, ...jwks }), /JWT_JWKS_URI must be an https:\/\/ URL in production/);
+    const alert = { ALERT_WEBHOOK_URL: hidden, ALERT_WEBHOOK_SECRET: 's'.repeat(16) };
+    assert.match(configError({ ...production, ...alert }), /ALERT_WEBHOOK_URL must be an https:\/\/ URL in production/);
+  });
+
+  it('takes each limit at its bound and refuses it one past', () => {
+    const atBound = {
+      DELIVERY_INITIAL_INTERVAL_MS: '5000',
+      DELIVERY_MAX_INTERVAL_MS: '5000',
+      WEBHOOK_TIMEOUT_MS: '10000',
+      DELIVERY_GIVE_UP_AFTER_MS: String(2 * 10_000 + 5_000),
+      HTTP_HEADERS_TIMEOUT_MS: '30000',
+      HTTP_REQUEST_TIMEOUT_MS: '30000',
+      WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: '8',
+      WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '8',
+      WORKER_MAX_CONCURRENT_ACTIVITIES: '5',
+      WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: '5',
+      BREAKER_OPEN_MS: '30000',
+      BREAKER_MAX_OPEN_MS: '30000',
+    };
+    assert.doesNotThrow(() => loadConfig(atBound));
+    const past: [Partial<typeof atBound>, RegExp][] = [
+      [{ DELIVERY_MAX_INTERVAL_MS: '4999' }, /DELIVERY_MAX_INTERVAL_MS must be at least DELIVERY_INITIAL_INTERVAL_MS/],
+      [{ DELIVERY_GIVE_UP_AFTER_MS: '24999' }, /DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts/],
+      [{ HTTP_HEADERS_TIMEOUT_MS: '30001' }, /HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS/],
+      [{ WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: '9' }, /WORKFLOW_TASK_POLLS must not exceed/],
+      [{ WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: '6' }, /ACTIVITY_TASK_POLLS must not exceed/],
+      [{ BREAKER_MAX_OPEN_MS: '29999' }, /BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS/],
+    ];
+    for (const [change, problem] of past) assert.match(configError({ ...atBound, ...change }), problem);
+  });
+
   it('stops the API server at start-up with a message naming the missing variable', function () {
     this.timeout(30_000);
     const result = spawnSync('npx', ['tsx', 'api/server.ts'], {

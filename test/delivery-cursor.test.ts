@@ -1,8 +1,11 @@
-// The delivery log's list query and its opaque cursor (api/deliveries.ts, db/deliveries.ts): pure parsing, then
-// paging on a real PostgreSQL. No Temporal: the rows are written the way the activities write them.
+// The delivery log's list query, its opaque cursor and the recover window (api/delivery-query.ts,
+// api/delivery-schemas.ts): pure parsing, then paging on a real PostgreSQL. No Temporal: the rows are written the way
+// the activities write them.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_PAGE_SIZE, listDeliveries, parseListQuery } from '../api/deliveries';
+import { MAX_CURSOR_LENGTH, encodeCursor } from '../api/delivery-query';
+import { validateRecoverBody } from '../api/delivery-schemas';
 import { addMember, addProject, upsertDelivery, type DeliveryStatus } from '../db';
 import { newProjectId } from './support/deliveries';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
@@ -84,6 +87,106 @@ describe('delivery list query and cursor (pure)', () => {
       problemOf({ status: ['failed', 'delivered'], cursor: ['a', 'b'] }),
       'The query is invalid: status must be given once; cursor must be given once',
     );
+  });
+});
+
+describe('delivery list cursor bounds and recover window (pure)', () => {
+  const at = '2026-11-24T10:00:00.123456Z';
+  const CURSOR_REFUSED = 'The query is invalid: cursor is not one this API returned';
+
+  it('reads back every cursor it writes, a 300-character id and the year 1 included', () => {
+    for (const position of [
+      { createdAt: at, id: 'webhook-event-1' },
+      { createdAt: at, id: '~'.repeat(300) },
+      { createdAt: '0001-01-01T00:00:00.000000Z', id: 'x' },
+      { createdAt: '9999-12-31T23:59:59.999999Z', id: '!' },
+    ]) {
+      const cursor = encodeCursor(position);
+      assert.ok(cursor.length <= MAX_CURSOR_LENGTH, `${cursor.length} characters`);
+      assert.deepEqual(parseListQuery({ cursor }).after, position);
+    }
+  });
+
+  it('refuses a cursor longer than MAX_CURSOR_LENGTH before decoding it, and one outside base64url', () => {
+    // JSON allows spaces: the same position, padded to exactly the bound and one character past it.
+    const padded = (length: number) => {
+      const json = JSON.stringify([at, 'x']);
+      const bytes = (length / 4) * 3 - json.length;
+      return Buffer.from(`[${' '.repeat(bytes)}${json.slice(1)}`).toString('base64url');
+    };
+    assert.equal(padded(MAX_CURSOR_LENGTH).length, MAX_CURSOR_LENGTH);
+    assert.deepEqual(parseListQuery({ cursor: padded(MAX_CURSOR_LENGTH) }).after, { createdAt: at, id: 'x' });
+    const tooLong = padded(MAX_CURSOR_LENGTH + 4);
+    assert.equal(problemOf({ cursor: tooLong }), CURSOR_REFUSED, `${tooLong.length} characters`);
+    const cursor = encodeCursor({ createdAt: at, id: 'webhook-event-1?' });
+    assert.equal(parseListQuery({ cursor }).after?.id, 'webhook-event-1?');
+    for (const altered of [`${cursor}=`, `.${cursor}`, cursor.replace('_', '/')])
+      assert.equal(problemOf({ cursor: altered }), CURSOR_REFUSED, altered);
+  });
+
+  it('refuses a cursor time PostgreSQL would not read back as written', () => {
+    for (const createdAt of [
+      '0000-01-01T00:00:00.000000Z',
+      '2026-02-30T00:00:00.000000Z',
+      '2026-06-30T23:59:60.000000Z',
+      '9999-99-99T00:00:00.000000Z',
+      '2026-11-24T10:00:00.123Z',
+      '2026-11-24T10:00:00.123456+00:00',
+      ' 2026-11-24T10:00:00.123456Z',
+      '2026-11-24T10:00:00.123456Z ',
+      '+275760-09-13T00:00:00.000000Z',
+    ])
+      assert.equal(problemOf({ cursor: cursorOf([createdAt, 'x']) }), CURSOR_REFUSED, createdAt);
+  });
+
+  it('names every filter given twice', () => {
+    assert.equal(
+      problemOf({ type: ['TEST', 'TEST'], since: [at, at], until: [at, at], limit: ['1', '2'] }),
+      'The query is invalid: type must be given once; since must be given once; until must be given once; ' +
+        'limit must be given once',
+    );
+  });
+
+  it('takes a recover window with since, and until later than since', () => {
+    assert.deepEqual(validateRecoverBody({ since: '2026-11-01T00:00:00Z' }), { since: '2026-11-01T00:00:00Z' });
+    const window = { since: '2026-11-01T00:00:00Z', until: '2026-11-01T00:00:00.001Z' };
+    assert.deepEqual(validateRecoverBody(window), window);
+  });
+
+  it('names every problem of a recover window', () => {
+    const problemsOf = (body: unknown) => {
+      try {
+        validateRecoverBody(body);
+        return 'valid';
+      } catch (error) {
+        return (error as Error).message;
+      }
+    };
+    assert.equal(problemsOf({}), "The request body is invalid: / must have required property 'since'");
+    assert.equal(problemsOf([]), 'The request body is invalid: / must be object');
+    assert.equal(
+      problemsOf({ since: '2026-11-01T00:00:00Z', status: 'failed' }),
+      'The request body is invalid: / must NOT have additional property status',
+    );
+    assert.equal(
+      problemsOf({ since: 'yesterday' }),
+      'The request body is invalid: /since must match format "date-time"',
+    );
+    assert.equal(
+      problemsOf({ since: '2026-06-30T23:59:60Z', until: '2026-12-31T23:59:60Z' }),
+      'The request body is invalid: /since is a leap second (:60), which this API cannot take: use :59; ' +
+        '/until is a leap second (:60), which this API cannot take: use :59',
+    );
+    assert.equal(
+      problemsOf({ since: '2026-11-01T00:00:00Z', until: 1 }),
+      'The request body is invalid: /until must be string',
+    );
+    for (const until of ['2026-11-01T00:00:00Z', '2026-11-01T01:00:00+02:00'])
+      assert.equal(
+        problemsOf({ since: '2026-11-01T00:00:00Z', until }),
+        'The request body is invalid: /until must be later than since',
+        until,
+      );
   });
 });
 
