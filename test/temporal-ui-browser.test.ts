@@ -119,9 +119,13 @@ describe('the Temporal UI of npm start, in Chromium', function () {
         codecCalls.push(`${response.request().method()} ${response.status()}`);
     });
     await page.goto(`${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}`);
-    // The UI renders Input once, after its payloads went through the codec (or failed to): wait for it, then read it.
+    // The UI may render Input before it has read its codec setting, then again once the payloads went through the
+    // codec: wait for the decoded event (or the time limit), then read what it shows.
     const input = page.getByTestId('input-and-result').getByRole('textbox', { name: 'Input', exact: true });
-    await input.filter({ hasText: /\S/ }).waitFor({ timeout: 60_000 });
+    await input
+      .filter({ hasText: /"webhookType"/ })
+      .waitFor({ timeout: 60_000 })
+      .catch(() => undefined);
     const shown = await input.innerText();
     const calls = `codec calls: ${codecCalls.join(', ') || 'none'}`;
     assert.doesNotMatch(shown, /^\s*"[A-Za-z0-9+/=]{40,}"\s*$/, `Input shows ciphertext; ${calls}`);
