@@ -3,16 +3,10 @@ import { DELIVERY_STATUSES } from '../db/deliveries';
 import { DEFAULT_PAGE_SIZE, MAX_CURSOR_LENGTH, MAX_PAGE_SIZE } from './deliveries';
 import { recoverBodySchema } from './delivery-schemas';
 import type { HttpMethod, OpenApiOperation } from './openapi';
-import { projectIdSchema } from './schemas';
+import { json, pathParameter as path, problem, projectIdParameter as projectId, ref } from './openapi-parts';
 
 // The delivery log's part of the OpenAPI document (issue 13); ./openapi spreads these into its paths and schemas.
 
-const ref = (kind: 'schemas' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
-const json = (schema: object) => ({ 'application/json': { schema } });
-const problem = (description: string) => ({
-  description,
-  content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
-});
 
 /** A path parameter outside its alphabet never reaches the database. */
 const badPath = problem(
@@ -115,12 +109,9 @@ const endpointHealthSchema = {
   additionalProperties: false,
 } as const;
 
-const path = (name: string, description: string, schema: object = { type: 'string' }) =>
-  ({ name, in: 'path', required: true, description, schema }) as const;
 const query = (name: string, description: string, schema: object) =>
   ({ name, in: 'query', required: false, description, schema }) as const;
 
-const projectId = path('projectId', 'Identifier of the project.', projectIdSchema);
 const deliveryId = path('id', 'The delivery’s id (its X-Webhook-Id): 1 to 300 visible ASCII characters.', {
   type: 'string',
   minLength: 1,

@@ -1,14 +1,8 @@
 import type { HttpMethod, OpenApiOperation } from './openapi';
 import { portalSessionBodySchema } from './portal';
-import { projectIdSchema } from './schemas';
+import { problem, projectIdParameter, ref } from './openapi-parts';
 
 // The portal links' part of the OpenAPI document (issue 23); ./openapi spreads these into its paths and schemas.
-
-const ref = (kind: 'schemas' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
-const problem = (description: string) => ({
-  description,
-  content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
-});
 
 const portalSessionSchema = {
   type: 'object',
@@ -31,13 +25,6 @@ const portalSessionSchema = {
   additionalProperties: false,
 } as const;
 
-const projectId = {
-  name: 'projectId',
-  in: 'path',
-  required: true,
-  description: 'Identifier of the project.',
-  schema: projectIdSchema,
-} as const;
 const badPath = problem('The projectId in the path is outside the safe alphabet or length.');
 const members = {
   '401': ref('responses', 'Unauthorized'),
@@ -54,7 +41,7 @@ export const portalPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpera
         'For members. The link’s token is signed, names the project, its capabilities and its expiry, and acts for ' +
         'the member who made it: it stops working when they leave the project.',
       tags: ['portal'],
-      parameters: [projectId],
+      parameters: [projectIdParameter],
       requestBody: {
         required: false,
         content: { 'application/json': { schema: ref('schemas', 'PortalSessionBody') } },
@@ -75,7 +62,7 @@ export const portalPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpera
       summary: 'Revoke every portal link of the project',
       description: 'Every link made so far, by any member, answers 401 from now on; links made afterwards work.',
       tags: ['portal'],
-      parameters: [projectId],
+      parameters: [projectIdParameter],
       responses: { '204': { description: 'Revoked.' }, '400': badPath, ...members },
     },
   },

@@ -8,6 +8,7 @@ import {
 } from './schemas';
 import { MAX_BODY } from './errors';
 import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
+import { json, projectIdParameter, ref } from './openapi-parts';
 import { portalPaths, portalSchemas, portalTag } from './openapi-portal';
 import { codecBodySchema } from './routes/codec';
 
@@ -43,8 +44,6 @@ export interface OpenApiDocument {
   components: { schemas: Record<string, Json>; responses: Record<string, Json>; securitySchemes: Record<string, Json> };
 }
 
-const ref = (kind: 'schemas' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
-const json = (schema: Json) => ({ 'application/json': { schema } });
 const problemJson = (schema: Json) => ({ 'application/problem+json': { schema } });
 
 const timestampSchema = { type: 'string', format: 'date-time' } as const;
@@ -213,14 +212,6 @@ const responses = {
     ...problemResponse('The database or Temporal does not answer; try again after Retry-After seconds.'),
     headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'string' } } },
   },
-} as const;
-
-const projectIdParameter = {
-  name: 'projectId',
-  in: 'path',
-  required: true,
-  description: 'Identifier of the project.',
-  schema: projectIdSchema,
 } as const;
 
 const bodyOf = (name: string) => ({ required: true, content: json(ref('schemas', name)) });
