@@ -7,7 +7,6 @@ import { json, pathParameter as path, problem, projectIdParameter as projectId, 
 
 // The delivery log's part of the OpenAPI document (issue 13); ./openapi spreads these into its paths and schemas.
 
-
 /** A path parameter outside its alphabet never reaches the database. */
 const badPath = problem(
   'A path parameter is invalid: a projectId outside the safe alphabet, or an id that cannot be an X-Webhook-Id.',
