@@ -143,14 +143,17 @@ export function readOrCreateDevSecret(
   return { value, created: true };
 }
 
+/** Where, under DATA_DIR, the development at-rest key is kept when neither key variable is set. */
+export const DEV_SECRET_KEY_FILE = 'webhook-secret.key';
+
 /** The at-rest encryption key: WEBHOOK_SECRET_KEY, or outside production a generated one kept under DATA_DIR. */
 export function resolveSecretKey(config: Config, logger: Logger): Buffer {
   if (config.WEBHOOK_SECRET_KEY) return parseSecretKey(config.WEBHOOK_SECRET_KEY);
-  const { value, created } = readOrCreateDevSecret(config.DATA_DIR, 'webhook-secret.key', () =>
+  const { value, created } = readOrCreateDevSecret(config.DATA_DIR, DEV_SECRET_KEY_FILE, () =>
     randomBytes(32).toString('hex'),
   );
   logger.warn(
-    { file: join(config.DATA_DIR, 'webhook-secret.key'), created },
+    { file: join(config.DATA_DIR, DEV_SECRET_KEY_FILE), created },
     'WEBHOOK_SECRET_KEY is not set: using a development key from the data folder; set it in production',
   );
   return parseSecretKey(value);

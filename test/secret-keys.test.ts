@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { createCipheriv, randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import { main } from '../cli/index';
@@ -145,6 +148,21 @@ describe('at-rest secret key ring (WEBHOOK_SECRET_KEYS)', () => {
       assert.equal(result.code, 1);
       assert.match(result.err.join('\n'), /registration [0-9a-f-]{36} \(current secret\): .*nothing was resealed/);
       assert.deepEqual(await sealedRows(), before);
+    });
+
+    it('refuses without a configured key and without a development key, and writes no key file', async () => {
+      await registered(k1Box());
+      const before = await sealedRows();
+      const dataDir = mkdtempSync(join(tmpdir(), 'reseal-no-key-'));
+      try {
+        const result = await run({ DATA_DIR: dataDir });
+        assert.equal(result.code, 1);
+        assert.match(result.err.join('\n'), /WEBHOOK_SECRET_KEYS is not set .*nothing was resealed/);
+        assert.deepEqual(readdirSync(dataDir), []);
+        assert.deepEqual(await sealedRows(), before);
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
     });
 
     it('reseals the previous secret of a rotation still in its overlap, and erases one whose overlap is over', async () => {

@@ -1,5 +1,7 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import pino from 'pino';
-import { createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
+import { DEV_SECRET_KEY_FILE, createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
 import { resealRegistrationSecrets } from '../../db';
 import { CliError, type CliCommand, parseCommandArgs, withDb } from '../command';
 
@@ -12,6 +14,13 @@ export const secretsReseal: CliCommand = {
     // Warnings (a development key in use) go to stderr, apart from the result.
     const logger = pino({ level: 'warn' }, { write: (line: string) => io.err(line.trimEnd()) });
     const report = await withDb(io, async (db, config) => {
+      // A reseal under a key nobody configured would only refuse; it must not leave a new development key behind.
+      const devKey = join(config.DATA_DIR, DEV_SECRET_KEY_FILE);
+      if (!config.WEBHOOK_SECRET_KEYS && !config.WEBHOOK_SECRET_KEY && !existsSync(devKey))
+        throw new CliError(
+          `WEBHOOK_SECRET_KEYS is not set and there is no development key (${devKey}): ` +
+            'set the key ring the API and workers run with; nothing was resealed',
+        );
       const ring = resolveSecretKeyRing(config, logger);
       try {
         return { ...(await resealRegistrationSecrets(db, createSecretBox(ring))), keyId: ring[0]!.id };
