@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as store from '../db';
+import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from './dependency-errors';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
 import { EventNoLongerRetainedError, type RedeliveryStarter, type WorkflowEndWatcher } from './redelivery';
@@ -91,6 +92,21 @@ export class DeliveryNotRedeliverableError extends ApiError {
 export class RedeliveryUnavailableError extends ApiError {
   constructor() {
     super(503, 'Redelivery is unavailable: this API instance has no Temporal connection');
+  }
+}
+
+/**
+ * Temporal stopped answering part-way through a recovery: the redeliveries started so far stand (they are no longer
+ * failed, so the next recovery does not take them twice); the 503 says how many, in `count`.
+ */
+export class RecoveryInterruptedError extends ApiError {
+  constructor(readonly count: number) {
+    super(
+      503,
+      `Temporal stopped answering after ${count} of the recovery's redeliveries were started; ` +
+        `recover again in ${UNAVAILABLE_RETRY_AFTER_S} seconds to start the rest`,
+      { count },
+    );
   }
 }
 
@@ -220,6 +236,9 @@ export async function recoverDeliveries(
     const recovered = await recoverAsOperator(deps, projectId, window);
     started = recovered.count;
     return recovered;
+  } catch (error) {
+    if (error instanceof RecoveryInterruptedError) started = error.count;
+    throw error;
   } finally {
     await slot.keepFor(started * recoverSpacingMs(deps));
   }
@@ -247,7 +266,9 @@ export async function recoverAsOperator(
       count += 1;
     } catch (error) {
       // One event past Temporal's retention does not stop the others; Temporal down (a 503) stops them all.
-      if (!(error instanceof EventNoLongerRetainedError)) throw error;
+      if (error instanceof EventNoLongerRetainedError) continue;
+      if (count > 0 && unavailableDependency(error) === 'Temporal') throw new RecoveryInterruptedError(count);
+      throw error;
     }
   }
   return { count };

@@ -237,7 +237,15 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
           'A recovery of this project is still starting its redeliveries (one at a time), or it made ' +
             'RECOVER_CALLS_PER_MINUTE (default 5) recover calls in the last minute.',
         ),
-        '503': unavailable,
+        '503': {
+          ...problem(
+            'This API instance has no Temporal connection, or Temporal stopped answering part-way: then `count` ' +
+              'says how many redeliveries were started (they stand; the others stay failed for the next call).',
+          ),
+          headers: {
+            'Retry-After': { description: 'Seconds to wait before calling again.', schema: { type: 'string' } },
+          },
+        },
       },
     },
   },

@@ -24,6 +24,8 @@ describe('redelivery limits: TEST redeliveries under the test limits, redeliver 
   let now: Date;
   const advance = (ms: number) => (now = new Date(now.getTime() + ms));
   let started: { id: string; delayMs: number; workflowId: string }[] = [];
+  /** When set, Temporal stops answering after this many starts (gRPC UNAVAILABLE, as the client reports it). */
+  let temporalAnswers: number | undefined;
   /** The TEST redeliveries being watched, by workflow id: calling one ends its attempt. */
   const watched = new Map<string, () => void>();
   let tests = 0;
@@ -49,6 +51,14 @@ describe('redelivery limits: TEST redeliveries under the test limits, redeliver 
       recoverRatePerSecond: 10,
       limitsClock: () => now,
       redelivery: (row, delayMs) => {
+        if (temporalAnswers !== undefined && started.length >= temporalAnswers)
+          return Promise.reject(
+            Object.assign(new Error('14 UNAVAILABLE: No connection established'), {
+              code: 14,
+              details: 'No connection established',
+              metadata: {},
+            }),
+          );
         const workflowId = `webhook-redelivery-${randomUUID()}`;
         started.push({ id: row.id, delayMs, workflowId });
         return Promise.resolve(workflowId);
@@ -64,6 +74,7 @@ describe('redelivery limits: TEST redeliveries under the test limits, redeliver 
   beforeEach(() => {
     now = new Date();
     started = [];
+    temporalAnswers = undefined;
     tests = 0;
   });
   afterEach(() => {
@@ -222,6 +233,38 @@ describe('redelivery limits: TEST redeliveries under the test limits, redeliver 
       '60',
       `At most 2 recover calls a minute per project: project ${p} reached the limit`,
     );
+  });
+
+  it('Temporal stopping part-way: 503 with the count started, which stay started; the rest stay failed', async () => {
+    const p = await project();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i += 1) ids.push(await delivery(p, 'FALL_DETECTION', 'failed'));
+    temporalAnswers = 2;
+    const reply = await recover(p);
+    assert.equal(reply.status, 503);
+    assert.equal(reply.headers.get('retry-after'), '5');
+    const problem = (await reply.json()) as { detail: string; count: number };
+    assert.deepEqual(problem, {
+      ...problem,
+      count: 2,
+      detail:
+        "Temporal stopped answering after 2 of the recovery's redeliveries were started; " +
+        'recover again in 5 seconds to start the rest',
+    });
+    const statuses = await Promise.all(ids.map(async (id) => (await store.findDelivery(t.db, p, id))?.status));
+    assert.deepEqual(statuses.filter((s) => s === 'pending').length, 2, statuses.join(', '));
+    assert.deepEqual(statuses.filter((s) => s === 'failed').length, 3, statuses.join(', '));
+
+    // The slot is held until the two started are due (200 ms at 10/s), as after a whole recovery.
+    const running = `A recovery of project ${p} is still starting its redeliveries: one at a time per project`;
+    advance(199);
+    await assertLimited(await recover(p), '1', running);
+    advance(1);
+    temporalAnswers = undefined;
+    const rest = await recover(p);
+    assert.equal(rest.status, 202);
+    assert.deepEqual(await rest.json(), { count: 3 });
+    assert.deepEqual(new Set(started.map((s) => s.id)), new Set(ids));
   });
 
   it('config: REDELIVER_CALLS_PER_MINUTE (60) and RECOVER_CALLS_PER_MINUTE (5), whole numbers from 1', () => {
