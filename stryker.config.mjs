@@ -22,6 +22,9 @@ export default {
     'api/test-limits.ts',
     'db/send-limits.ts',
     'db/breakers.ts',
+    'activities/breaker.ts',
+    'db/secret-rotation.ts',
+    'db/secret-reseal.ts',
   ],
   mochaOptions: {
     spec: [
@@ -42,6 +45,9 @@ export default {
       'test/redelivery-limits.test.ts',
       'test/test-slot-release.test.ts',
       'test/breaker-state.test.ts',
+      'test/breaker-attempts.test.ts',
+      'test/breaker.test.ts',
+      'test/secret-rotation-store.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
