@@ -59,6 +59,8 @@ describe('delivery list query and cursor (pure)', () => {
       cursorOf({ createdAt: 1, id: 'x' }),
       cursorOf([1]),
       cursorOf([1, 'x', 2]),
+      // What this API writes, with a third element: only the pair is a position.
+      cursorOf(['2026-11-24T10:00:00.123456Z', 'evt-1', 'extra']),
       cursorOf(['1', 'x']),
       cursorOf([1.5, 'x']),
       cursorOf([2 ** 53, 'x']),
@@ -180,6 +182,11 @@ describe('delivery list cursor bounds and recover window (pure)', () => {
     assert.equal(
       problemsOf({ since: '2026-11-01T00:00:00Z', until: 1 }),
       'The request body is invalid: /until must be string',
+    );
+    assert.equal(
+      problemsOf({ since: 'yesterday', until: 1, status: 'failed' }),
+      'The request body is invalid: / must NOT have additional property status; ' +
+        '/since must match format "date-time"; /until must be string',
     );
     for (const until of ['2026-11-01T00:00:00Z', '2026-11-01T01:00:00+02:00'])
       assert.equal(
