@@ -9,6 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, type ActivityConfig, type WebhookHttpClient } from '../activities';
+import { createEndpointGuard } from '../activities/breaker';
 import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../common/contract';
 import { findBreaker } from '../db';
 import { Registrations, captureLogger, fallPayload, fastConfig, newProjectId } from './support/deliveries';
@@ -23,6 +24,11 @@ const config: ActivityConfig = {
   BREAKER_FAILURE_THRESHOLD: 3,
   BREAKER_OPEN_MS: 1_000,
   BREAKER_MAX_OPEN_MS: 4_000,
+  // One attempt in flight per endpoint: an attempt that kept its slot would leave the next one refused.
+  ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 1,
+  ENDPOINT_QUEUE_WAIT_MS: 50,
+  BREAKER_RESUME_SPREAD_MS: 2_000,
+  BREAKER_WAIT_MAX_MS: 60_000,
 };
 
 /** A TCP server that accepts connections and never answers: a receiver hanging before its status line. */
@@ -79,10 +85,11 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     const projectId = newProjectId();
     await registrations.register(projectId, url, ['FALL_DETECTION']);
     const { id } = await database.db('webhook_registrations').where({ project_id: projectId }).first<{ id: string }>();
+    const logs = captureLogger();
     const { deliverWebhookAttempt } = createActivities({
       db: database.db,
       secretBox: registrations.secretBox,
-      logger: captureLogger().logger,
+      logger: logs.logger,
       config,
       http,
     });
@@ -90,8 +97,14 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     let attempt = 0;
     return {
       registrationId: id,
-      /** The next attempt's outcome, or the failure it threw. */
-      attempt: () => {
+      /** The messages logged so far, each once per line. */
+      logged: () => logs.lines.map((line) => line.msg),
+      logs: logs.lines,
+      /**
+       * The next attempt's outcome, or the failure it threw. `listed: false` is a workflow from before the waiter
+       * list: it has no wait token, and waits on a timer of its own.
+       */
+      attempt: ({ listed = true }: { listed?: boolean } = {}) => {
         attempt += 1;
         const env = new MockActivityEnvironment(
           { attempt, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
@@ -103,7 +116,7 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
             projectId,
             webhookType: 'FALL_DETECTION' as const,
             body: JSON.stringify(fallPayload),
-            waitToken: attempt,
+            ...(listed && { waitToken: attempt }),
           })
           .then(
             (outcome) => outcome,
@@ -137,6 +150,27 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     const details = (deferred as ApplicationFailure).details?.[0] as DeliveryDeferredDetails;
     assert.equal(details.reason, 'circuit-open');
     assert.match(details.lastError ?? '', message);
+    assertDeferral(deferred, 'Circuit breaker open for this webhook');
+    // Listed as a waiter: the resumer's signal ends the wait; its own timer is a safety net of ½ to 1 BREAKER_WAIT_MAX_MS.
+    assert.ok(
+      details.waitMs >= config.BREAKER_WAIT_MAX_MS! / 2 && details.waitMs <= config.BREAKER_WAIT_MAX_MS!,
+      `safety net ${details.waitMs} ms`,
+    );
+    // Operators see the breaker open once, with its count and until when.
+    const opened = delivery.logs.filter((line) => line.msg === 'circuit breaker open: deliveries to this webhook wait');
+    assert.equal(opened.length, 1, delivery.logged().join('\n'));
+    assert.deepEqual(
+      { level: opened[0]!.level, consecutiveFailures: opened[0]!.consecutiveFailures },
+      { level: 40, consecutiveFailures: 3 },
+    );
+    assert.equal(opened[0]!.openUntil, breaker.openUntil.toISOString());
+  }
+
+  /** A deferral the workflow waits on, never one Temporal retries as an activity failure. */
+  function assertDeferral(thrown: unknown, message: string) {
+    assert.ok(thrown instanceof ApplicationFailure, String(thrown));
+    assert.equal(thrown.nonRetryable, true, 'a deferral is not retried by Temporal');
+    assert.match(thrown.message, new RegExp(`^${message}: next attempt in \\d+ ms$`));
   }
 
   it('a receiver refusing connections opens the breaker', async () => {
@@ -192,5 +226,101 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       { failures: breaker?.consecutiveFailures, openUntil: breaker?.openUntil },
       { failures: 2, openUntil: null },
     );
+  });
+
+  it('a half-open breaker lets one attempt probe: logged as it probes and as it closes, once each', async () => {
+    receiver.script({ status: 500 }, { status: 500 }, { status: 500 });
+    const delivery = await deliveryTo(receiver.url);
+    for (let i = 0; i < 3; i += 1) assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
+    // The open period ended a second ago, on the database's clock.
+    await database
+      .db('webhook_circuit_breakers')
+      .where({ registration_id: delivery.registrationId })
+      .update({ open_until: database.db.raw("now() - interval '1 second'") });
+    const probe = await delivery.attempt();
+    assert.ok(!(probe instanceof Error), `the probe was delivered: ${String(probe)}`);
+    const after = await findBreaker(database.db, delivery.registrationId);
+    assert.deepEqual(
+      { failures: after?.consecutiveFailures, openUntil: after?.openUntil, probeUntil: after?.probeUntil },
+      { failures: 0, openUntil: null, probeUntil: null },
+    );
+    assert.ok(!((await delivery.attempt()) instanceof Error), 'closed: the next attempt goes through');
+    const count = (msg: string) => delivery.logged().filter((logged) => logged === msg).length;
+    assert.deepEqual(
+      [
+        count('circuit breaker half-open: this attempt probes the receiver'),
+        count('circuit breaker closed: the probe was delivered'),
+        receiver.requests.length,
+      ],
+      [1, 1, 5],
+      delivery.logged().join('\n'),
+    );
+  });
+
+  it('a delivery from before the waiter list waits on its own timer: the rest of the open period, spread', async () => {
+    receiver.script({ status: 500 }, { status: 500 }, { status: 500 });
+    const delivery = await deliveryTo(receiver.url);
+    for (let i = 0; i < 3; i += 1) assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
+    const { ms } = await database
+      .db('webhook_circuit_breakers')
+      .where({ registration_id: delivery.registrationId })
+      .first<{ ms: string }>(database.db.raw('extract(epoch FROM open_until - now()) * 1000 AS ms'));
+    const remaining = Number(ms);
+    const waits: number[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const deferred = await delivery.attempt({ listed: false });
+      assertDeferral(deferred, 'Circuit breaker open for this webhook');
+      waits.push(((deferred as ApplicationFailure).details?.[0] as DeliveryDeferredDetails).waitMs);
+    }
+    // Each waits out what is left of the open period (less the time the attempts took), plus up to
+    // max(BREAKER_RESUME_SPREAD_MS, the period) more, so a backlog does not wake all at once.
+    const spread = Math.max(config.BREAKER_RESUME_SPREAD_MS!, remaining);
+    for (const wait of waits)
+      assert.ok(wait >= remaining - 500 && wait <= remaining + spread, `${wait} ms, ${remaining} ms left`);
+    assert.ok(
+      waits.some((wait) => wait > remaining + 100),
+      `spread beyond the open period: ${waits.join(', ')}`,
+    );
+    assert.equal(receiver.requests.length, 3, 'nothing sent while open');
+  });
+
+  it('an attempt finding the endpoint busy is deferred: listed, for the signal; unlisted, for 1 to 2 timeouts', async () => {
+    // The guard itself, on the real database: the test's own post holds the only slot until the test lets it go.
+    const { registrationId } = await deliveryTo(receiver.url);
+    const guard = createEndpointGuard({ db: database.db, config });
+    const target = (attempt: number, listed: boolean) => ({
+      registrationId,
+      isTest: false,
+      attempt,
+      workflowId: `webhook-event-${randomUUID()}`,
+      ...(listed && { waitToken: 1 }),
+      log: captureLogger().logger,
+    });
+    let letGo!: () => void;
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    let holding!: () => void;
+    const holds = new Promise<void>((resolve) => (holding = resolve));
+    const first = guard(target(1, true), () => (holding(), held.then(() => 'delivered')));
+    await holds;
+    const refused = async (listed: boolean) => {
+      const outcome = await guard(target(2, listed), () => Promise.resolve('sent')).catch((error: unknown) => error);
+      assertDeferral(outcome, 'Too many attempts in flight to this webhook');
+      const details = (outcome as ApplicationFailure).details?.[0] as DeliveryDeferredDetails;
+      assert.equal(details.reason, 'endpoint-busy');
+      return details.waitMs;
+    };
+    const [listed, unlisted] = [await refused(true), await refused(false)];
+    letGo();
+    assert.equal(await first, 'delivered');
+    assert.ok(
+      listed >= config.BREAKER_WAIT_MAX_MS! / 2 && listed <= config.BREAKER_WAIT_MAX_MS!,
+      `listed: the safety net, ${listed} ms`,
+    );
+    assert.ok(
+      unlisted >= config.WEBHOOK_TIMEOUT_MS && unlisted <= 2 * config.WEBHOOK_TIMEOUT_MS,
+      `unlisted: ${unlisted} ms`,
+    );
+    // The slot is free again: the next attempt goes through.
+    assert.equal(await guard(target(3, true), () => Promise.resolve('sent')), 'sent');
   });
 });

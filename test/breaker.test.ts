@@ -407,6 +407,28 @@ describe('endpoint slots (pure): at most N attempts in flight per endpoint, the 
     held();
     assert.ok(await queued);
   });
+
+  it('a release with attempts still in flight keeps counting them: the limit holds after it', async () => {
+    const slots = createEndpointSlots(2);
+    const first = await slots.acquire('a', 1_000);
+    const second = await slots.acquire('a', 1_000);
+    first!();
+    const third = await slots.acquire('a', 1_000);
+    assert.ok(third, 'the freed slot');
+    assert.equal(await slots.acquire('a', 20), undefined, 'two in flight again: no third slot');
+    second!();
+    third();
+    assert.ok(await slots.acquire('a', 0), 'all released: free');
+  });
+
+  it('a queued attempt that gave up does not take the next freed slot', async () => {
+    // A clock that stands still: the attempt queues (the endpoint never looks stuck) and gives up on its real timer.
+    const slots = createEndpointSlots(1, () => 0);
+    const holding = await slots.acquire('a', 1_000);
+    assert.equal(await slots.acquire('a', 20), undefined, 'gave up after 20 ms');
+    holding!();
+    assert.ok(await slots.acquire('a', 0), 'the freed slot goes to the next attempt, not to the one that left');
+  });
 });
 
 describe('isolation settings (config)', () => {

@@ -187,6 +187,9 @@ describe('at-rest secret key ring (WEBHOOK_SECRET_KEYS)', () => {
       const ended = await findRegistration(t.db, over.projectId);
       assert.equal(ended!.previousSecretSealed, null);
       assert.equal(ended!.previousSecretExpiresAt, null);
+      // Everything is under k2 now, the previous secret included: a second run has nothing left to do.
+      const again = await run({ WEBHOOK_SECRET_KEYS: `k2:${k2},k1:${k1}` });
+      assert.deepEqual(again.out, ['Resealed 0 of 3 webhook secrets under key k2']);
     });
 
     it('changes nothing when a previous secret cannot be opened, naming it', async () => {
