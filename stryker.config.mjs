@@ -55,7 +55,7 @@ export default {
     // no mutant in this one: they are left to npm test.
     grep: '^(?!.*(Temporal dev server|time-skipping|stops the API server at start-up))',
   },
-  // A full run takes about 50 min on the shared 2-core machine: runs reuse the committed results of the mutants
+  // A full run takes about 42 min on a quiet 2-core machine: runs reuse the committed results of the mutants
   // and tests that did not change, so only changed code and tests are tried again.
   incremental: true,
   incrementalFile: 'stryker-incremental.json',
