@@ -184,7 +184,16 @@ export function assertAllDelivered(receiver: FaultReceiver, ids: string[], secre
   assert.equal(lost, 0, 'no event is lost');
   const delivered = counts.size;
   const duplicates = receiver.requests.length - delivered;
-  const doubled = [...counts].filter(([, times]) => times > 1).map(([id, times]) => `${id} ×${times}`);
+  // Each doubled event with when its copies arrived (ms after the first request) and the timestamps they were signed
+  // with: the gap tells a retry after a timeout (the attempt's or a workflow task's) from an answer sent again.
+  const start = Math.min(...receiver.requests.map((r) => r.receivedAt));
+  const doubled = [...counts]
+    .filter(([, times]) => times > 1)
+    .map(([id, times]) => {
+      const copies = receiver.requests.filter((r) => r.headers['x-webhook-id'] === id);
+      const when = copies.map((r) => `+${r.receivedAt - start} ms signed ${String(r.headers['x-timestamp'])}`);
+      return `${id} ×${times} (${when.join('; ')})`;
+    });
   assert.equal(duplicates, 0, `no event is answered twice: ${doubled.join(', ')}`);
   return { emitted: ids.length, delivered, duplicates, lost };
 }

@@ -8,6 +8,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { temporal as proto } from '@temporalio/proto';
 import { Webhook } from 'standardwebhooks';
 import { emitWebhookEvent } from '../../client/emit';
 import type { SubscribableType } from '../../common/contract';
@@ -372,9 +373,34 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     target.delayMs = 0;
     await victim!.start();
     await untilDelivered(target, ids, 120_000);
+    const copies = new Map<string, number>();
+    for (const request of target.requests) {
+      const id = String(request.headers['x-webhook-id']);
+      copies.set(id, (copies.get(id) ?? 0) + 1);
+    }
+    const doubled = [...copies].filter(([, times]) => times > 1).map(([id]) => id);
+    // A duplicate's history shows which retry sent it again (a workflow task or an attempt timing out, and where).
+    for (const id of doubled) process.stdout.write(`      history of ${id}: ${await historyOutline(id)}\n`);
     const delivered = assertAllDelivered(target, ids, secret);
     assert.equal(delivered.duplicates, 0, 'each event answered once');
   });
+
+  /** A workflow's history on one line: each event's type, ms after the first, and the worker that took a task. */
+  async function historyOutline(workflowId: string): Promise<string> {
+    const history = await monitoring.workflow.getHandle(workflowId).fetchHistory();
+    const events = history.events ?? [];
+    const millis = (event: (typeof events)[number]) =>
+      Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6);
+    const first = events.length ? millis(events[0]!) : 0;
+    return events
+      .map((event) => {
+        const type = (proto.api.enums.v1.EventType[event.eventType ?? 0] ?? '').replace(/^EVENT_TYPE_/, '');
+        const identity =
+          event.workflowTaskStartedEventAttributes?.identity ?? event.activityTaskStartedEventAttributes?.identity;
+        return `${type}@${millis(event) - first}${identity ? `(${identity})` : ''}`;
+      })
+      .join(' ');
+  }
 
   it('one API process stopped: the other keeps serving', async () => {
     const { projectId, receiver: target, secret } = await registeredProject(api1);
