@@ -22,6 +22,13 @@ export interface FaultReceiver {
   delayMs: number;
   /** Requests that arrived and are still waiting for their answer. */
   inFlight(): number;
+  /**
+   * Holds every request unanswered until release(): a receiver the test answers at a moment it chooses, e.g. after
+   * killing a sender, so no answer can race the kill (a fixed delay can end as the kill lands).
+   */
+  hold(): void;
+  /** Answers the held requests whose sender is still connected, and answers the next ones as they come. */
+  release(): void;
   /** Closes the port: connections are refused until up(). */
   down(): Promise<void>;
   up(): Promise<void>;
@@ -32,6 +39,7 @@ export interface FaultReceiver {
 export async function startFaultReceiver(tls?: Pick<ServerOptions, 'key' | 'cert'>): Promise<FaultReceiver> {
   const requests: ReceivedRequest[] = [];
   let pending = 0;
+  let held: (() => void)[] | undefined;
   let server: Server | undefined;
   let port = 0;
   const receiver = {
@@ -39,6 +47,14 @@ export async function startFaultReceiver(tls?: Pick<ServerOptions, 'key' | 'cert
     requests,
     url: '',
     inFlight: () => pending,
+    hold() {
+      held ??= [];
+    },
+    release() {
+      const answers = held ?? [];
+      held = undefined;
+      for (const answer of answers) answer();
+    },
     async up() {
       const listener = (request: IncomingMessage, response: ServerResponse) => {
         const chunks: Buffer[] = [];
@@ -58,7 +74,7 @@ export async function startFaultReceiver(tls?: Pick<ServerOptions, 'key' | 'cert
           const markCut = () => void (cut = true);
           request.socket.once('end', markCut);
           request.socket.once('close', markCut);
-          setTimeout(() => {
+          const answer = () => {
             pending--;
             request.socket.off('end', markCut);
             request.socket.off('close', markCut);
@@ -66,7 +82,9 @@ export async function startFaultReceiver(tls?: Pick<ServerOptions, 'key' | 'cert
             // Recorded when answered: a request whose answer never left did not deliver anything.
             requests.push(record);
             response.end('ok');
-          }, receiver.delayMs);
+          };
+          if (held) held.push(answer);
+          else setTimeout(answer, receiver.delayMs);
         });
       };
       server = tls ? createHttpsServer(tls, listener) : createServer(listener);

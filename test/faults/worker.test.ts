@@ -87,14 +87,17 @@ describe('faults: the worker process and the receiver', function () {
 
   it('SIGKILL of the worker during fast-path (local) attempts, then a restart: every event arrives, signed', async () => {
     const { projectId, secret, taskQueue, start } = await scenario();
-    receiver.delayMs = 1_500;
+    // Held until after the kill, so no answer races it: each request the worker had in flight is cut off.
+    receiver.hold();
     const first = start();
     const ids = await emitEvents(env.client, projectId, 10, taskQueue);
     await until(() => receiver.inFlight() > 0, 'an attempt in flight');
     first.child.kill('SIGKILL');
     assert.equal((await first.exited).signal, 'SIGKILL');
     const killedAt = Date.now();
-    receiver.delayMs = 0;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    receiver.release();
+    assert.equal(receiver.requests.length, 0, 'every attempt in flight was cut off by the kill');
     start();
     await untilDelivered(receiver, ids);
     const figures = assertAllDelivered(receiver, ids, secret);
