@@ -85,6 +85,8 @@ describe('secrets', () => {
       assert.deepEqual(parseSecretKey(key.toString('hex').toUpperCase()), key);
       assert.deepEqual(parseSecretKey(key.toString('base64')), key);
       assert.throws(() => parseSecretKey(randomBytes(16).toString('base64')), /32 bytes/);
+      // One hex digit too many is a typo, not a key: refused, never cut to its first 64 digits.
+      assert.throws(() => parseSecretKey(key.toString('hex') + 'a'), /32 bytes/);
     });
 
     it('uses the configured key', () => {
@@ -197,6 +199,16 @@ describe('secrets', () => {
       assert.deepEqual(
         resolve({ WEBHOOK_SECRET_KEYS: `k0:${a.toString('hex')}`, WEBHOOK_SECRET_KEY: single.toString('hex') }),
         [{ id: 'k0', key: a }],
+      );
+      assert.deepEqual(
+        resolve({
+          WEBHOOK_SECRET_KEYS: `k0:${a.toString('hex')},k1:${b.toString('hex')}`,
+          WEBHOOK_SECRET_KEY: single.toString('hex'),
+        }),
+        [
+          { id: 'k0', key: a },
+          { id: 'k1', key: b },
+        ],
       );
     });
   });

@@ -66,6 +66,16 @@ describe('Standard Webhooks signatures (pure)', () => {
       valid: false,
       reason: 'stale-timestamp',
     });
+    // The tolerance (5 min) is inclusive, in both directions, on the receiver's clock.
+    for (const skew of [300_000, -300_000])
+      assert.deepEqual(checkStandardWebhook({ secret, headers, rawBody: body, now: seconds * 1000 + skew }), {
+        valid: true,
+      });
+    for (const skew of [300_001, -300_001])
+      assert.deepEqual(checkStandardWebhook({ secret, headers, rawBody: body, now: seconds * 1000 + skew }), {
+        valid: false,
+        reason: 'stale-timestamp',
+      });
     assert.deepEqual(check({ 'webhook-timestamp': `${seconds}.5` }), { valid: false, reason: 'malformed-timestamp' });
     assert.deepEqual(check({ 'webhook-signature': undefined }), { valid: false, reason: 'missing-headers' });
     assert.deepEqual(check({ 'webhook-signature': headers['webhook-signature'].replace('v1,', 'v2,') }), {
