@@ -228,6 +228,26 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     );
   });
 
+  it('a healthy receiver costs one breaker read per attempt: nothing written, nothing logged about the breaker', async () => {
+    const delivery = await deliveryTo(receiver.url);
+    const statements: string[] = [];
+    const onQuery = ({ sql }: { sql: string }) => {
+      if (sql.includes('webhook_circuit_breakers')) statements.push(sql.trim().split(/\s+/)[0]!.toUpperCase());
+    };
+    database.db.on('query', onQuery);
+    try {
+      for (let i = 0; i < 3; i += 1) assert.ok(!((await delivery.attempt()) instanceof Error), `attempt ${i + 1}`);
+    } finally {
+      database.db.off('query', onQuery);
+    }
+    assert.equal(receiver.requests.length, 3);
+    // The admission is one statement; there is nothing to reset on a breaker that never failed.
+    assert.equal(statements.length, 3, statements.join(', '));
+    assert.equal(await findBreaker(database.db, delivery.registrationId), undefined, 'no breaker row');
+    const aboutBreaker = delivery.logged().filter((msg) => String(msg).startsWith('circuit breaker'));
+    assert.deepEqual(aboutBreaker, []);
+  });
+
   it('a half-open breaker lets one attempt probe: logged as it probes and as it closes, once each', async () => {
     receiver.script({ status: 500 }, { status: 500 }, { status: 500 });
     const delivery = await deliveryTo(receiver.url);
