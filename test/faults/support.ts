@@ -205,15 +205,23 @@ export function assertAllDelivered(receiver: FaultReceiver, ids: string[], secre
   // Each doubled event with when its copies arrived (ms after the first request) and the timestamps they were signed
   // with: the gap tells a retry after a timeout (the attempt's or a workflow task's) from an answer sent again.
   const start = Math.min(...receiver.requests.map((r) => r.receivedAt));
-  const doubled = [...counts]
-    .filter(([, times]) => times > 1)
-    .map(([id, times]) => {
-      const copies = receiver.requests.filter((r) => r.headers['x-webhook-id'] === id);
-      const when = copies.map((r) => `+${r.receivedAt - start} ms signed ${String(r.headers['x-timestamp'])}`);
-      return `${id} ×${times} (${when.join('; ')})`;
-    });
+  const doubled = doubledIds(receiver).map((id) => {
+    const copies = receiver.requests.filter((r) => r.headers['x-webhook-id'] === id);
+    const when = copies.map((r) => `+${r.receivedAt - start} ms signed ${String(r.headers['x-timestamp'])}`);
+    return `${id} ×${copies.length} (${when.join('; ')})`;
+  });
   assert.equal(duplicates, 0, `no event is answered twice: ${doubled.join(', ')}`);
   return { emitted: ids.length, delivered, duplicates, lost };
+}
+
+/** The X-Webhook-Ids the receiver answered more than once. */
+export function doubledIds(receiver: FaultReceiver): string[] {
+  const counts = new Map<string, number>();
+  for (const request of receiver.requests) {
+    const id = String(request.headers['x-webhook-id']);
+    counts.set(id, (counts.get(id) ?? 0) + 1);
+  }
+  return [...counts].filter(([, times]) => times > 1).map(([id]) => id);
 }
 
 /** One line per scenario, for the Reliability section (read from the test output). */
