@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import {
@@ -7,6 +8,7 @@ import {
   type LogEntry,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
+import { freePort } from '../../dev/ports';
 import { temporalCliPath, temporalTestServerPath } from '../../dev/temporal-binaries';
 import { dynamicConfigFlags } from '../../dev/temporal-dev-server';
 import { ProjectIdKey, WebhookTypeKey } from '../../common/contract';
@@ -28,17 +30,33 @@ function quietRuntime(): void {
 
 const existing = (path: string | undefined) => (path ? { executable: { type: 'existing-path' as const, path } } : {});
 
-/** A real Temporal dev server with the ProjectId and WebhookType search attributes registered. */
-export function createLocalEnvironment(): Promise<TestWorkflowEnvironment> {
+/**
+ * A real Temporal dev server with the ProjectId and WebhookType search attributes registered.
+ *
+ * Tried twice: on a loaded machine the SDK's client can miss its 10 s connect deadline although the server is up and
+ * serving (seen once in CI; temporalio/sdk-typescript#496, #1687), and createLocal then throws without stopping that
+ * server. It is stopped here, by the port it was given, before the second try.
+ */
+export async function createLocalEnvironment(): Promise<TestWorkflowEnvironment> {
   quietRuntime();
-  return TestWorkflowEnvironment.createLocal({
-    server: {
-      ...existing(temporalCliPath()),
-      searchAttributes: [ProjectIdKey, WebhookTypeKey],
-      // The same fairness, priority and partition settings as `npm start`.
-      extraArgs: dynamicConfigFlags(),
-    },
-  });
+  for (let attempt = 1; ; attempt += 1) {
+    const port = await freePort();
+    try {
+      return await TestWorkflowEnvironment.createLocal({
+        server: {
+          ...existing(temporalCliPath()),
+          port,
+          searchAttributes: [ProjectIdKey, WebhookTypeKey],
+          // The same fairness, priority and partition settings as `npm start`.
+          extraArgs: dynamicConfigFlags(),
+        },
+      });
+    } catch (error) {
+      spawnSync('pkill', ['-f', `start-dev --port ${port} `]);
+      if (attempt === 2 || !(error instanceof Error && error.message === 'Failed to connect before the deadline'))
+        throw error;
+    }
+  }
 }
 
 /** The Java test server: timers and retry back-offs skip ahead while no activity runs. */
