@@ -190,14 +190,13 @@ export interface DeliveryFigures {
  */
 export function assertAllDelivered(receiver: FaultReceiver, ids: string[], secret: string): DeliveryFigures {
   const emitted = new Set(ids);
-  const counts = new Map<string, number>();
   for (const request of receiver.requests) {
     const id = request.headers['x-webhook-id'];
     assert.equal(typeof id, 'string', 'every request carries one X-Webhook-Id');
     assert.ok(emitted.has(id as string), `an event nobody emitted arrived: ${String(id)}`);
     assert.ok(independentSignatureValid(secret, request), `the signature of ${String(id)} is valid`);
-    counts.set(id as string, (counts.get(id as string) ?? 0) + 1);
   }
+  const counts = copiesById(receiver);
   const lost = ids.filter((id) => !counts.has(id)).length;
   assert.equal(lost, 0, 'no event is lost');
   const delivered = counts.size;
@@ -214,14 +213,19 @@ export function assertAllDelivered(receiver: FaultReceiver, ids: string[], secre
   return { emitted: ids.length, delivered, duplicates, lost };
 }
 
-/** The X-Webhook-Ids the receiver answered more than once. */
-export function doubledIds(receiver: FaultReceiver): string[] {
+/** How many times the receiver answered each X-Webhook-Id. */
+function copiesById(receiver: FaultReceiver): Map<string, number> {
   const counts = new Map<string, number>();
   for (const request of receiver.requests) {
     const id = String(request.headers['x-webhook-id']);
     counts.set(id, (counts.get(id) ?? 0) + 1);
   }
-  return [...counts].filter(([, times]) => times > 1).map(([id]) => id);
+  return counts;
+}
+
+/** The X-Webhook-Ids the receiver answered more than once. */
+export function doubledIds(receiver: FaultReceiver): string[] {
+  return [...copiesById(receiver)].filter(([, times]) => times > 1).map(([id]) => id);
 }
 
 /** One line per scenario, for the Reliability section (read from the test output). */
