@@ -21,6 +21,7 @@ import {
 } from '../common/webhook-url';
 import { eraseExpiredPreviousSecrets, findRegistration, type Db, type RegistrationRow } from '../db';
 import type { DeliveryLog } from './delivery-log';
+import { assertAttemptBound, currentRun } from './input-binding';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import type { ReceiverResponse } from './http';
@@ -56,6 +57,8 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     lookup?: { registration: RegistrationRow | undefined },
   ): Promise<DeliveryAttemptOutcome> {
     const { projectId, webhookType, body } = input;
+    // The lookup checked its own input; an attempt scheduled as an activity must be sealed for the scheduling run.
+    if (!lookup) assertAttemptBound(input, deps.requireBoundInputs ?? false, logger);
     // The lookup's own retries (a database error before any POST) are not attempts of the delivery.
     const context = attemptContext(logger, input, lookup ? 1 : Context.current().info.attempt);
     const logKey = {
@@ -63,6 +66,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       projectId,
       type: webhookType,
       workflowId: context.workflowId,
+      runId: currentRun().runId,
       attempt: context.attempt,
     };
     assertHeaderSafeId(context.webhookId);

@@ -19,6 +19,7 @@ import {
 } from '../db';
 import { DEFAULT_ALERT_AFTER_MS, createAlertSender, type OperatorAlert, type SendAlert } from './alerts';
 import type { ActivityDeps } from './deps';
+import { currentRun } from './input-binding';
 import { deliveriesTotal, deliveryAttemptsTotal, deliveryLatencySeconds } from './metrics';
 
 /** One attempt of a delivery: its number counts every attempt of the delivery (a row per attempt in the log). */
@@ -109,12 +110,13 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
   return {
     /** The lookup found a valid event: pending when the webhook takes it, else skipped with the reason. */
     async planned(input: DeliverWebhookEventInput, types: readonly string[] | undefined): Promise<void> {
-      const workflowId = currentWorkflowId();
+      const { workflowId, runId } = currentRun();
       const key = {
         id: input.webhookId ?? workflowId,
         projectId: input.projectId,
         type: input.webhookType,
         workflowId,
+        runId,
       };
       if (!types) await this.skipped(key, 'No webhook is registered for the project');
       else if (!isSubscribed(types, input.webhookType))
@@ -180,14 +182,9 @@ export function createRecordDeliveryOutcome(
       id: report.webhookId,
       projectId: report.projectId,
       type: report.webhookType,
-      workflowId: currentWorkflowId(),
+      ...currentRun(),
     };
     if (report.status === 'failed') await deliveryLog.gaveUp(key, report.lastError);
     else await deliveryLog.skipped(key, report.lastError);
   };
-}
-
-function currentWorkflowId(): string {
-  const { info } = Context.current();
-  return info.workflowExecution?.workflowId ?? info.activityId;
 }

@@ -33,6 +33,11 @@ export interface ActivityDeps {
   http: WebhookHttpClient;
   /** Whether the namespace has the ProjectId/WebhookType search attributes (default true). */
   searchAttributes?: boolean;
+  /**
+   * Refuse event and attempt inputs sealed for no workflow (from clients before sealing): production, outside the
+   * ALLOW_UNENCRYPTED_EVENTS migration window. Inputs sealed for another workflow are refused always. Default false.
+   */
+  requireBoundInputs?: boolean;
   /** Operator alerts (ALERT_*): a log line always, a signed POST when a webhook is set; 15 min by default. */
   alerts?: AlertOptions;
 }

@@ -34,3 +34,10 @@ export const unencryptedRefusedTotal = new Counter({
   labelNames: ['what'] as const,
   registers: [deliveryRegistry],
 });
+
+export const inputRefusedTotal = new Counter({
+  name: 'webhook_input_refused_total',
+  help: 'Inputs refused because they were sealed for another workflow run, or for none (what: event, attempt)',
+  labelNames: ['what', 'binding'] as const,
+  registers: [deliveryRegistry],
+});

@@ -13,6 +13,7 @@ import {
 import type { createAttempt } from './attempt';
 import type { DeliveryLog } from './delivery-log';
 import type { ActivityDeps } from './deps';
+import { assertEventBound } from './input-binding';
 
 /** What the lookup leaves itself besides the attempt's deadline: its own reads and the attempt's log writes. */
 export const LOOKUP_MARGIN_MS = 5_000;
@@ -30,9 +31,12 @@ export function createPlanDelivery({
   db,
   config,
   searchAttributes = true,
+  requireBoundInputs = false,
+  logger,
   deliveryLog,
   attempt,
-}: Pick<ActivityDeps, 'db' | 'config' | 'searchAttributes'> & {
+}: Pick<ActivityDeps, 'db' | 'config' | 'searchAttributes' | 'requireBoundInputs'> &
+  Partial<Pick<ActivityDeps, 'logger'>> & {
   deliveryLog?: DeliveryLog;
   attempt?: ReturnType<typeof createAttempt>;
 }) {
@@ -55,6 +59,8 @@ export function createPlanDelivery({
     const problem = validateDeliveryInput(input);
     if (problem !== undefined) return { ...plan, problem };
     const event = input as DeliverWebhookEventInput;
+    // Before anything is read or sent: a copy of another delivery's input, run by our workflow or someone else's.
+    assertEventBound(event, requireBoundInputs, logger);
     const registration = await findRegistration(db, event.projectId);
     await deliveryLog?.planned(event, registration?.types);
     if (!registration) return plan;

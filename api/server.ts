@@ -71,7 +71,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       testEventLimits: { perMinute: config.TEST_EVENTS_PER_MINUTE, waitMs: config.TEST_DELIVERY_WAIT_MS },
-      redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart }),
+      redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart, logger }),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       redeliveryLimits: {
         redeliverPerMinute: config.REDELIVER_CALLS_PER_MINUTE,

@@ -15,7 +15,10 @@ const INVALID_ARGUMENT = 3;
 /** Clients whose namespace refused the search attributes: they start without (the workflow upserts if it can). */
 const withoutSearchAttributes = new WeakSet<Client>();
 
-/** Starts `deliverWebhookEvent` for the event; options add the workflow id, task queue and id policies. */
+/**
+ * Starts `deliverWebhookEvent` for the event, its input sealed for the workflow id; options add the workflow id, task
+ * queue and id policies.
+ */
 export async function startDeliveryWorkflow(
   client: Client,
   input: DeliverWebhookEventInput,
@@ -24,7 +27,8 @@ export async function startDeliveryWorkflow(
   const start = (searchAttributes: boolean) =>
     client.workflow.start(DELIVER_WORKFLOW_TYPE, {
       ...options,
-      args: [input],
+      // Sealed for this workflow id inside the encrypted input: a copy started under another id is refused.
+      args: [{ ...input, workflowId: options.workflowId }],
       // Falls ahead of vitals ahead of tests across projects; each project its own fair share of the queue.
       priority: deliveryPriority(input.projectId, input.webhookType),
       ...(searchAttributes && { typedSearchAttributes: deliverySearchAttributes(input.projectId, input.webhookType) }),

@@ -14,6 +14,8 @@ export interface DeliveryRow {
   lastStatusCode: number | null;
   lastError: string | null;
   workflowId: string;
+  /** The run of workflowId that last wrote the row; null in rows from before runs were kept. */
+  runId: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -45,6 +47,7 @@ interface DeliveryColumns {
   last_status_code: number | null;
   last_error: string | null;
   workflow_id: string;
+  run_id: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -72,6 +75,7 @@ const toDelivery = (c: DeliveryColumns): DeliveryRow => ({
   lastStatusCode: c.last_status_code,
   lastError: c.last_error,
   workflowId: c.workflow_id,
+  runId: c.run_id ?? null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -92,6 +96,8 @@ export interface DeliveryKey {
   projectId: string;
   type: string;
   workflowId: string;
+  /** The run of workflowId, kept with it: redelivery reads the event from this run's history. */
+  runId?: string;
 }
 
 /**
@@ -111,12 +117,14 @@ export async function upsertDelivery(
       type: key.type,
       status,
       workflow_id: key.workflowId,
+      run_id: key.runId ?? null,
       last_error: lastError,
     })
     .onConflict('id')
     .merge({
       status,
       workflow_id: key.workflowId,
+      run_id: key.runId ?? null,
       ...(lastError !== null && { last_error: lastError }),
       updated_at: db.fn.now() as unknown as Date,
     })
@@ -165,10 +173,12 @@ export async function recordDeliveryAttempt(
      )`
          : ''
      }
-     INSERT INTO ${DELIVERIES} AS d (id, project_id, type, status, workflow_id, attempts, last_status_code, last_error)
-     VALUES (:id, :projectId, :type, :status, :workflowId, (SELECT count(*) FROM attempt), :statusCode, :lastError)
+     INSERT INTO ${DELIVERIES} AS d (id, project_id, type, status, workflow_id, run_id, attempts, last_status_code,
+                                     last_error)
+     VALUES (:id, :projectId, :type, :status, :workflowId, :runId, (SELECT count(*) FROM attempt), :statusCode,
+             :lastError)
      ON CONFLICT (id) DO UPDATE
-        SET status = excluded.status, workflow_id = excluded.workflow_id, updated_at = now(),
+        SET status = excluded.status, workflow_id = excluded.workflow_id, run_id = excluded.run_id, updated_at = now(),
             attempts = d.attempts + excluded.attempts,
             last_status_code = CASE WHEN excluded.attempts > 0 THEN excluded.last_status_code ELSE d.last_status_code END,
             last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE d.last_error END
@@ -179,6 +189,7 @@ export async function recordDeliveryAttempt(
       projectId: key.projectId,
       type: key.type,
       workflowId: key.workflowId,
+      runId: key.runId ?? null,
       status: attempt.delivered ? 'delivered' : 'pending',
       runAttempt: attempt.runAttempt,
       statusCode: attempt.statusCode ?? null,

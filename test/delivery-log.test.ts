@@ -101,7 +101,11 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       sendTestEvent: () => Promise.reject(new Error('not used here')),
       // Each test's worker polls its own queue: redeliveries go there.
       redelivery: (row, delayMs) =>
-        createRedeliveryStarter(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue })(row, delayMs),
+        createRedeliveryStarter(fx.env.client, {
+          TEMPORAL_TASK_QUEUE: taskQueue,
+          NODE_ENV: 'development',
+          ALLOW_UNENCRYPTED_EVENTS: false,
+        })(row, delayMs),
       recoverRatePerSecond: 10,
     } satisfies AppDeps);
     api = await listenLocal(createApp(appDeps).callback());

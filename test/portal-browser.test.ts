@@ -39,7 +39,11 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
         projectId,
       ),
     redelivery: (row, delayMs) =>
-      createRedeliveryStarter(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue })(row, delayMs),
+      createRedeliveryStarter(fx.env.client, {
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        NODE_ENV: 'development',
+        ALLOW_UNENCRYPTED_EVENTS: false,
+      })(row, delayMs),
     portal: { tokens: portalTokens },
   }));
   let browser: Browser;

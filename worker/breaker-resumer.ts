@@ -1,7 +1,7 @@
 import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import type { NativeConnection } from '@temporalio/worker';
-import { RESUME_DELIVERY_SIGNAL } from '../common/contract';
+import { RESUME_DELIVERY_SIGNAL, type ResumeDeliverySignal } from '../common/contract';
 import type { Logger } from '../common/logger';
 import { forgetWokenWaiters, takeWaitersToWake, type BreakerWaiter, type Db } from '../db';
 
@@ -45,7 +45,10 @@ export function startBreakerResumer(
     await Promise.all(
       waiters.map(async (waiter) => {
         try {
-          await client.workflow.getHandle(waiter.workflowId).signal(RESUME_DELIVERY_SIGNAL, waiter.waitToken);
+          await client.workflow.getHandle(waiter.workflowId).signal(RESUME_DELIVERY_SIGNAL, {
+            workflowId: waiter.workflowId,
+            waitToken: waiter.waitToken,
+          } satisfies ResumeDeliverySignal);
           woken.push(waiter);
         } catch (error) {
           // Ended meanwhile (its safety timer woke it, or it gave up): nothing to wake.

@@ -121,7 +121,9 @@ export async function startWorker(
         '(a migration window); anyone who can reach Temporal can then cause a signed delivery',
     );
   else if (!unencryptedEventsAllowed(config))
-    logger.info('events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS are refused');
+    logger.info(
+      'events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS, or not sealed for their workflow, are refused',
+    );
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
   const { address, tls } = temporalConnectionOptions(config);
@@ -163,6 +165,8 @@ export async function startWorker(
       secretBox,
       logger: logger.child({ component: 'delivery' }),
       searchAttributes: await hasSearchAttributes(connection, config, logger),
+      // Inputs sealed for no workflow come from clients before sealing: accepted only where plain events are.
+      requireBoundInputs: !unencryptedEventsAllowed(config),
       alerts: {
         alertAfterMs: config.ALERT_AFTER_MS,
         ...(config.ALERT_WEBHOOK_URL &&

@@ -38,12 +38,17 @@ import {
   priorityKeyOf,
   unencryptedPayloadOf,
   type UnencryptedPayload,
+  bindingRefusal,
+  eventBinding,
+  resumeSignalBinding,
+  type InputRefusalDetails,
+  type ResumeDeliverySignal,
 } from '../common/contract';
 
 type Activities = ReturnType<typeof createActivities>;
 
 /** The worker's resumer: this delivery's wait for an open breaker is over (probe now, or go on). */
-export const resumeDelivery = defineSignal<[waitToken: number]>(RESUME_DELIVERY_SIGNAL);
+export const resumeDelivery = defineSignal<[signalled: ResumeDeliverySignal | number]>(RESUME_DELIVERY_SIGNAL);
 
 // The lookup reads Postgres: a transient outage is retried for as long as a delivery would be. On the fast path it
 // also makes the first attempt when this timeout has room for one (WEBHOOK_TIMEOUT_MS + 10 s at most).
@@ -110,6 +115,8 @@ export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Prom
     const waitToken = acceptedSignal(signalled);
     if (waitToken !== undefined) resumed = Math.max(resumed, waitToken);
   });
+  // Every attempt is sealed for this run: a copy scheduled by another workflow is refused by the activity.
+  const { workflowId, runId } = workflowInfo();
   for (;;) {
     const attemptInput = {
       projectId,
@@ -118,6 +125,7 @@ export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Prom
       webhookId: input.webhookId,
       earlierAttempts,
       waitToken: waits + 1,
+      boundTo: { workflowId, runId },
     };
     const attempt = recordedFirst
       ? recordedAttempt(recordedFirst)
@@ -143,6 +151,13 @@ export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Prom
       const error = failureOfAttempt(thrown, local);
       const last = lastApplicationFailure(error);
       if (last?.type === FailureType.NotSubscribed) throw notSubscribed(projectId, webhookType, error);
+      const refusal = last?.type === FailureType.InputNotBound ? (last.details?.[0] as InputRefusalDetails) : undefined;
+      if (refusal?.binding === 'unbound' && !local) {
+        // An attempt scheduled before attempts were sealed, refused by a worker that requires it (nothing was sent):
+        // the same delivery goes on with a sealed one, from the attempts the refused one had made.
+        earlierAttempts = refusal.attempt;
+        continue;
+      }
       const remaining = giveUpAt - Date.now();
       if (last?.type === DELIVERY_DEFERRED) {
         const deferral = last.details?.[0] as DeliveryDeferredDetails;
@@ -214,8 +229,8 @@ function refused(marker: UnencryptedPayload, patchId: string): boolean {
  */
 function acceptedInput(event: DeliverWebhookEventInput): DeliverWebhookEventInput {
   const marker = unencryptedPayloadOf(event);
-  if (!marker) return event;
-  if (!refused(marker, UNENCRYPTED_EVENT_REFUSED)) return marker.value as DeliverWebhookEventInput;
+  if (!marker) return boundInput(event);
+  if (!refused(marker, UNENCRYPTED_EVENT_REFUSED)) return boundInput(marker.value as DeliverWebhookEventInput);
   log.warn('Unencrypted event refused: its input was not encrypted with PAYLOAD_ENCRYPTION_KEYS; nothing sent');
   metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'event' });
   throw ApplicationFailure.create({
@@ -227,13 +242,43 @@ function acceptedInput(event: DeliverWebhookEventInput): DeliverWebhookEventInpu
   });
 }
 
-/** A resumeDelivery signal's wait token, as sent; one sent without our payload key is ignored in production. */
-function acceptedSignal(signalled: number): number | undefined {
+/**
+ * The event, or the refusal of an input sealed for another workflow id: a copy of another delivery's input (read
+ * from its history) started again under a new id. Nothing is looked up or sent. No history has a mismatch to replay
+ * (inputs were sealed after it shipped); one sealed for none is for the lookup to judge, which knows the worker's
+ * settings.
+ */
+function boundInput(event: DeliverWebhookEventInput): DeliverWebhookEventInput {
+  if (eventBinding(event, workflowInfo().workflowId) !== 'other') return event;
+  log.warn('Event refused: its input was sealed for another workflow id; nothing sent', { sealedFor: event.workflowId });
+  metricMeter.createCounter('webhook_input_refused', 'payloads').add(1, { what: 'event', binding: 'other' });
+  throw ApplicationFailure.create({
+    type: FailureType.InputNotBound,
+    message: bindingRefusal('Event', 'other'),
+    nonRetryable: true,
+  });
+}
+
+/** Recorded when a bare wait token (a signal from before signals named their workflow) is ignored. */
+const UNBOUND_SIGNAL_IGNORED = 'unbound-signal-ignored';
+
+/**
+ * A resumeDelivery signal's wait token, as sent to this workflow. Ignored: one sent without our payload key (in
+ * production), one naming another workflow (copied from another delivery's history), and a bare number (histories
+ * from before it replay as they ran). An ignored signal only means the wait runs to its timer.
+ */
+function acceptedSignal(signalled: ResumeDeliverySignal | number): number | undefined {
   const marker = unencryptedPayloadOf(signalled);
-  if (!marker) return signalled;
-  if (!refused(marker, UNENCRYPTED_SIGNAL_IGNORED)) return marker.value as number;
-  log.warn('Unencrypted resumeDelivery signal ignored: not encrypted with PAYLOAD_ENCRYPTION_KEYS');
-  metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'signal' });
+  if (marker && refused(marker, UNENCRYPTED_SIGNAL_IGNORED)) {
+    log.warn('Unencrypted resumeDelivery signal ignored: not encrypted with PAYLOAD_ENCRYPTION_KEYS');
+    metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'signal' });
+    return undefined;
+  }
+  const value = marker ? (marker.value as ResumeDeliverySignal | number) : signalled;
+  const { binding, waitToken } = resumeSignalBinding(value, workflowInfo().workflowId);
+  if (binding === 'bound' || (binding === 'unbound' && !patched(UNBOUND_SIGNAL_IGNORED))) return waitToken;
+  log.warn('resumeDelivery signal ignored: not sealed for this workflow', { binding });
+  metricMeter.createCounter('webhook_input_refused', 'payloads').add(1, { what: 'signal', binding });
   return undefined;
 }
 

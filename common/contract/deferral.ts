@@ -24,3 +24,12 @@ export interface DeliveryDeferredDetails {
  * (closed). Its argument is the wait token the delivery was listed under.
  */
 export const RESUME_DELIVERY_SIGNAL = 'resumeDelivery';
+
+/**
+ * The resume signal's argument: the wait token, and the workflow it was sent to. A workflow ignores one naming
+ * another (a signal copied from one delivery's history to another's); histories from before it carry a bare number.
+ */
+export interface ResumeDeliverySignal {
+  workflowId: string;
+  waitToken: number;
+}

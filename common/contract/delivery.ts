@@ -70,6 +70,17 @@ export interface DeliveryAttemptInput {
    * a waiter under it, and the resumer's signal names it, so a late signal never ends a later wait.
    */
   waitToken?: number;
+  /**
+   * The run this attempt was scheduled by (sealed inside the encrypted input): the activity refuses to run for any
+   * other, so a copied attempt input scheduled by a foreign workflow sends nothing. Absent in inputs from before it.
+   */
+  boundTo?: WorkflowRun;
+}
+
+/** One run of a workflow, as Temporal names it. */
+export interface WorkflowRun {
+  workflowId: string;
+  runId: string;
 }
 
 /** How a delivery ended, as the workflow reports it to the delivery log. */

@@ -68,6 +68,12 @@ export interface DeliverWebhookEventInput {
   payload: EventPayload;
   /** A redelivery's X-Webhook-Id: the original event's, so receivers deduplicate. Absent: the workflow id. */
   webhookId?: string;
+  /**
+   * The workflow id this input was sealed for (every start of ours sets it, inside the encrypted input): a copy of
+   * the input started under another id is refused, so a copied history cannot deliver an event twice. Absent in
+   * inputs from before it; a production worker refuses those when they arrive (histories in flight replay as they ran).
+   */
+  workflowId?: string;
 }
 
 /** An X-Webhook-Id a redelivery may carry: 1 to 300 visible ASCII characters, safe in a header. */

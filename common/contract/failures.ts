@@ -20,6 +20,11 @@ export const FailureType = {
   DeliveryFailed: 'WebhookDeliveryFailed',
   /** Non-retryable: a production worker refuses an event (or activity input) not encrypted by our payload codec. */
   UnencryptedEventRefused: 'UnencryptedEventRefused',
+  /**
+   * Non-retryable: an input sealed for another workflow (a copy of a delivery's encrypted input, started under a new
+   * id or scheduled by a foreign workflow), or, in production, one sealed for none.
+   */
+  InputNotBound: 'DeliveryInputNotBound',
 } as const;
 
 /** Spec section 6: TEST is delivered whatever the subscription; any other type only when subscribed. */

@@ -11,3 +11,4 @@ export * from './priority';
 export * from './deferral';
 export * from './retry-schedule';
 export * from './unencrypted';
+export * from './binding';
