@@ -6,8 +6,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { randomUUID } from 'node:crypto';
+import { ActivityFailure, Client, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowIdReusePolicy } from '@temporalio/common';
+import { Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { freePort } from '../dev/ports';
@@ -19,7 +21,16 @@ import {
   parsePayloadKeyRing,
 } from '../common/payload-codec';
 import { startDeliveryWorkflow } from '../common/delivery-start';
-import { FailureType, RESUME_DELIVERY_SIGNAL, type DeliverWebhookEventInput } from '../common/contract';
+import {
+  FailureType,
+  RESUME_DELIVERY_SIGNAL,
+  type DeliverWebhookEventInput,
+  type DeliveryAttemptInput,
+  type ResumeDeliverySignal,
+} from '../common/contract';
+import { createRedeliveryStarter, EventNotTrustedError } from '../api/redelivery';
+import { recoverAsOperator, redeliverAsOperator } from '../api/deliveries';
+import * as store from '../db';
 import { Registrations, USER, fallEvent, newProjectId } from './support/deliveries';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
@@ -304,6 +315,17 @@ describe('a production worker refuses events not encrypted with the payload key'
       await env.client.workflow.getHandle(waiting.workflowId).signal(RESUME_DELIVERY_SIGNAL, 1_000);
       await worker.waitFor(/Unencrypted resumeDelivery signal ignored/);
       assert.match(await metrics(), /webhook_unencrypted_refused\w*\{[^}]*what="signal"[^}]*\} 1\b/);
+      // Encrypted, but copied from another delivery's history (it names that workflow), or a bare wait token as
+      // signals were before they named their workflow: ignored, logged and counted, the wait goes on.
+      const copied: ResumeDeliverySignal = { workflowId: first.workflowId, waitToken: 1_000 };
+      await client.workflow.getHandle(waiting.workflowId).signal(RESUME_DELIVERY_SIGNAL, copied);
+      await client.workflow.getHandle(waiting.workflowId).signal(RESUME_DELIVERY_SIGNAL, 1_000);
+      await worker.waitFor(
+        /resumeDelivery signal ignored: not sealed for this workflow[\s\S]*resumeDelivery signal ignored: not sealed/,
+      );
+      await refusedCount(metrics, 'signal', 'other');
+      await refusedCount(metrics, 'signal', 'unbound');
+      assert.equal(receiver.requests.length, 1, 'no copied signal woke the waiting delivery');
       receiver.fallback = { status: 200 };
       const started = Date.now();
       assert.equal((await first.result()).status, 'delivered');
@@ -344,5 +366,279 @@ describe('a production worker refuses events not encrypted with the payload key'
     } finally {
       await worker.stop();
     }
+  });
+
+  /** Waits (the meter exports every second) for webhook_input_refused{what, binding} to read exactly 1. */
+  async function refusedCount(metrics: () => Promise<string>, what: string, binding: string): Promise<void> {
+    const sample = (text: string) =>
+      text
+        .split('\n')
+        .find(
+          (line) =>
+            /^webhook_input_refused\w*\{/.test(line) &&
+            line.includes(`what="${what}"`) &&
+            line.includes(`binding="${binding}"`),
+        );
+    let text = '';
+    for (let i = 0; i < 50 && !sample((text = await metrics())); i += 1) await new Promise((r) => setTimeout(r, 100));
+    assert.match(sample(text) ?? `no webhook_input_refused{what="${what}",binding="${binding}"}`, / 1$/);
+  }
+
+  /** The raw (still encrypted) input of a workflow's run, as anyone who can read its history has it. */
+  async function rawInput(workflowId: string, runId?: string) {
+    const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
+    const input = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input;
+    assert.equal(Buffer.from(input?.payloads?.[0]?.metadata?.encoding ?? []).toString(), ENCRYPTED_ENCODING);
+    return input!;
+  }
+
+  /** Starts deliverWebhookEvent with these raw payloads: what a copy of another run's input is. */
+  async function startRaw(
+    workflowId: string,
+    taskQueue: string,
+    input: Awaited<ReturnType<typeof rawInput>>,
+    reuse = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+  ) {
+    const { runId } = await env.client.workflowService.startWorkflowExecution({
+      namespace: 'default',
+      workflowId,
+      workflowType: { name: 'deliverWebhookEvent' },
+      taskQueue: { name: taskQueue },
+      input,
+      requestId: randomUUID(),
+      workflowIdReusePolicy: reuse as unknown as temporal.api.enums.v1.WorkflowIdReusePolicy,
+    });
+    return runId;
+  }
+
+  /** How a workflow failed: the innermost ApplicationFailure. */
+  async function refusalOf(workflowId: string): Promise<ApplicationFailure> {
+    const error = await client.workflow
+      .getHandle(workflowId)
+      .result()
+      .then(
+        () => assert.fail(`${workflowId} must not complete`),
+        (caught: unknown) => caught,
+      );
+    assert.ok(error instanceof WorkflowFailedError, String(error));
+    const cause = error.cause instanceof ActivityFailure ? error.cause.cause : error.cause;
+    assert.ok(cause instanceof ApplicationFailure, String(cause));
+    return cause;
+  }
+
+  it('an encrypted input copied under a new workflow id, or sealed for none, is refused: nothing sent, logged, counted', async () => {
+    const projectId = newProjectId();
+    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    const { worker, taskQueue, metrics } = await productionWorker();
+    try {
+      const original = await start(client, fallEvent(projectId), taskQueue);
+      assert.equal((await original.result()).status, 'delivered');
+      const copyId = `copy-${randomUUID()}`;
+      await startRaw(copyId, taskQueue, await rawInput(original.workflowId));
+      const refused = await refusalOf(copyId);
+      assert.equal(refused.type, FailureType.InputNotBound);
+      assert.equal(refused.nonRetryable, true);
+      assert.match(refused.message, /sealed for another workflow/);
+      await worker.waitFor(/Event refused: its input was sealed for another workflow id/);
+
+      // An older client's input, encrypted but sealed for no workflow: refused by the lookup before any read or POST.
+      const unsealed = `unsealed-${randomUUID()}`;
+      await client.workflow.start('deliverWebhookEvent', {
+        args: [fallEvent(projectId)],
+        taskQueue,
+        workflowId: unsealed,
+      });
+      const unbound = await refusalOf(unsealed);
+      assert.equal(unbound.type, FailureType.InputNotBound);
+      assert.match(unbound.message, /not sealed for its workflow/);
+
+      assert.equal(receiver.requests.length, 1, 'only the original reached the receiver');
+      await refusedCount(metrics, 'event', 'other');
+      await refusedCount(metrics, 'event', 'unbound');
+      assert.ok(!worker.output().includes(USER), 'no payload in the log');
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a copied attempt input scheduled by a foreign workflow on our task queue is refused: nothing sent', async () => {
+    const projectId = newProjectId();
+    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    const { worker, taskQueue, metrics } = await productionWorker();
+    const foreignQueue = uniqueTaskQueue('foreign');
+    // The foreign worker holds our codec only so its scheduled input is the same ciphertext a byte copy would be.
+    const foreign = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: foreignQueue,
+      dataConverter: encrypting(),
+      workflowBundle: await bundleWorkflowCode({ workflowsPath: require.resolve('./fixtures/workflows/foreign') }),
+    });
+    try {
+      const original = await start(client, fallEvent(projectId), taskQueue);
+      assert.equal((await original.result()).status, 'delivered');
+      const { runId } = await original.describe();
+      const event = fallEvent(projectId);
+      const attempt: DeliveryAttemptInput = {
+        projectId,
+        webhookType: 'FALL_DETECTION',
+        body: JSON.stringify(event.payload),
+        earlierAttempts: 0,
+        waitToken: 1,
+        boundTo: { workflowId: original.workflowId, runId },
+      };
+      const unsealed: DeliveryAttemptInput = { ...attempt, boundTo: undefined };
+      await foreign.runUntil(async () => {
+        for (const copied of [attempt, unsealed]) {
+          const failure = await client.workflow
+            .execute('foreignAttempt', {
+              args: [taskQueue, copied],
+              taskQueue: foreignQueue,
+              workflowId: `foreign-${randomUUID()}`,
+            })
+            .then(
+              () => assert.fail('the copied attempt must not run'),
+              (error: unknown) => (error as WorkflowFailedError).cause?.cause,
+            );
+          assert.ok(failure instanceof ApplicationFailure, String(failure));
+          assert.equal(failure.type, FailureType.InputNotBound);
+        }
+      });
+      assert.equal(receiver.requests.length, 1, 'only the original reached the receiver');
+      await refusedCount(metrics, 'attempt', 'other');
+      await refusedCount(metrics, 'attempt', 'unbound');
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  describe('redelivery reads the run the log recorded', () => {
+    /** A production API's starter: our codec, plain inputs refused. */
+    const starter = (taskQueue: string) =>
+      createRedeliveryStarter(client, {
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        NODE_ENV: 'production',
+        ALLOW_UNENCRYPTED_EVENTS: false,
+      });
+
+    /** A made-up VITAL_THRESHOLD naming the victim project, started plain under the delivered event's id. */
+    async function forgeLaterRun(workflowId: string, victimProject: string): Promise<string> {
+      const forged: DeliverWebhookEventInput = {
+        projectId: victimProject,
+        webhookType: 'VITAL_THRESHOLD',
+        userUUID: USER,
+        payload: {
+          userUUID: USER,
+          email: 'made.up@example.com',
+          firstName: 'Made',
+          lastName: 'Up',
+          triggeredVitals: [
+            { vitalType: 'heartrate', badValue: 250, thresholdValue: 120, vital_id: 'v1', reason: 'high' },
+          ],
+        },
+      };
+      const handle = await env.client.workflow.start('deliverWebhookEvent', {
+        args: [forged],
+        // A queue no worker polls: the run stays open, holding the workflow id.
+        taskQueue: uniqueTaskQueue('nobody'),
+        workflowId,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+      });
+      return handle.firstExecutionRunId;
+    }
+
+    it('a later plain run under a delivered id is never sent, by redelivery or recovery; the logged event is', async () => {
+      const projectId = newProjectId();
+      const victim = newProjectId();
+      const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+      const victimReceiver = await startTestReceiver();
+      await registrations.register(victim, victimReceiver.url, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+      const { worker, taskQueue } = await productionWorker({ DELIVERY_GIVE_UP_AFTER_MS: '2500' });
+      try {
+        const delivered = await start(client, fallEvent(projectId), taskQueue);
+        assert.equal((await delivered.result()).status, 'delivered');
+        receiver.fallback = { status: 500 };
+        const failed = await start(client, fallEvent(projectId), taskQueue);
+        await refusalOf(failed.workflowId);
+        await forgeLaterRun(delivered.workflowId, victim);
+        await forgeLaterRun(failed.workflowId, victim);
+        receiver.fallback = { status: 200 };
+        const before = receiver.requests.length;
+
+        const deps = { db: database.db, redelivery: starter(taskQueue) };
+        const again = await redeliverAsOperator(deps, projectId, delivered.workflowId);
+        assert.equal((await client.workflow.getHandle(again.id).result()).status, 'delivered');
+        assert.equal((await recoverAsOperator(deps, projectId, { since: new Date(0).toISOString() })).count, 1);
+        await receiver.waitForRequests(before + 2);
+        const resent = receiver.requests.slice(before);
+        assert.deepEqual(
+          resent.map((r) => r.headers['webhook-id']).sort(),
+          [delivered.workflowId, failed.workflowId].sort(),
+        );
+        for (const request of resent) {
+          assert.ok(independentSignatureValid(secret, request));
+          assert.equal(
+            (JSON.parse(request.rawBody.toString()) as { reasons?: unknown }).reasons !== undefined,
+            true,
+            'the logged fall',
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        assert.equal(victimReceiver.requests.length, 0, 'the made-up event reached nobody');
+      } finally {
+        await worker.stop();
+        await victimReceiver.close();
+      }
+    });
+
+    it('refuses, with 409 and a log line, a row without its run whose id a later run holds, a plain run, another type', async () => {
+      const projectId = newProjectId();
+      await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+      const { worker, taskQueue } = await productionWorker();
+      const lines: string[] = [];
+      const logger = { warn: (fields: object, msg: string) => lines.push(`${msg} ${JSON.stringify(fields)}`) };
+      const redelivery = createRedeliveryStarter(
+        client,
+        { TEMPORAL_TASK_QUEUE: taskQueue, NODE_ENV: 'production', ALLOW_UNENCRYPTED_EVENTS: false },
+        { logger: logger as never },
+      );
+      try {
+        const delivered = await start(client, fallEvent(projectId), taskQueue);
+        assert.equal((await delivered.result()).status, 'delivered');
+        const row = (await store.findDelivery(database.db, projectId, delivered.workflowId))!;
+        assert.ok(row.runId, 'the log keeps the run');
+        const forgedRun = await forgeLaterRun(delivered.workflowId, projectId);
+        const before = receiver.requests.length;
+        const refusals: [string, store.DeliveryRow, RegExp, string][] = [
+          [
+            'a row from before runs were kept',
+            { ...row, runId: null },
+            /started after the delivery was logged/,
+            'later-run',
+          ],
+          ['the plain run', { ...row, runId: forgedRun }, /not encrypted with the payload key/, 'not-encrypted'],
+          ['another type', { ...row, type: 'VITAL_THRESHOLD' }, /not the logged event/, 'other-type'],
+          ['another project', { ...row, projectId: newProjectId() }, /not the logged event/, 'other-project'],
+        ];
+        for (const [what, changed, detail, reason] of refusals) {
+          const error = await redelivery(changed, 0).then(
+            () => assert.fail(`${what}: must be refused`),
+            (caught: unknown) => caught,
+          );
+          assert.ok(error instanceof EventNotTrustedError, `${what}: ${String(error)}`);
+          assert.equal(error.status, 409);
+          assert.match(error.detail, detail, what);
+          assert.ok(
+            lines.some((l) => l.includes(`"reason":"${reason}"`)),
+            `${what}: logged (${lines.join('; ')})`,
+          );
+        }
+        // The row as logged still redelivers: the run it recorded.
+        const again = await redelivery(row, 0);
+        assert.equal((await client.workflow.getHandle(again).result()).status, 'delivered');
+        assert.equal(receiver.requests.length, before + 1);
+      } finally {
+        await worker.stop();
+      }
+    });
   });
 });

@@ -122,7 +122,8 @@ export async function startWorker(
     );
   else if (!unencryptedEventsAllowed(config))
     logger.info(
-      'events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS, or not sealed for their workflow, are refused',
+      'events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS are refused, and so are inputs not sealed for ' +
+        'their workflow',
     );
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
