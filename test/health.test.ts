@@ -172,6 +172,31 @@ describe('health: /healthz and /readyz', () => {
     );
   });
 
+  it('says what missing search attributes cost once, however often probed, and once more when they are registered', async () => {
+    const log = captureLogger();
+    let customAttributes: Record<string, number> = {};
+    const temporal = Object.assign(Object.create(env.connection) as Connection, {
+      operatorService: { listSearchAttributes: () => Promise.resolve({ customAttributes }) },
+    });
+    const server = await serveTracked(env.connection, t.db, searchAttributesCheck(temporal, 'default', log.logger));
+    for (const reply of [await readyz(server), await readyz(server)])
+      assert.deepEqual(reply.body.searchAttributes?.missing, ['ProjectId', 'WebhookType']);
+    customAttributes = { ProjectId: 2 };
+    assert.deepEqual((await readyz(server)).body.searchAttributes?.missing, ['WebhookType']);
+    customAttributes = { ProjectId: 2, WebhookType: 2 };
+    for (const reply of [await readyz(server), await readyz(server)])
+      assert.deepEqual(reply.body.searchAttributes, { state: 'registered' });
+    assert.deepEqual(
+      log.lines.map((line) => [line.level, line.missing]),
+      [
+        [40, ['ProjectId', 'WebhookType']],
+        [40, ['WebhookType']],
+        [30, undefined],
+      ],
+    );
+    assert.equal(log.lines[2]!.msg, 'search attributes registered; restart the API and the worker to use them');
+  });
+
   it('readyz answers 503 problem+json naming Temporal when its connection is closed', async () => {
     const reply = await readyz(await serveTracked(await closedTemporal(), t.db));
     assert.equal(reply.status, 503);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { Client, type ConnectionLike } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { emitWebhookEvent } from '../client';
 import { main as cli } from '../cli';
 import type { CliIo } from '../cli/command';
@@ -257,7 +257,7 @@ describe('a namespace without the ProjectId and WebhookType search attributes (b
       emitOver(new Client({ connection: fx.env.connection })));
 
     it('emitWebhookEvent over a NativeConnection delivers', () =>
-      emitOver(new Client({ connection: fx.env.nativeConnection as ConnectionLike })));
+      emitOver(new Client({ connection: fx.env.nativeConnection })));
 
     it('webhooks event emit delivers', async () => {
       const projectId = newProjectId();

@@ -120,7 +120,8 @@ export function searchAttributesCheck(
         };
       case 'registered':
         sayOnce('registered', () => {
-          if (said)
+          // Registered since this process said they were missing: its clients still start deliveries without them.
+          if (said?.startsWith('missing'))
             logger.info({ namespace }, 'search attributes registered; restart the API and the worker to use them');
         });
         return { state: 'registered' };
