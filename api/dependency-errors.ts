@@ -1,5 +1,5 @@
 // What a failing dependency looks like from the API: which one is down (a 503), and a log line without its data.
-import { isGrpcServiceError } from '@temporalio/client';
+import { NamespaceNotFoundError, isGrpcServiceError } from '@temporalio/client';
 
 /** Seconds a caller is asked to wait when a dependency is down: about one pool or connect timeout. */
 export const UNAVAILABLE_RETRY_AFTER_S = 5;
@@ -35,6 +35,53 @@ export function unavailableDependency(error: unknown): Dependency | undefined {
   }
   return undefined;
 }
+
+/** gRPC status names by code, as operators read them in Temporal's documentation. */
+const GRPC_STATUS_NAMES = [
+  'OK',
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
+  'UNAUTHENTICATED',
+];
+
+/** A call Temporal answered, refusing it: its gRPC status and what the server said. */
+export interface TemporalRefusal {
+  code: number;
+  status: string;
+  details: string;
+}
+
+/** What Temporal refused, following `cause`; undefined for any other error (a Temporal down is unavailableDependency). */
+export function temporalRefusal(error: unknown): TemporalRefusal | undefined {
+  for (let at: unknown = error, depth = 0; at instanceof Error && depth < 5; at = (at as Coded).cause, depth++) {
+    // Over a NativeConnection `details` is empty and the server's text is the message.
+    if (isGrpcServiceError(at))
+      return {
+        code: at.code,
+        status: GRPC_STATUS_NAMES[at.code] ?? String(at.code),
+        details: at.details || at.message,
+      };
+    // The SDK turns NOT_FOUND for the namespace into an error of its own, without the gRPC one.
+    if (at instanceof NamespaceNotFoundError) return { code: 5, status: 'NOT_FOUND', details: at.message };
+  }
+  return undefined;
+}
+
+/** What a caller reads in the 503 problem when Temporal refused: its status, not what it said (the log has that). */
+export const refusedDetail = (refusal: TemporalRefusal) => `Temporal refused the request (${refusal.status})`;
 
 /** Knex puts the statement in front of the driver's message. */
 const SQL_PREFIX = /^\s*(select|insert|update|delete|with|create|alter|drop|begin|commit|lock)\b/i;

@@ -4,6 +4,8 @@ import type { Logger } from '../common/logger';
 import {
   UNAVAILABLE_RETRY_AFTER_S,
   loggableError,
+  refusedDetail,
+  temporalRefusal,
   unavailableDependency,
   unavailableDetail,
   type Dependency,
@@ -175,6 +177,22 @@ export function problemDetails(logger: Logger): Middleware {
           body = problem(503, unavailableDetail(dependency));
           ctx.set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_S));
           log.warn({ dependency, err: loggableError(caught) }, 'dependency unavailable');
+        } else if (temporalRefusal(caught)) {
+          // Temporal answered, refusing (a namespace or task queue it does not take, a limit): the service's own
+          // dependency, named, not an unexpected error.
+          const refusal = temporalRefusal(caught)!;
+          body = problem(503, refusedDetail(refusal));
+          ctx.set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_S));
+          log.warn(
+            {
+              dependency: 'Temporal',
+              grpcStatus: refusal.status,
+              grpcCode: refusal.code,
+              grpcDetails: refusal.details,
+              err: loggableError(caught),
+            },
+            'Temporal refused the request',
+          );
         } else {
           body = problem(500, 'An unexpected error occurred');
           log.error({ err: loggableError(caught) }, 'request failed');

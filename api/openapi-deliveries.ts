@@ -122,7 +122,10 @@ const common = {
   '403': ref('responses', 'Forbidden'),
 } as const;
 const notFound = problem('No such project, or no delivery with this id in it.');
-const unavailable = problem('This API instance has no Temporal connection to start redeliveries.');
+const unavailable = problem(
+  'This API instance has no Temporal connection to start redeliveries, or Temporal refused the start (its gRPC ' +
+    'status named in detail).',
+);
 const rateLimited = (description: string) => ({
   ...problem(description),
   headers: {
@@ -239,8 +242,9 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
         ),
         '503': {
           ...problem(
-            'This API instance has no Temporal connection, or Temporal stopped answering part-way: then `count` ' +
-              'says how many redeliveries were started (they stand; the others stay failed for the next call).',
+            'This API instance has no Temporal connection, Temporal refused a start (its gRPC status named in ' +
+              'detail), or Temporal stopped answering part-way: then `count` says how many redeliveries were started ' +
+              '(they stand; the others stay failed for the next call).',
           ),
           headers: {
             'Retry-After': { description: 'Seconds to wait before calling again.', schema: { type: 'string' } },

@@ -177,6 +177,27 @@ const readinessChecksSchema = {
   additionalProperties: false,
 } as const;
 
+const searchAttributesReportSchema = {
+  type: 'object',
+  description:
+    'Whether the namespace has the ProjectId and WebhookType search attributes (Keyword). Missing ones cost no ' +
+    'delivery: deliveries start and run without them, but the Temporal UI cannot list or filter them by project or ' +
+    'type. unknown: the namespace would not list them (a hosted one may refuse the operator API), or Temporal did ' +
+    'not answer in time.',
+  properties: {
+    state: { type: 'string', enum: ['registered', 'missing', 'unknown'] },
+    missing: {
+      type: 'array',
+      items: { type: 'string', enum: ['ProjectId', 'WebhookType'] },
+      minItems: 1,
+      description: 'With state missing: the attributes to register.',
+    },
+    detail: { type: 'string', description: 'With state missing: what it costs and the commands that register them.' },
+  },
+  required: ['state'],
+  additionalProperties: false,
+} as const;
+
 const notReadyProblemSchema = {
   allOf: [
     ref('schemas', 'Problem'),
@@ -209,7 +230,10 @@ const responses = {
     ref('schemas', 'ValidationProblem'),
   ),
   Unavailable: {
-    ...problemResponse('The database or Temporal does not answer; try again after Retry-After seconds.'),
+    ...problemResponse(
+      'The database or Temporal does not answer, or Temporal refused the call (its gRPC status named in detail); ' +
+        'try again after Retry-After seconds.',
+    ),
     headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'string' } } },
   },
 } as const;
@@ -462,14 +486,18 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       '/readyz': {
         get: {
           operationId: 'readyz',
-          summary: 'Readiness: Postgres and Temporal answer',
+          summary: 'Readiness: Postgres and Temporal answer; whether the search attributes are registered',
           ...publicOperation,
           responses: {
             '200': {
               description: 'Ready to serve.',
               content: json({
                 type: 'object',
-                properties: { status: { const: 'ready' }, checks: ref('schemas', 'ReadinessChecks') },
+                properties: {
+                  status: { const: 'ready' },
+                  checks: ref('schemas', 'ReadinessChecks'),
+                  searchAttributes: ref('schemas', 'SearchAttributesReport'),
+                },
                 required: ['status', 'checks'],
                 additionalProperties: false,
               }),
@@ -505,6 +533,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         ValidationProblem: validationProblemSchema,
         TestDeliveryProblem: testDeliveryProblemSchema,
         ReadinessChecks: readinessChecksSchema,
+        SearchAttributesReport: searchAttributesReportSchema,
         NotReadyProblem: notReadyProblemSchema,
         ...deliverySchemas,
         ...portalSchemas,

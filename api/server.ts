@@ -15,7 +15,7 @@ import { createRedeliveryStarter, createWorkflowEndWatcher } from './redelivery'
 import { createHttpServer } from './http-server';
 import { authOptionsFromConfig } from './auth';
 import { docsRouter } from './routes/docs';
-import { healthRouter, readinessConnection } from './routes/health';
+import { healthRouter, readinessConnection, searchAttributesCheck } from './routes/health';
 import { codecAccessFromConfig } from './routes/codec';
 import { payloadCodecFromConfig } from '../common/payload-codec';
 import { webhookUrlPolicy } from '../common/webhook-url';
@@ -54,11 +54,14 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
   const ownTemporal = deps.temporal ? undefined : lazyTemporalClient(config);
   const temporal = deps.temporal ?? (() => ownTemporal!.get());
   const readiness = readinessConnection(temporalConnectionOptions(config));
+  const searchAttributes = searchAttributesCheck(readiness, config.TEMPORAL_NAMESPACE, logger);
   /** Closes what startApi opened, each whatever happens to the others. */
   const closeOwned = async () => {
     await Promise.allSettled([readiness.close(), ownTemporal?.close(), ownDb?.destroy()]);
   };
   try {
+    // Says at start what missing search attributes cost (or, with Temporal down, at the first /readyz that reaches it).
+    void searchAttributes().catch(() => undefined);
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
     const sendTestEvent: SendTestEvent =
@@ -90,7 +93,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     // The document is built from the same deps: it lists /codec exactly when the app mounts it.
     const app = createApp({
       ...appDeps,
-      publicRoutes: [healthRouter({ db, temporal: readiness }), docsRouter(appDeps)],
+      publicRoutes: [healthRouter({ db, temporal: readiness, searchAttributes }), docsRouter(appDeps)],
     });
     const server = createHttpServer(app, config).listen(config.PORT);
     await new Promise<void>((resolve, reject) => {

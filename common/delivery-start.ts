@@ -43,11 +43,16 @@ export async function startDeliveryWorkflow(
   }
 }
 
-/** A namespace without ProjectId/WebhookType registered refuses the start as an invalid argument naming them. */
+/**
+ * A namespace without ProjectId/WebhookType registered refuses the start as an invalid argument naming them. Over a
+ * grpc-js Connection the text is in `details`; over a NativeConnection `details` is empty and the text is the message.
+ */
 function searchAttributesMissing(error: unknown): boolean {
   for (let current = error; current instanceof Error; current = current.cause) {
     if (isGrpcServiceError(current))
-      return Number(current.code) === INVALID_ARGUMENT && /search attribute/i.test(current.details ?? current.message);
+      return (
+        Number(current.code) === INVALID_ARGUMENT && /search attribute/i.test(`${current.details} ${current.message}`)
+      );
   }
   return false;
 }

@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 import pino from 'pino';
 import { createApp, startApi } from '../api';
 import { docsRouter, SWAGGER_ASSETS } from '../api/routes/docs';
-import { healthRouter, readinessConnection, type ReadinessDeps } from '../api/routes/health';
+import { healthRouter, readinessConnection, searchAttributesCheck, type ReadinessDeps } from '../api/routes/health';
 import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';
 import { freePort } from '../dev/ports';
@@ -18,6 +18,7 @@ import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { createLocalEnvironment } from './support/temporal';
 import { TEST_JWT_SECRET } from './support/tokens';
 import { startBoth } from './support/setup';
+import { captureLogger } from './support/deliveries';
 
 const PROBLEM = 'application/problem+json';
 const TIMEOUT_MS = 500;
@@ -25,19 +26,24 @@ const TIMEOUT_MS = 500;
 interface Readiness {
   status: string | number;
   checks: { postgres: string; temporal: string };
+  searchAttributes?: { state: string; missing?: string[] };
   detail?: string;
   title?: string;
 }
 
 /** The API with only what readiness needs; each test picks the dependencies it breaks. */
-async function serve(temporal: ReadinessDeps['temporal'], db: Knex): Promise<LocalServer> {
+async function serve(
+  temporal: ReadinessDeps['temporal'],
+  db: Knex,
+  searchAttributes?: ReadinessDeps['searchAttributes'],
+): Promise<LocalServer> {
   const app = createApp({
     db,
     secretBox: createSecretBox(randomBytes(32)),
     logger: pino({ level: 'silent' }),
     auth: { mode: 'secret', secret: TEST_JWT_SECRET },
     sendTestEvent: () => Promise.reject(new Error('not used')),
-    publicRoutes: [healthRouter({ db, temporal, timeoutMs: TIMEOUT_MS }), docsRouter()],
+    publicRoutes: [healthRouter({ db, temporal, timeoutMs: TIMEOUT_MS, searchAttributes }), docsRouter()],
   });
   return listenLocal(app.callback());
 }
@@ -105,8 +111,12 @@ describe('health: /healthz and /readyz', () => {
     return connection;
   }
 
-  async function serveTracked(temporal: ReadinessDeps['temporal'], db: Knex): Promise<LocalServer> {
-    const server = await serve(temporal, db);
+  async function serveTracked(
+    temporal: ReadinessDeps['temporal'],
+    db: Knex,
+    searchAttributes?: ReadinessDeps['searchAttributes'],
+  ): Promise<LocalServer> {
+    const server = await serve(temporal, db, searchAttributes);
     cleanups.push(() => server.close());
     return server;
   }
@@ -129,6 +139,62 @@ describe('health: /healthz and /readyz', () => {
     const reply = await readyz(up);
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
     assert.deepEqual(reply.body, { status: 'ready', checks: { postgres: 'up', temporal: 'up' } });
+  });
+
+  it('readyz reports the search attributes registered, and says nothing of them in the log', async () => {
+    const log = captureLogger();
+    const check = searchAttributesCheck(env.connection, 'default', log.logger);
+    const reply = await readyz(await serveTracked(env.connection, t.db, check));
+    assert.equal(reply.status, 200, JSON.stringify(reply.body));
+    assert.deepEqual(reply.body.searchAttributes, { state: 'registered' });
+    assert.deepEqual(log.lines, []);
+  });
+
+  it('readyz reports them unknown, not missing, when the namespace will not list them; the log says so once', async () => {
+    const log = captureLogger();
+    // What a hosted namespace answers an API key without operator rights.
+    const refused = Object.assign(new Error('7 PERMISSION_DENIED: not allowed'), {
+      code: 7,
+      details: 'Request unauthorized.',
+      metadata: {},
+    });
+    const temporal = Object.assign(Object.create(env.connection) as Connection, {
+      operatorService: { listSearchAttributes: () => Promise.reject(refused) },
+    });
+    const server = await serveTracked(env.connection, t.db, searchAttributesCheck(temporal, 'default', log.logger));
+    for (const reply of [await readyz(server), await readyz(server)]) {
+      assert.equal(reply.status, 200, JSON.stringify(reply.body));
+      assert.deepEqual(reply.body.searchAttributes, { state: 'unknown' });
+    }
+    assert.deepEqual(
+      log.lines.map((line) => line.msg),
+      ['could not list search attributes; deliveries start with them, and without them if Temporal refuses them'],
+    );
+  });
+
+  it('says what missing search attributes cost once, however often probed, and once more when they are registered', async () => {
+    const log = captureLogger();
+    let customAttributes: Record<string, number> = {};
+    const temporal = Object.assign(Object.create(env.connection) as Connection, {
+      operatorService: { listSearchAttributes: () => Promise.resolve({ customAttributes }) },
+    });
+    const server = await serveTracked(env.connection, t.db, searchAttributesCheck(temporal, 'default', log.logger));
+    for (const reply of [await readyz(server), await readyz(server)])
+      assert.deepEqual(reply.body.searchAttributes?.missing, ['ProjectId', 'WebhookType']);
+    customAttributes = { ProjectId: 2 };
+    assert.deepEqual((await readyz(server)).body.searchAttributes?.missing, ['WebhookType']);
+    customAttributes = { ProjectId: 2, WebhookType: 2 };
+    for (const reply of [await readyz(server), await readyz(server)])
+      assert.deepEqual(reply.body.searchAttributes, { state: 'registered' });
+    assert.deepEqual(
+      log.lines.map((line) => [line.level, line.missing]),
+      [
+        [40, ['ProjectId', 'WebhookType']],
+        [40, ['WebhookType']],
+        [30, undefined],
+      ],
+    );
+    assert.equal(log.lines[2]!.msg, 'search attributes registered; restart the API and the worker to use them');
   });
 
   it('readyz answers 503 problem+json naming Temporal when its connection is closed', async () => {
@@ -208,7 +274,11 @@ describe('health: /healthz and /readyz', () => {
     assert.equal((await fetch(`${base}/healthz`)).status, 200);
     const ready = await fetch(`${base}/readyz`);
     assert.equal(ready.status, 200, await ready.clone().text());
-    assert.deepEqual(await ready.json(), { status: 'ready', checks: { postgres: 'up', temporal: 'up' } });
+    assert.deepEqual(await ready.json(), {
+      status: 'ready',
+      checks: { postgres: 'up', temporal: 'up' },
+      searchAttributes: { state: 'registered' },
+    });
     assert.equal((await fetch(`${base}/openapi.json`)).status, 200);
   });
 });

@@ -10,7 +10,7 @@ import { createApp, type AppDeps } from '../api';
 import { EventNoLongerRetainedError } from '../api/redelivery';
 import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../api/openapi';
 import { docsRouter } from '../api/routes/docs';
-import { healthRouter, type ReadinessDeps } from '../api/routes/health';
+import { healthRouter, type ReadinessDeps, type SearchAttributesReport } from '../api/routes/health';
 import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/schemas';
 import { codecBodySchema } from '../api/routes/codec';
 import { DependencyUnavailableError } from '../api/errors';
@@ -121,6 +121,9 @@ describe('openapi: the document at /openapi.json', () => {
   let temporalUp = true;
   let testOutcome: TestDeliveryOutcome;
   let appDeps: AppDeps;
+  /** What readiness finds of the namespace's search attributes. */
+  let searchAttributesReport: SearchAttributesReport = { state: 'registered' };
+  const searchAttributes = () => Promise.resolve(searchAttributesReport);
   /** What the redelivery starter does: start (a workflow id) or find the event gone (410). */
   let redeliveryRetained = true;
   const temporal = {
@@ -153,7 +156,7 @@ describe('openapi: the document at /openapi.json', () => {
       },
     };
     // As startApi does: the document is built from the deps the app is built from.
-    appDeps.publicRoutes = [healthRouter({ db: t.db, temporal }), docsRouter(appDeps)];
+    appDeps.publicRoutes = [healthRouter({ db: t.db, temporal, searchAttributes }), docsRouter(appDeps)];
     app = createApp(appDeps);
     server = await listenLocal(app.callback());
     const response = await fetch(`${server.url}/openapi.json`);
@@ -532,7 +535,12 @@ describe('openapi: the document at /openapi.json', () => {
 
     it('health and the document itself: 200, 503', async () => {
       await expect('GET /healthz', 200);
-      await expect('GET /readyz', 200);
+      for (searchAttributesReport of [
+        { state: 'registered' },
+        { state: 'missing', missing: ['ProjectId', 'WebhookType'], detail: 'deliveries start and run without them' },
+        { state: 'unknown' },
+      ] satisfies SearchAttributesReport[])
+        assert.deepEqual((await expect('GET /readyz', 200)).searchAttributes, searchAttributesReport);
       temporalUp = false;
       try {
         const down = await expect('GET /readyz', 503);

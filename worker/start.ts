@@ -13,7 +13,8 @@ import {
   workerPayloadCodecFromConfig,
 } from '../common/payload-codec';
 import { createDb, dbPoolOptions } from '../db';
-import { SEARCH_ATTRIBUTE_KEYS, attemptDeadlineMs } from '../common/contract';
+import { attemptDeadlineMs } from '../common/contract';
+import { missingSearchAttributesMessage, namespaceSearchAttributes } from '../common/namespace-search-attributes';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
@@ -22,8 +23,6 @@ import { unencryptedActivityInputGuard } from './unencrypted-guard';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
-
-const REQUIRED_SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
 
 export interface RunningWorker {
   worker: Worker;
@@ -77,26 +76,19 @@ export function workerTuningOptions(
 
 /**
  * Whether the namespace has the ProjectId/WebhookType search attributes. Upserting a missing one would fail every
- * workflow task, so the workflow skips them rather than stall deliveries; the operator gets an error to act on.
+ * workflow task, so the workflow skips them rather than stall deliveries; the operator is told what that costs.
  */
 async function hasSearchAttributes(connection: NativeConnection, config: Config, logger: Logger): Promise<boolean> {
-  try {
-    const { customAttributes } = await connection.operatorService.listSearchAttributes({
-      namespace: config.TEMPORAL_NAMESPACE,
-    });
-    const missing = REQUIRED_SEARCH_ATTRIBUTES.filter((name) => !customAttributes?.[name]);
-    if (missing.length === 0) return true;
-    logger.error(
-      { missing, namespace: config.TEMPORAL_NAMESPACE },
-      'search attributes missing: deliveries run without them; register them as Keyword ' +
-        '(temporal operator search-attribute create --name ProjectId --type Keyword)',
+  const found = await namespaceSearchAttributes(connection.operatorService, config.TEMPORAL_NAMESPACE);
+  if (found.state === 'missing')
+    logger.warn(
+      { missing: found.missing, namespace: config.TEMPORAL_NAMESPACE },
+      missingSearchAttributesMessage(found.missing, config.TEMPORAL_NAMESPACE),
     );
-    return false;
-  } catch (error) {
-    // Hosted namespaces may refuse the operator API: assume they were registered out of band.
-    logger.warn({ err: error }, 'could not list search attributes; assuming ProjectId and WebhookType exist');
-    return true;
-  }
+  // Hosted namespaces may refuse the operator API: assume they were registered out of band.
+  if (found.state === 'unknown')
+    logger.warn({ err: found.error }, 'could not list search attributes; assuming ProjectId and WebhookType exist');
+  return found.state !== 'missing';
 }
 
 export async function startWorker(

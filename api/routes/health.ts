@@ -1,7 +1,13 @@
 import { Router } from '@koa/router';
 import type { Knex } from 'knex';
-import { Connection, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
+import { Connection, isGrpcCancelledError, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
 import type { Logger } from '../../common/logger';
+import {
+  missingSearchAttributesDetail,
+  missingSearchAttributesMessage,
+  namespaceSearchAttributes,
+} from '../../common/namespace-search-attributes';
+import { unavailableDependency } from '../dependency-errors';
 import { ApiError } from '../errors';
 
 /** What readiness depends on: the database pool and the Temporal connection the API's client uses. */
@@ -10,6 +16,8 @@ export interface ReadinessDeps {
   temporal: Pick<ConnectionLike, 'workflowService' | 'withDeadline'>;
   /** How long one dependency may take to answer before it counts as down. */
   timeoutMs?: number;
+  /** The namespace's search attributes, reported next to the checks of a ready API (searchAttributesCheck). */
+  searchAttributes?: () => Promise<SearchAttributesReport>;
 }
 
 export const READINESS_TIMEOUT_MS = 2_000;
@@ -66,12 +74,69 @@ async function probe(check: () => Promise<unknown>, timeoutMs: number): Promise<
  * Shares one in-flight check among concurrent callers, so probes polling a down dependency do not pile up
  * (a pool acquire against a dead Postgres waits for Knex's acquire timeout, far beyond the probe's).
  */
-function singleFlight(check: () => Promise<unknown>): () => Promise<unknown> {
-  let inFlight: Promise<unknown> | undefined;
+function singleFlight<T>(check: () => Promise<T>): () => Promise<T> {
+  let inFlight: Promise<T> | undefined;
   return () =>
     (inFlight ??= check().finally(() => {
       inFlight = undefined;
     }));
+}
+
+/** What /readyz says of the ProjectId and WebhookType search attributes: missing ones cost the UI's filters only. */
+export type SearchAttributesReport =
+  | { state: 'registered' }
+  | { state: 'missing'; missing: string[]; detail: string }
+  /** The namespace would not list them (a hosted one may refuse the operator API), or Temporal did not answer. */
+  | { state: 'unknown' };
+
+/**
+ * The namespace's search attributes as /readyz reports them. Logs what a missing one costs the first time it finds
+ * out (at start, or at the first probe that reaches Temporal) and again only when that changes: said once, not per probe.
+ */
+export function searchAttributesCheck(
+  temporal: Pick<Connection, 'operatorService' | 'withDeadline'>,
+  namespace: string,
+  logger: Logger,
+  timeoutMs = READINESS_TIMEOUT_MS,
+): () => Promise<SearchAttributesReport> {
+  let said: string | undefined;
+  const sayOnce = (state: string, say: () => void) => {
+    if (said !== state) say();
+    said = state;
+  };
+  return singleFlight(async (): Promise<SearchAttributesReport> => {
+    const found = await temporal.withDeadline(Date.now() + timeoutMs, () =>
+      namespaceSearchAttributes(temporal.operatorService, namespace),
+    );
+    switch (found.state) {
+      case 'missing':
+        sayOnce(`missing ${found.missing.join()}`, () =>
+          logger.warn({ missing: found.missing, namespace }, missingSearchAttributesMessage(found.missing, namespace)),
+        );
+        return {
+          state: 'missing',
+          missing: found.missing,
+          detail: missingSearchAttributesDetail(found.missing, namespace),
+        };
+      case 'registered':
+        sayOnce('registered', () => {
+          // Registered since this process said they were missing: its clients still start deliveries without them.
+          if (said?.startsWith('missing'))
+            logger.info({ namespace }, 'search attributes registered; restart the API and the worker to use them');
+        });
+        return { state: 'registered' };
+      case 'unknown':
+        // Temporal not answering (readiness says so) or the connection closing: a later probe finds out.
+        if (unavailableDependency(found.error) || isGrpcCancelledError(found.error)) return { state: 'unknown' };
+        sayOnce('unknown', () =>
+          logger.warn(
+            { err: found.error, namespace },
+            'could not list search attributes; deliveries start with them, and without them if Temporal refuses them',
+          ),
+        );
+        return { state: 'unknown' };
+    }
+  });
 }
 
 /** Public process probes: /healthz (the process answers) and /readyz (Postgres and Temporal answer). */
@@ -92,9 +157,10 @@ export function healthRouter(deps: ReadinessDeps): Router {
   });
   router.get('/readyz', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
-    const [postgres, temporal] = await Promise.all([
+    const [postgres, temporal, searchAttributes] = await Promise.all([
       probe(checks.postgres, timeoutMs),
       probe(checks.temporal, timeoutMs),
+      deps.searchAttributes?.(),
     ]);
     const result: ReadinessChecks = { postgres: postgres.state, temporal: temporal.state };
     if (postgres.state === 'down' || temporal.state === 'down') {
@@ -105,7 +171,7 @@ export function healthRouter(deps: ReadinessDeps): Router {
       );
       throw new NotReadyError(result);
     }
-    ctx.body = { status: 'ready', checks: result };
+    ctx.body = { status: 'ready', checks: result, ...(searchAttributes && { searchAttributes }) };
   });
   return router;
 }

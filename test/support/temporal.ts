@@ -31,13 +31,17 @@ function quietRuntime(): void {
 const existing = (path: string | undefined) => (path ? { executable: { type: 'existing-path' as const, path } } : {});
 
 /**
- * A real Temporal dev server with the ProjectId and WebhookType search attributes registered.
+ * A real Temporal dev server with the ProjectId and WebhookType search attributes registered, or, with
+ * `searchAttributes: false`, a bare one: the namespace as Temporal Cloud or a fresh cluster has it before anyone
+ * registers them.
  *
  * Tried twice: on a loaded machine the SDK's client can miss its 10 s connect deadline although the server is up and
  * serving (seen once in CI; temporalio/sdk-typescript#496, #1687), and createLocal then throws without stopping that
  * server. It is stopped here, by the port it was given, before the second try.
  */
-export async function createLocalEnvironment(): Promise<TestWorkflowEnvironment> {
+export async function createLocalEnvironment({
+  searchAttributes = true,
+}: { searchAttributes?: boolean } = {}): Promise<TestWorkflowEnvironment> {
   quietRuntime();
   for (let attempt = 1; ; attempt += 1) {
     const port = await freePort();
@@ -46,7 +50,7 @@ export async function createLocalEnvironment(): Promise<TestWorkflowEnvironment>
         server: {
           ...existing(temporalCliPath()),
           port,
-          searchAttributes: [ProjectIdKey, WebhookTypeKey],
+          ...(searchAttributes && { searchAttributes: [ProjectIdKey, WebhookTypeKey] }),
           // The same fairness, priority and partition settings as `npm start`.
           extraArgs: dynamicConfigFlags(),
         },
