@@ -7,6 +7,7 @@ import * as breakerWaiters from './005_breaker_waiters';
 import * as waiterLeases from './006_waiter_leases';
 import * as sendLimits from './007_send_limits';
 import * as portalLinks from './008_portal_links';
+import * as deliveryLogIndexes from './010_delivery_log_indexes';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -18,6 +19,7 @@ const migrations: Record<string, Knex.Migration> = {
   '006_waiter_leases': waiterLeases,
   '007_send_limits': sendLimits,
   '008_portal_links': portalLinks,
+  '010_delivery_log_indexes': deliveryLogIndexes,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
