@@ -407,6 +407,13 @@ describe('delivery log reads at scale: indexed filters, paged attempts, a per-pr
     });
   });
 
+  it('config: READ_CALLS_PER_SECOND is 10 by default, a whole number from 1 to 100,000', () => {
+    assert.equal(loadConfig({}).READ_CALLS_PER_SECOND, 10);
+    assert.equal(loadConfig({ READ_CALLS_PER_SECOND: '100000' }).READ_CALLS_PER_SECOND, 100_000);
+    for (const value of ['0', '100001', '2.5', 'many'])
+      assert.throws(() => loadConfig({ READ_CALLS_PER_SECOND: value }), /READ_CALLS_PER_SECOND/, value);
+  });
+
   describe('startApi applies READ_CALLS_PER_SECOND', () => {
     let running: RunningApi | undefined;
     after(async () => {
