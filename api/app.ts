@@ -7,6 +7,7 @@ import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
 import { createSendLimiter, limitTestEvents, type RedeliveryLimits, type TestEventLimits } from './test-limits';
+import { createReadLimiter, type ReadLimits } from './read-limits';
 import { authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
@@ -31,6 +32,8 @@ export interface AppDeps {
   redeliveryLimits?: RedeliveryLimits;
   /** Replaces the database's clock for those limits (tests move time with it). */
   limitsClock?: () => Date;
+  /** Per-project reads of the delivery log and health, in this process (startApi: READ_CALLS_PER_SECOND); absent: none. */
+  readLimits?: ReadLimits;
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
@@ -91,7 +94,8 @@ export function createApp(deps: AppDeps): Koa {
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
-  const deliveries = deliveriesRouter({ ...deps, sendLimiter });
+  const readLimiter = deps.readLimits && createReadLimiter(deps.readLimits);
+  const deliveries = deliveriesRouter({ ...deps, sendLimiter, readLimiter });
   const metrics = metricsRouter(deps);
   const codec = deps.codec && codecRouter(deps.codec);
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);

@@ -5,11 +5,19 @@ import { ApiError } from './errors';
 import { assertMember } from './registrations';
 import { EventNoLongerRetainedError, type RedeliveryStarter, type WorkflowEndWatcher } from './redelivery';
 import type { SendLimiter } from './test-limits';
+import type { ReadLimiter } from './read-limits';
 import { validateRecoverBody } from './delivery-schemas';
-import { encodeCursor, parseListQuery } from './delivery-query';
+import {
+  DETAIL_ATTEMPTS,
+  encodeAttemptsCursor,
+  encodeCursor,
+  parseAttemptsQuery,
+  parseListQuery,
+} from './delivery-query';
 
 export {
   DEFAULT_PAGE_SIZE,
+  DETAIL_ATTEMPTS,
   InvalidQueryError,
   MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
@@ -26,6 +34,8 @@ export interface DeliveryDeps {
   sendLimiter?: SendLimiter;
   /** Tells when a TEST redelivery has ended, to free the project's TEST slot; without it the slot's lease does. */
   watchWorkflowEnd?: WorkflowEndWatcher;
+  /** The per-project rate of reads of the log and health (READ_CALLS_PER_SECOND); absent: unlimited. */
+  readLimiter?: ReadLimiter;
 }
 
 /** One delivery as a member sees it: status, counts, codes and times; never the payload or a response body. */
@@ -139,6 +149,7 @@ export async function listDeliveries(
   query: Record<string, string | string[] | undefined>,
 ): Promise<{ items: DeliveryView[]; nextCursor: string | null }> {
   await assertMember(deps.db, projectId, userId);
+  deps.readLimiter?.(projectId);
   const filter = parseListQuery(query);
   const rows = await store.listDeliveries(deps.db, projectId, filter);
   const page = rows.slice(0, filter.limit);
@@ -149,17 +160,55 @@ export async function listDeliveries(
   };
 }
 
+/** A page of attempts, oldest first, and the cursor of the next page (null on the last). */
+async function attemptsPage(
+  deps: DeliveryDeps,
+  id: string,
+  page: store.AttemptsPage,
+): Promise<{ items: AttemptView[]; nextCursor: string | null }> {
+  const rows = await store.listDeliveryAttempts(deps.db, id, page);
+  const items = rows.slice(0, page.limit);
+  const last = items.at(-1);
+  return {
+    items: items.map(attemptView),
+    nextCursor: rows.length > page.limit && last ? encodeAttemptsCursor(last.seq) : null,
+  };
+}
+
+/**
+ * One delivery with its first DETAIL_ATTEMPTS attempts (every one, for a delivery that has no more); when it has
+ * more, `nextAttemptsCursor` reads the rest from listAttempts.
+ */
 export async function getDelivery(
   deps: DeliveryDeps,
   userId: string,
   projectId: string,
   id: string,
-): Promise<DeliveryView & { attemptLog: AttemptView[] }> {
+): Promise<DeliveryView & { attemptLog: AttemptView[]; nextAttemptsCursor: string | null }> {
   await assertMember(deps.db, projectId, userId);
+  deps.readLimiter?.(projectId);
   const row = await store.findDelivery(deps.db, projectId, id);
   if (!row) throw new DeliveryNotFoundError(id);
-  const attempts = await store.listDeliveryAttempts(deps.db, id);
-  return { ...view(row, attempts.at(-1)?.at ?? null), attemptLog: attempts.map(attemptView) };
+  const [attempts, lastAttemptAt] = await Promise.all([
+    attemptsPage(deps, id, { limit: DETAIL_ATTEMPTS }),
+    store.lastAttemptAt(deps.db, id),
+  ]);
+  return { ...view(row, lastAttemptAt), attemptLog: attempts.items, nextAttemptsCursor: attempts.nextCursor };
+}
+
+/** A page of a delivery's attempts, oldest first (`limit`, and `cursor` from the detail or the previous page). */
+export async function listAttempts(
+  deps: DeliveryDeps,
+  userId: string,
+  projectId: string,
+  id: string,
+  query: Record<string, string | string[] | undefined>,
+): Promise<{ items: AttemptView[]; nextCursor: string | null }> {
+  await assertMember(deps.db, projectId, userId);
+  deps.readLimiter?.(projectId);
+  const page = parseAttemptsQuery(query);
+  if (!(await store.findDelivery(deps.db, projectId, id))) throw new DeliveryNotFoundError(id);
+  return attemptsPage(deps, id, page);
 }
 
 /**
@@ -294,6 +343,7 @@ export async function getEndpointHealth(
   projectId: string,
 ): Promise<EndpointHealthView> {
   await assertMember(deps.db, projectId, userId);
+  deps.readLimiter?.(projectId);
   const [row, breaker] = await Promise.all([
     store.findEndpointHealth(deps.db, projectId),
     breakerOf(deps.db, projectId),

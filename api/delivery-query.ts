@@ -1,11 +1,19 @@
 // The delivery log's list query and its opaque cursor: pure parsing, no database (api/deliveries.ts lists the page).
 import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES } from '../common/contract';
-import { DELIVERY_STATUSES, type DeliveryFilter, type DeliveryPosition, type DeliveryStatus } from '../db/deliveries';
+import {
+  DELIVERY_STATUSES,
+  type AttemptsPage,
+  type DeliveryFilter,
+  type DeliveryPosition,
+  type DeliveryStatus,
+} from '../db/deliveries';
 import { ApiError } from './errors';
 import { dateTimeProblem } from './delivery-schemas';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
+/** A delivery's detail holds its first attempts, this many: all of them for nearly every delivery, as before paging. */
+export const DETAIL_ATTEMPTS = MAX_PAGE_SIZE;
 
 export class InvalidQueryError extends ApiError {
   constructor(problems: string[]) {
@@ -43,14 +51,26 @@ function parseTime(name: string, value: string | undefined, problems: string[]):
   return problem ? undefined : new Date(value);
 }
 
-/** Reads the list's query string; every problem is named in one 400. */
-export function parseListQuery(query: Record<string, string | string[] | undefined>): DeliveryFilter {
-  const problems: string[] = [];
-  const one = (name: string): string | undefined => {
+/** Reads a query string's parameters, each given at most once; problems are collected for one 400. */
+function queryReader(query: Record<string, string | string[] | undefined>, problems: string[]) {
+  return (name: string): string | undefined => {
     const value = query[name];
     if (Array.isArray(value)) problems.push(`${name} must be given once`);
     return Array.isArray(value) ? undefined : value;
   };
+}
+
+function parseLimit(text: string | undefined, problems: string[]): number {
+  const limit = text === undefined ? DEFAULT_PAGE_SIZE : Number(text);
+  if (!/^\d+$/.test(text ?? '1') || limit < 1 || limit > MAX_PAGE_SIZE)
+    problems.push(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}`);
+  return limit;
+}
+
+/** Reads the list's query string; every problem is named in one 400. */
+export function parseListQuery(query: Record<string, string | string[] | undefined>): DeliveryFilter {
+  const problems: string[] = [];
+  const one = queryReader(query, problems);
   const status = one('status');
   if (status !== undefined && !(DELIVERY_STATUSES as readonly string[]).includes(status))
     problems.push(`status must be one of ${DELIVERY_STATUSES.join(', ')}`);
@@ -59,10 +79,7 @@ export function parseListQuery(query: Record<string, string | string[] | undefin
     problems.push(`type must be one of ${WEBHOOK_TYPES.join(', ')}`);
   const since = parseTime('since', one('since'), problems);
   const until = parseTime('until', one('until'), problems);
-  const limitText = one('limit');
-  const limit = limitText === undefined ? DEFAULT_PAGE_SIZE : Number(limitText);
-  if (!/^\d+$/.test(limitText ?? '1') || limit < 1 || limit > MAX_PAGE_SIZE)
-    problems.push(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}`);
+  const limit = parseLimit(one('limit'), problems);
   const cursorText = one('cursor');
   const after = cursorText === undefined ? undefined : decodeCursor(cursorText);
   if (cursorText !== undefined && !after) problems.push('cursor is not one this API returned');
@@ -75,6 +92,34 @@ export function parseListQuery(query: Record<string, string | string[] | undefin
     limit,
     ...(after && { after }),
   };
+}
+
+/** An attempts cursor: the last listed attempt's place in the log, base64url JSON like the list's. */
+export const encodeAttemptsCursor = (seq: number) => Buffer.from(JSON.stringify([seq])).toString('base64url');
+
+function decodeAttemptsCursor(cursor: string): number | undefined {
+  if (cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(value) || value.length !== 1) return undefined;
+  const [seq] = value as unknown[];
+  return Number.isSafeInteger(seq) && (seq as number) > 0 ? (seq as number) : undefined;
+}
+
+/** Reads the query string of a delivery's attempts page (limit, cursor); every problem is named in one 400. */
+export function parseAttemptsQuery(query: Record<string, string | string[] | undefined>): AttemptsPage {
+  const problems: string[] = [];
+  const one = queryReader(query, problems);
+  const limit = parseLimit(one('limit'), problems);
+  const cursorText = one('cursor');
+  const afterSeq = cursorText === undefined ? undefined : decodeAttemptsCursor(cursorText);
+  if (cursorText !== undefined && afterSeq === undefined) problems.push('cursor is not one this API returned');
+  if (problems.length > 0) throw new InvalidQueryError(problems);
+  return { limit, ...(afterSeq !== undefined && { afterSeq }) };
 }
 
 const POSITION_TIME = /^(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(\d{3})Z$/;

@@ -1,6 +1,6 @@
 import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES } from '../common/contract';
 import { DELIVERY_STATUSES } from '../db/deliveries';
-import { DEFAULT_PAGE_SIZE, MAX_CURSOR_LENGTH, MAX_PAGE_SIZE } from './deliveries';
+import { DEFAULT_PAGE_SIZE, DETAIL_ATTEMPTS, MAX_CURSOR_LENGTH, MAX_PAGE_SIZE } from './deliveries';
 import { recoverBodySchema } from './delivery-schemas';
 import type { HttpMethod, OpenApiOperation } from './openapi';
 import { json, pathParameter as path, problem, projectIdParameter as projectId, ref } from './openapi-parts';
@@ -54,8 +54,30 @@ const attemptSchema = {
 
 const deliveryDetailSchema = {
   type: 'object',
-  properties: { ...deliveryProperties, attemptLog: { type: 'array', items: ref('schemas', 'DeliveryAttempt') } },
-  required: [...Object.keys(deliveryProperties), 'attemptLog'],
+  properties: {
+    ...deliveryProperties,
+    attemptLog: {
+      type: 'array',
+      maxItems: DETAIL_ATTEMPTS,
+      items: ref('schemas', 'DeliveryAttempt'),
+      description: `The first ${DETAIL_ATTEMPTS} attempts, oldest first: every one, for a delivery that has no more.`,
+    },
+    nextAttemptsCursor: {
+      ...nullable('string'),
+      description: 'Pass as cursor to …/attempts for the attempts after attemptLog; null when it holds them all.',
+    },
+  },
+  required: [...Object.keys(deliveryProperties), 'attemptLog', 'nextAttemptsCursor'],
+  additionalProperties: false,
+} as const;
+
+const attemptPageSchema = {
+  type: 'object',
+  properties: {
+    items: { type: 'array', items: ref('schemas', 'DeliveryAttempt') },
+    nextCursor: { ...nullable('string'), description: 'Pass as cursor for the next page; null on the last.' },
+  },
+  required: ['items', 'nextCursor'],
   additionalProperties: false,
 } as const;
 
@@ -132,11 +154,29 @@ const rateLimited = (description: string) => ({
     'Retry-After': { description: 'Seconds to wait before calling again.', schema: { type: 'integer', minimum: 1 } },
   },
 });
+const readsLimited = rateLimited(
+  'The project’s reads of its log and health (its members’ and portal links’ together) went past ' +
+    'READ_CALLS_PER_SECOND (default 10) a second on this API instance.',
+);
+const limitParameter = query('limit', 'Page size.', {
+  type: 'integer',
+  minimum: 1,
+  maximum: MAX_PAGE_SIZE,
+  default: DEFAULT_PAGE_SIZE,
+});
+const cursorParameter = (previous: string) =>
+  query('cursor', `${previous}; any other value is a 400.`, {
+    type: 'string',
+    minLength: 1,
+    maxLength: MAX_CURSOR_LENGTH,
+    pattern: '^[A-Za-z0-9_-]+$',
+  });
 
 export const deliverySchemas = {
   Delivery: deliverySchema,
   DeliveryAttempt: attemptSchema,
   DeliveryDetail: deliveryDetailSchema,
+  DeliveryAttemptPage: attemptPageSchema,
   DeliveryPage: deliveryPageSchema,
   Redelivery: redeliverySchema,
   RecoverBody: recoverBodySchema,
@@ -155,38 +195,53 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
         query('type', 'Only events of this type.', { type: 'string', enum: [...WEBHOOK_TYPES] }),
         query('since', 'Created at or after.', timestamp),
         query('until', 'Created before.', timestamp),
-        query('limit', 'Page size.', {
-          type: 'integer',
-          minimum: 1,
-          maximum: MAX_PAGE_SIZE,
-          default: DEFAULT_PAGE_SIZE,
-        }),
-        query('cursor', 'nextCursor of the previous page; any other value is a 400.', {
-          type: 'string',
-          minLength: 1,
-          maxLength: MAX_CURSOR_LENGTH,
-          pattern: '^[A-Za-z0-9_-]+$',
-        }),
+        limitParameter,
+        cursorParameter('nextCursor of the previous page'),
       ],
       responses: {
         '200': { description: 'A page of deliveries.', content: json(ref('schemas', 'DeliveryPage')) },
         '400': problem('A query parameter is invalid (each problem named in detail).'),
         ...common,
         '404': problem('No such project.'),
+        '429': readsLimited,
       },
     },
   },
   '/webhooks/project/{projectId}/deliveries/{id}': {
     get: {
       operationId: 'getDelivery',
-      summary: 'One delivery with its attempt log',
+      summary: 'One delivery with the first page of its attempt log',
       tags: ['deliveries'],
       parameters: [projectId, deliveryId],
       responses: {
-        '200': { description: 'The delivery and every attempt.', content: json(ref('schemas', 'DeliveryDetail')) },
+        '200': {
+          description: `The delivery and its first ${DETAIL_ATTEMPTS} attempts (nextAttemptsCursor reads on).`,
+          content: json(ref('schemas', 'DeliveryDetail')),
+        },
         '400': badPath,
         ...common,
         '404': notFound,
+        '429': readsLimited,
+      },
+    },
+  },
+  '/webhooks/project/{projectId}/deliveries/{id}/attempts': {
+    get: {
+      operationId: 'listDeliveryAttempts',
+      summary: 'A page of a delivery’s attempts, oldest first, numbered across its redeliveries',
+      tags: ['deliveries'],
+      parameters: [
+        projectId,
+        deliveryId,
+        limitParameter,
+        cursorParameter('nextAttemptsCursor of the delivery, or nextCursor of the previous page'),
+      ],
+      responses: {
+        '200': { description: 'A page of attempts.', content: json(ref('schemas', 'DeliveryAttemptPage')) },
+        '400': problem('A path or query parameter is invalid (each query problem named in detail).'),
+        ...common,
+        '404': notFound,
+        '429': readsLimited,
       },
     },
   },
@@ -264,6 +319,7 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
         '400': badPath,
         ...common,
         '404': problem('No such project.'),
+        '429': readsLimited,
       },
     },
   },

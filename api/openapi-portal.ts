@@ -17,7 +17,8 @@ const portalSessionSchema = {
     token: {
       type: 'string',
       description:
-        'A bearer token for this project’s registration, delivery, health, test and rotate routes, within its capabilities.',
+        'A bearer token for this project’s registration, delivery, health, test and rotate routes, within its ' +
+        'capabilities; its reads of the log and health count against the project’s READ_CALLS_PER_SECOND.',
     },
     expiresAt: { type: 'string', format: 'date-time' },
   },

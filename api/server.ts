@@ -80,6 +80,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         redeliverPerMinute: config.REDELIVER_CALLS_PER_MINUTE,
         recoverPerMinute: config.RECOVER_CALLS_PER_MINUTE,
       },
+      readLimits: { perSecond: config.READ_CALLS_PER_SECOND },
       watchWorkflowEnd: createWorkflowEndWatcher(temporal, config.TEST_DELIVERY_WAIT_MS),
       metricsToken: config.METRICS_TOKEN,
       webhookUrlPolicy: webhookUrlPolicy(config),

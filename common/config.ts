@@ -84,6 +84,8 @@ export interface Config {
   /** Members' redeliver and recover calls per project in any minute (held in PostgreSQL for every API process). */
   REDELIVER_CALLS_PER_MINUTE: number;
   RECOVER_CALLS_PER_MINUTE: number;
+  /** Reads of a project's delivery log and health a second, per API process (a token bucket). */
+  READ_CALLS_PER_SECOND: number;
   ALERT_AFTER_MS: number;
   ALERT_WEBHOOK_URL?: string;
   ALERT_WEBHOOK_SECRET?: string;
@@ -203,6 +205,7 @@ const schema: JSONSchemaType<Config> = {
     RECOVER_RATE_PER_SECOND: int(1, 10, 1_000),
     REDELIVER_CALLS_PER_MINUTE: int(1, 60, 10_000),
     RECOVER_CALLS_PER_MINUTE: int(1, 5, 1_000),
+    READ_CALLS_PER_SECOND: int(1, 10, 100_000),
     ALERT_AFTER_MS: int(1_000, 900_000),
     ALERT_WEBHOOK_URL: { type: 'string', pattern: '^https?://', nullable: true },
     ALERT_WEBHOOK_SECRET: { type: 'string', minLength: 16, nullable: true },

@@ -22,6 +22,8 @@ export interface DeliveryRow {
 
 export interface DeliveryAttemptRow {
   attempt: number;
+  /** Its place in the attempt log (a page's cursor). */
+  seq: number;
   at: Date;
   statusCode: number | null;
   errorCode: string | null;
@@ -275,24 +277,53 @@ export async function findDelivery(db: Db, projectId: string, id: string): Promi
   return columns && toDelivery(columns);
 }
 
-/** Every attempt of a delivery in order, numbered across its redeliveries. */
-export async function listDeliveryAttempts(db: Db, id: string): Promise<DeliveryAttemptRow[]> {
-  const rows = await db(ATTEMPTS)
-    .where({ delivery_id: id })
-    .orderBy('seq')
-    .select<{ at: Date; status_code: number | null; error_code: string | null; duration_ms: number }[]>(
-      'at',
-      'status_code',
-      'error_code',
-      'duration_ms',
-    );
+/** Where a page of a delivery's attempts resumes: after the attempt logged as `seq` (its order in the log). */
+export interface AttemptsPage {
+  limit: number;
+  afterSeq?: number;
+}
+
+/**
+ * A delivery's attempts in order, numbered across its redeliveries: every one, or a page of them (one more than
+ * `limit` tells the caller another page exists). A page reads its rows through (delivery_id, seq), however many
+ * attempts came before it.
+ */
+export async function listDeliveryAttempts(db: Db, id: string, page?: AttemptsPage): Promise<DeliveryAttemptRow[]> {
+  const query = db(ATTEMPTS).where({ delivery_id: id }).orderBy('seq');
+  if (page?.afterSeq !== undefined) void query.where('seq', '>', page.afterSeq);
+  if (page) void query.limit(page.limit + 1);
+  // The attempts before the page number it; evaluated once (it does not depend on the row).
+  const before =
+    page?.afterSeq === undefined
+      ? db.raw('0')
+      : db.raw(`(SELECT count(*) FROM ${ATTEMPTS} WHERE delivery_id = ? AND seq <= ?)`, [id, page.afterSeq]);
+  const rows = await query.select<
+    {
+      seq: string;
+      at: Date;
+      status_code: number | null;
+      error_code: string | null;
+      duration_ms: number;
+      before: string;
+    }[]
+  >('seq', 'at', 'status_code', 'error_code', 'duration_ms', db.raw('? AS before', [before]));
   return rows.map((r, i) => ({
-    attempt: i + 1,
+    attempt: Number(r.before) + i + 1,
+    seq: Number(r.seq),
     at: r.at,
     statusCode: r.status_code,
     errorCode: r.error_code,
     durationMs: r.duration_ms,
   }));
+}
+
+/** When the delivery's last attempt was made; null before the first. */
+export async function lastAttemptAt(db: Db, id: string): Promise<Date | null> {
+  const row = await db(ATTEMPTS)
+    .where({ delivery_id: id })
+    .orderBy('seq', 'desc')
+    .first<{ at: Date } | undefined>('at');
+  return row?.at ?? null;
 }
 
 /**

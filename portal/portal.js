@@ -142,8 +142,23 @@
   }
 
   async function loadSelected() {
-    if (state.selected)
+    // Once later attempts are shown, the refresh leaves them rather than fold the view back to the first page.
+    if (state.selected && !state.selected.extended)
       state.selected = await api('GET', `${projectPath()}/deliveries/${encodeURIComponent(state.selected.id)}`);
+  }
+
+  /** The detail holds the first attempts; the rest come a page at a time, appended. */
+  async function loadMoreAttempts() {
+    const d = state.selected;
+    const query = `?limit=100&cursor=${encodeURIComponent(d.nextAttemptsCursor)}`;
+    const page = await api('GET', `${projectPath()}/deliveries/${encodeURIComponent(d.id)}/attempts${query}`);
+    if (state.selected !== d) return;
+    state.selected = {
+      ...d,
+      attemptLog: [...d.attemptLog, ...page.items],
+      nextAttemptsCursor: page.nextCursor,
+      extended: true,
+    };
   }
 
   /** Runs an action, shows its outcome (or its problem) and redraws. */
@@ -538,7 +553,12 @@
       'section',
       { 'aria-labelledby': 'attempts-title', id: 'attempts' },
       h('h2', { id: 'attempts-title' }, 'Attempts of ', h('code', {}, d.id)),
-      h('p', {}, `${d.type}, ${d.status}, ${d.attempts} attempts.`),
+      h(
+        'p',
+        {},
+        `${d.type}, ${d.status}, ${d.attempts} attempts.`,
+        d.nextAttemptsCursor ? ` Showing the first ${d.attemptLog.length}.` : '',
+      ),
       d.attemptLog.length
         ? h(
             'table',
@@ -569,6 +589,21 @@
             ),
           )
         : h('p', {}, 'No attempt yet.'),
+      d.nextAttemptsCursor
+        ? [
+            h(
+              'button',
+              {
+                type: 'button',
+                class: 'secondary',
+                'data-focus': 'more-attempts',
+                onclick: () => act(loadMoreAttempts),
+              },
+              'Show more attempts',
+            ),
+            ' ',
+          ]
+        : '',
       h(
         'button',
         {

@@ -43,8 +43,9 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
-  'GET /webhooks/project/{projectId}/deliveries': ['200', '400', '401', '403', '404'],
-  'GET /webhooks/project/{projectId}/deliveries/{id}': ['200', '400', '401', '403', '404'],
+  'GET /webhooks/project/{projectId}/deliveries': ['200', '400', '401', '403', '404', '429'],
+  'GET /webhooks/project/{projectId}/deliveries/{id}': ['200', '400', '401', '403', '404', '429'],
+  'GET /webhooks/project/{projectId}/deliveries/{id}/attempts': ['200', '400', '401', '403', '404', '429'],
   'POST /webhooks/project/{projectId}/deliveries/{id}/redeliver': [
     '202',
     '400',
@@ -67,7 +68,7 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
     '429',
     '503',
   ],
-  'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404'],
+  'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404', '429'],
   'GET /metrics': ['200', '401'],
   'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415'],
   'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404'],
@@ -589,6 +590,34 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(DETAIL, 401, { path: route(DETAIL, p, 'evt-failed') });
       await expect(DETAIL, 403, { path: route(DETAIL, p, 'evt-failed'), user: 'mallory' });
       await expect(DETAIL, 404, { path: route(DETAIL, p, 'evt-none'), user: 'alice' });
+      assert.equal(failed.nextAttemptsCursor, null);
+
+      const ATTEMPTS = 'GET /webhooks/project/{projectId}/deliveries/{id}/attempts';
+      const attempts = await expect(ATTEMPTS, 200, { path: route(ATTEMPTS, p, 'evt-failed'), user: 'alice' });
+      assert.deepEqual(attempts.items, failed.attemptLog);
+      await expect(ATTEMPTS, 400, { path: `${route(ATTEMPTS, p, 'evt-failed')}?cursor=nope`, user: 'alice' });
+      await expect(ATTEMPTS, 401, { path: route(ATTEMPTS, p, 'evt-failed') });
+      await expect(ATTEMPTS, 403, { path: route(ATTEMPTS, p, 'evt-failed'), user: 'mallory' });
+      await expect(ATTEMPTS, 404, { path: route(ATTEMPTS, p, 'evt-none'), user: 'alice' });
+
+      // One read a second: each read route's second call within it is refused.
+      const limited = await listenLocal(
+        createApp({ ...appDeps, readLimits: { perSecond: 1, clock: () => 0 } }).callback(),
+      );
+      try {
+        await expect(LIST, 200, { path: route(LIST, p), user: 'alice', base: limited.url });
+        for (const [operation, path] of [
+          [LIST, route(LIST, p)],
+          [DETAIL, route(DETAIL, p, 'evt-failed')],
+          [ATTEMPTS, route(ATTEMPTS, p, 'evt-failed')],
+          [HEALTH, route(HEALTH, p)],
+        ] as const) {
+          const refused = await expect(operation, 429, { path, user: 'alice', base: limited.url });
+          assert.match(String(refused.detail), /^At most 1 reads a second per project/);
+        }
+      } finally {
+        await limited.close();
+      }
 
       await expect(REDELIVER, 202, { path: route(REDELIVER, p, 'evt-delivered'), user: 'alice' });
       await expect(REDELIVER, 409, { path: route(REDELIVER, p, 'evt-pending'), user: 'alice' });

@@ -23,6 +23,9 @@ export function deliveriesRouter(deps: deliveries.DeliveryDeps): Router {
     get: async (ctx: Context) => {
       ctx.body = await deliveries.getDelivery(deps, callerId(ctx.state), project(ctx), deliveryId(ctx));
     },
+    attempts: async (ctx: Context) => {
+      ctx.body = await deliveries.listAttempts(deps, callerId(ctx.state), project(ctx), deliveryId(ctx), ctx.query);
+    },
     redeliver: async (ctx: Context) => {
       ctx.body = await deliveries.redeliver(deps, callerId(ctx.state), project(ctx), deliveryId(ctx));
       ctx.status = 202;
@@ -42,6 +45,7 @@ export function deliveriesRouter(deps: deliveries.DeliveryDeps): Router {
   router.get('/deliveries', portal('read'), handlers.list);
   router.post('/deliveries/recover', portal('manage'), handlers.recover);
   router.get('/deliveries/:id', portal('read'), handlers.get);
+  router.get('/deliveries/:id/attempts', portal('read'), handlers.attempts);
   router.post('/deliveries/:id/redeliver', portal('manage'), handlers.redeliver);
   router.get('/health', portal('read'), handlers.health);
   return router;

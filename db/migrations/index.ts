@@ -8,6 +8,7 @@ import * as waiterLeases from './006_waiter_leases';
 import * as sendLimits from './007_send_limits';
 import * as portalLinks from './008_portal_links';
 import * as deliveryRun from './009_delivery_run';
+import * as deliveryLogIndexes from './010_delivery_log_indexes';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -20,6 +21,7 @@ const migrations: Record<string, Knex.Migration> = {
   '007_send_limits': sendLimits,
   '008_portal_links': portalLinks,
   '009_delivery_run': deliveryRun,
+  '010_delivery_log_indexes': deliveryLogIndexes,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
