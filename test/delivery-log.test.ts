@@ -734,7 +734,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
         DATABASE_URL: fx.database.url,
         TEMPORAL_ADDRESS: fx.env.address,
         TEMPORAL_TASK_QUEUE: taskQueue,
-        NODE_ENV: 'test',
+        NODE_ENV: 'development',
       },
       out: (line: string) => void lines.push(line),
       err: (line: string) => void errors.push(line),

@@ -107,6 +107,8 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     assert.deepEqual(unencryptedPayloadOf(value(refused!)), { allowed: false, value: value(event()) });
     assert.equal(unencryptedPayloadOf(value((await window.decode([event()]))[0]!))?.allowed, true);
     assert.equal(unencryptedPayloadOf(value((await development.decode([event()]))[0]!))?.allowed, true);
+    const test = workerPayloadCodecFromConfig({ ...ring, NODE_ENV: 'test' });
+    assert.equal(unencryptedPayloadOf(value((await test.decode([event()]))[0]!))?.allowed, false, 'test is production');
     // Encrypted with the key: the value itself, no marker.
     const [sealed] = await new EncryptionCodec(parsePayloadKeyRing(newKey)).encode([event()]);
     assert.deepEqual(value((await strict.decode([sealed!]))[0]!), value(event()));
