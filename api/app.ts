@@ -7,7 +7,7 @@ import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
 import { createSendLimiter, limitTestEvents, type RedeliveryLimits, type TestEventLimits } from './test-limits';
-import { authenticate, type AuthOptions } from './auth';
+import { afterPortalRecheck, authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
 import { deliveriesRouter } from './routes/deliveries';
@@ -86,12 +86,15 @@ export function createApp(deps: AppDeps): Koa {
     redelivery: deps.redeliveryLimits,
     clock: deps.limitsClock,
   });
-  const webhooks = webhooksRouter({ ...deps, sendTestEvent: limitTestEvents(deps.sendTestEvent, sendLimiter) });
+  // A portal link's request checks its link again right before each send or start (revoked meanwhile: 401).
+  const sendTestEvent = limitTestEvents(afterPortalRecheck(deps.sendTestEvent), sendLimiter);
+  const redelivery = deps.redelivery && afterPortalRecheck(deps.redelivery);
+  const webhooks = webhooksRouter({ ...deps, sendTestEvent });
 
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
-  const deliveries = deliveriesRouter({ ...deps, sendLimiter });
+  const deliveries = deliveriesRouter({ ...deps, redelivery, sendLimiter });
   const metrics = metricsRouter(deps);
   const codec = deps.codec && codecRouter(deps.codec);
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);

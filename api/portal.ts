@@ -64,9 +64,11 @@ export async function createPortalSession(
     validatePortalSessionBody(body ?? {});
   // One order in every token, whichever the member wrote.
   const capabilities = PORTAL_CAPABILITIES.filter((capability) => asked.includes(capability));
-  const generation = (await store.portalLinkGeneration(deps.db, projectId)) ?? 0;
+  const state = await store.portalLinkState(deps.db, projectId, userId);
+  // The link is bound to this membership: a removal in between makes a link that never works.
+  const membership = state?.memberSince ?? '';
   const { token, expiresAt } = deps.portalTokens.sign(
-    { projectId, capabilities, createdBy: userId, generation },
+    { projectId, capabilities, createdBy: userId, membership, generation: state?.generation ?? 0 },
     expiresInSeconds,
   );
   const base = (deps.publicBaseUrl ?? requestOrigin).replace(/\/+$/, '');

@@ -220,8 +220,91 @@ describe('portal links: made by members, scoped to one project and its capabilit
 
     await store.removeMember(t.db, p, 'alice');
     const left = await call('GET', `/webhooks/project/${p}`, fresh);
-    assert.equal(left.status, 403);
-    assert.equal(left.body.detail, 'The caller is not a member of this project');
+    assert.equal(left.status, 401);
+    assert.equal(left.body.detail, 'This portal link has expired or is not valid; ask for a new one');
+    // Added again, alice is another membership: her earlier link stays dead, a new one works.
+    await store.addMember(t.db, p, 'alice');
+    assert.equal((await call('GET', `/webhooks/project/${p}`, fresh)).status, 401, 'not revived by re-adding');
+    assert.equal((await call('GET', `/webhooks/project/${p}`, await link(p))).status, 200);
+  });
+
+  it('a revoked manage link is refused by the guard on every manage route, before the handler reads anything', async () => {
+    const p = await project();
+    const manage = await link(p);
+    assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'))).status, 204);
+    const actions: [string, string, unknown?][] = [
+      ['POST', `/webhooks/test/project/${p}`],
+      ['POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: -1 }],
+      ['PATCH', '/webhooks', { projectId: p, types: ['NO_SUCH_TYPE'] }],
+      ['POST', `/webhooks/project/${p}/deliveries/recover`, { since: 'not a time' }],
+      ['POST', `/webhooks/project/${p}/deliveries/no-such-id/redeliver`],
+    ];
+    for (const [method, path, body] of actions) {
+      const refused = await call(method, path, manage, body);
+      assert.equal(refused.status, 401, `${method} ${path}: ${JSON.stringify(refused.body)}`);
+      assert.equal(refused.body.detail, 'This portal link has expired or is not valid; ask for a new one');
+    }
+  });
+
+  it('a test already past the guard when its link is revoked stops before it sends', async () => {
+    const p = await project();
+    const manage = await link(p);
+    // The TEST slot's admission (after the guard, before the send) revokes the project's links, in its transaction.
+    await t.db.raw(`
+      CREATE FUNCTION revoke_on_admission() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN UPDATE projects SET portal_link_generation = portal_link_generation + 1 WHERE id = NEW.project_id;
+      RETURN NEW; END $$;
+      CREATE TRIGGER revoke_on_admission AFTER UPDATE ON webhook_send_limits
+        FOR EACH ROW EXECUTE FUNCTION revoke_on_admission();`);
+    const testedBefore = tested;
+    try {
+      const refused = await call('POST', `/webhooks/test/project/${p}`, manage);
+      assert.equal(refused.status, 401, JSON.stringify(refused.body));
+      assert.equal(tested, testedBefore, 'nothing sent');
+    } finally {
+      await t.db.raw('DROP TRIGGER revoke_on_admission ON webhook_send_limits; DROP FUNCTION revoke_on_admission()');
+    }
+    const member = await call('POST', `/webhooks/test/project/${p}`, hsToken('alice'));
+    assert.equal(member.status, 200, 'the slot was freed');
+  });
+
+  it('a recovery already past the guard when its link is revoked starts nothing more', async () => {
+    const p = await project();
+    for (let i = 0; i < 3; i += 1) {
+      const id = `webhook-event-${p}-${i}`;
+      await store.upsertDelivery(t.db, { id, projectId: p, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    }
+    const started: string[] = [];
+    const withRedelivery = await listenLocal(
+      createApp({
+        db: t.db,
+        secretBox: createSecretBox(ring[0]!.key),
+        logger: pino({ level: 'silent' }),
+        auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+        sendTestEvent: () => Promise.reject(new Error('unused')),
+        portal: { tokens },
+        // The first start revokes the project's links: the recovery is past its guard by then.
+        redelivery: async (delivery) => {
+          started.push(delivery.id);
+          await store.revokePortalLinks(t.db, p);
+          return `webhook-redelivery-${started.length}`;
+        },
+      }).callback(),
+    );
+    try {
+      const manage = await link(p);
+      const refused = await fetch(`${withRedelivery.url}/webhooks/project/${p}/deliveries/recover`, {
+        method: 'POST',
+        headers: { ...bearer(manage), 'content-type': 'application/json' },
+        body: JSON.stringify({ since: new Date(0).toISOString() }),
+      });
+      assert.equal(refused.status, 401, await refused.text());
+      assert.equal(started.length, 1, 'one start before the revocation, none after');
+      const failed = await store.listDeliveries(t.db, p, { status: 'failed', limit: 10 });
+      assert.equal(failed.length, 2, 'the rest stay failed, for a later recovery');
+    } finally {
+      await withRedelivery.close();
+    }
   });
 
   it('refuses expired, forged and re-signed tokens with 401', async () => {
@@ -239,7 +322,7 @@ describe('portal links: made by members, scoped to one project and its capabilit
       },
     );
     const otherKey = createPortalTokens(portalSigningKeys([{ id: 'k1', key: randomBytes(32) }])).sign(
-      { projectId: p, capabilities: ['read', 'manage'], createdBy: 'alice', generation: 0 },
+      { projectId: p, capabilities: ['read', 'manage'], createdBy: 'alice', membership: '', generation: 0 },
       600,
     ).token;
     // The at-rest key itself (not the derived one) does not sign portal links either.
@@ -279,13 +362,19 @@ describe('portal links: made by members, scoped to one project and its capabilit
     const old = { id: 'k1', key: randomBytes(32) };
     const next = { id: 'k2', key: randomBytes(32) };
     const made = createPortalTokens(portalSigningKeys([old])).sign(
-      { projectId: 'p', capabilities: ['read'], createdBy: 'alice', generation: 3 },
+      {
+        projectId: 'p',
+        capabilities: ['read'],
+        createdBy: 'alice',
+        membership: '2026-11-26T00:00:00.000001Z',
+        generation: 3,
+      },
       60,
     );
     const grant = createPortalTokens(portalSigningKeys([next, old])).verify(made.token);
     assert.deepEqual(
-      [grant.projectId, grant.capabilities, grant.createdBy, grant.generation],
-      ['p', ['read'], 'alice', 3],
+      [grant.projectId, grant.capabilities, grant.createdBy, grant.membership, grant.generation],
+      ['p', ['read'], 'alice', '2026-11-26T00:00:00.000001Z', 3],
     );
     assert.throws(() => createPortalTokens(portalSigningKeys([next])).verify(made.token), /expired or is not valid/);
   });
