@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import jwt from 'jsonwebtoken';
 import pino from 'pino';
 import { createApp, type AppDeps } from '../api';
@@ -114,6 +115,38 @@ describe('portal links: made by members, scoped to one project and its capabilit
     assert.equal(stranger.body.detail, 'The caller is not a member of this project');
     assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`, hsToken('mallory'))).status, 403);
     assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`)).status, 401);
+  });
+
+  it('a manage link lives a day at most (the default capabilities manage), a read-only link a week', async () => {
+    const p = await project();
+    const day = jwt.decode(await link(p, { expiresInSeconds: 86_400 })) as jwt.JwtPayload;
+    assert.equal(day.exp! - day.iat!, 86_400);
+    const week = jwt.decode(await link(p, { expiresInSeconds: 604_800, capabilities: ['read'] })) as jwt.JwtPayload;
+    assert.equal(week.exp! - week.iat!, 604_800);
+    for (const body of [
+      { expiresInSeconds: 86_401 },
+      { expiresInSeconds: 604_800, capabilities: ['read', 'manage'] },
+      { expiresInSeconds: 86_401, capabilities: ['manage', 'read'] },
+    ]) {
+      const refused = await call('POST', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'), body);
+      assert.equal(refused.status, 400, JSON.stringify(body));
+      assert.equal(refused.body.detail, 'The request body is invalid: /expiresInSeconds must be <= 86400');
+    }
+  });
+
+  it('a read-only link sees the receiver URL’s origin only; a manage link and members the whole URL', async () => {
+    const p = await project();
+    await call('PATCH', '/webhooks', hsToken('alice'), {
+      projectId: p,
+      url: 'https://receiver.example:8443/hooks/s3cr3t-path?key=capability',
+    });
+    const read = await call('GET', `/webhooks/project/${p}`, await link(p, { capabilities: ['read'] }));
+    assert.equal(read.status, 200);
+    assert.equal(read.body.url, 'https://receiver.example:8443');
+    for (const token of [await link(p), hsToken('alice')]) {
+      const whole = await call('GET', `/webhooks/project/${p}`, token);
+      assert.equal(whole.body.url, 'https://receiver.example:8443/hooks/s3cr3t-path?key=capability');
+    }
   });
 
   it('takes the capabilities in either order, written read first in the token; refuses duplicates and manage alone', async () => {
@@ -388,6 +421,12 @@ describe('portal links: made by members, scoped to one project and its capabilit
       assert.match(csp, /script-src 'self'(;|$)/);
       assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|\*/);
       assert.match(csp, /frame-ancestors https:\/\/app\.example\.com(;|$)/);
+      // Every directive pinned: the page talks to its own origin only (no `https:` source anywhere).
+      assert.equal(
+        csp,
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+          "base-uri 'none'; form-action 'none'; frame-ancestors https://app.example.com",
+      );
       assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
     }
     const html = await (await fetch(`${api.url}/portal`)).text();
@@ -408,15 +447,26 @@ describe('portal links: made by members, scoped to one project and its capabilit
     try {
       const page = await fetch(`${bare.url}/portal`);
       assert.match(page.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
-      // Without PUBLIC_BASE_URL the link points at the origin the member called.
+      // Without PUBLIC_BASE_URL (development only) the link points at this server on loopback, whatever the Host.
       const p = await project();
-      const made = await fetch(`${bare.url}/webhooks/project/${p}/portal-sessions`, {
-        method: 'POST',
-        headers: bearer(hsToken('alice')),
+      const made = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = httpRequest(`${bare.url}/webhooks/project/${p}/portal-sessions`, {
+          method: 'POST',
+          headers: { ...bearer(hsToken('alice')), host: 'evil.example', 'x-forwarded-host': 'evil.example' },
+        });
+        request.once('error', reject).once('response', (response) => {
+          let body = '';
+          response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+          response.once('end', () => resolve({ status: response.statusCode ?? 0, body }));
+        });
+        request.end();
       });
-      const created = (await made.json()) as { url: string };
-      assert.equal(made.status, 201, JSON.stringify(created));
-      assert.match(created.url, new RegExp(`^${bare.url}/portal#token=ey`));
+      assert.equal(made.status, 201, made.body);
+      const port = new URL(bare.url).port;
+      assert.match(
+        (JSON.parse(made.body) as { url: string }).url,
+        new RegExp(`^http://127\\.0\\.0\\.1:${port}/portal#token=ey`),
+      );
     } finally {
       await bare.close();
     }
