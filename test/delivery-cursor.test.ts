@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import knex from 'knex';
-import { DEFAULT_PAGE_SIZE, listDeliveries, parseListQuery } from '../api/deliveries';
+import { DEFAULT_PAGE_SIZE, listDeliveries, parseListQuery, recoverAsOperator } from '../api/deliveries';
 import { MAX_CURSOR_LENGTH, encodeCursor } from '../api/delivery-query';
 import { validateRecoverBody } from '../api/delivery-schemas';
 import { addMember, addProject, upsertDelivery, type DeliveryStatus } from '../db';
@@ -283,6 +283,30 @@ describe('delivery list paging (real PostgreSQL)', () => {
     } finally {
       await kolkata.destroy();
     }
+  });
+
+  it('a recovery takes at most 500 failed deliveries a call (MAX_RECOVER_BATCH); the next call the rest', async () => {
+    const projectId = newProjectId();
+    await addProject(t.db, projectId);
+    // 501, written out: the documented bound is under test, not whatever the constant says.
+    for (let i = 0; i < 501; i += 1) {
+      const id = `webhook-event-${randomUUID()}`;
+      await upsertDelivery(t.db, { id, projectId, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    }
+    const started: string[] = [];
+    const deps = {
+      db: t.db,
+      recoverRatePerSecond: 1_000,
+      redelivery: (row: { id: string }) => {
+        started.push(row.id);
+        return Promise.resolve(`webhook-redelivery-${randomUUID()}`);
+      },
+    };
+    const window = { since: '2000-01-01T00:00:00Z' };
+    assert.deepEqual(await recoverAsOperator(deps, projectId, window), { count: 500 });
+    assert.equal(started.length, 500);
+    assert.deepEqual(await recoverAsOperator(deps, projectId, window), { count: 1 });
+    assert.equal(new Set(started).size, 501, 'each once');
   });
 
   it('filters by status, type and time, and keeps the filter across pages', async () => {
