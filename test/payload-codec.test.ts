@@ -141,6 +141,24 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     assert.deepEqual(ran, [{ body: 'y' }, { body: 'z' }]);
   });
 
+  it('refuses an unencrypted activity input whatever the scheduling workflow calls itself (deliverWebhookEvent too)', async () => {
+    // A foreign workflow may take our workflow's type name: the name proves nothing, the input's encryption does.
+    for (const workflowType of ['deliverWebhookEvent', 'someoneElsesWorkflow']) {
+      const env = new MockActivityEnvironment(
+        { workflowType, workflowExecution: { workflowId: `foreign-${workflowType}`, runId: 'r1' } },
+        { interceptors: [unencryptedActivityInputGuard(captureLogger().logger)] },
+      );
+      const ran: unknown[] = [];
+      const activity = (input: unknown) => (ran.push(input), Promise.resolve('sent'));
+      const refusal = await env.run(activity, { __unencryptedPayload: { allowed: false, value: { body: 'x' } } }).then(
+        () => assert.fail(`${workflowType}: must be refused`),
+        (error: unknown) => error,
+      );
+      assert.equal((refusal as ApplicationFailure).type, FailureType.UnencryptedEventRefused, workflowType);
+      assert.deepEqual(ran, [], `${workflowType}: the activity never ran`);
+    }
+  });
+
   it('refuses an unknown key id or altered data with an error naming the key id and nothing of the content', async () => {
     const writer = new EncryptionCodec(parsePayloadKeyRing(newKey));
     const reader = new EncryptionCodec(parsePayloadKeyRing(oldKey));
