@@ -139,14 +139,22 @@ export function codecCors(deps: Pick<CodecDeps, 'corsOrigins'>): Middleware {
   };
 }
 
-/** The JSON parser refuses a `__proto__` key at any depth (400): the schema says so where it names keys. */
+/** The JSON parser refuses a `__proto__` key at any depth (400): the schema says so wherever a key may appear. */
 const notProto = { not: { const: '__proto__' } } as const;
+/** Members beside the protocol's are ignored; scalars only, so no object the schema does not name can hold a key. */
+const extraMember = {
+  type: ['string', 'number', 'boolean', 'null'],
+  description: 'Ignored. Scalars only: no object beside those named here may appear in the body.',
+} as const;
 
 /** Temporal's remote codec body; exported as is so the OpenAPI document shows the schema validated here. */
 export const codecBodySchema = {
   type: 'object',
-  description: 'No object in the body may hold a __proto__ key: such a body is refused as invalid JSON (400).',
+  description:
+    'No object in the body may hold a __proto__ key (400: the body parser refuses it at any depth); members ' +
+    'beside those named here are ignored and must be scalars.',
   propertyNames: notProto,
+  additionalProperties: extraMember,
   properties: {
     payloads: {
       type: 'array',
@@ -154,6 +162,7 @@ export const codecBodySchema = {
       items: {
         type: 'object',
         propertyNames: notProto,
+        additionalProperties: extraMember,
         properties: {
           metadata: {
             type: ['object', 'null'],
