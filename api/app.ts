@@ -36,7 +36,7 @@ export interface AppDeps {
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
   redelivery?: RedeliveryStarter;
   recoverRatePerSecond?: number;
-  /** Tells when a TEST redelivery has ended, to free the TEST slot before its lease ends. */
+  /** Tells when a TEST send or redelivery has ended, to free the TEST slot before its lease ends. */
   watchWorkflowEnd?: WorkflowEndWatcher;
   /** GET /metrics asks for this bearer token when set (METRICS_TOKEN). */
   metricsToken?: string;
@@ -87,7 +87,7 @@ export function createApp(deps: AppDeps): Koa {
     clock: deps.limitsClock,
   });
   // A portal link's request checks its link again right before each send or start (revoked meanwhile: 401).
-  const sendTestEvent = limitTestEvents(afterPortalRecheck(deps.sendTestEvent), sendLimiter);
+  const sendTestEvent = limitTestEvents(afterPortalRecheck(deps.sendTestEvent), sendLimiter, deps.watchWorkflowEnd);
   const redelivery = deps.redelivery && afterPortalRecheck(deps.redelivery);
   const webhooks = webhooksRouter({ ...deps, sendTestEvent });
 
