@@ -382,7 +382,16 @@ describe('portal links: made by members, scoped to one project and its capabilit
       expiresIn: 600,
       audience: 'webhook-portal',
     });
-    for (const token of [expired, otherKey, rawKey, tampered, forgedTyp]) {
+    // Signed right, but made before links were bound to a membership (no mbr claim): refused, to be made again.
+    const unbound = jwt.sign({ prj: p, cap: ['read'], gen: 0 }, portalSigningKeys(ring)[0]!.key, {
+      algorithm: 'HS256',
+      keyid: 'k1',
+      header: { alg: 'HS256', typ: PORTAL_TOKEN_TYPE },
+      audience: 'webhook-portal',
+      subject: 'alice',
+      expiresIn: 600,
+    });
+    for (const token of [expired, otherKey, rawKey, tampered, forgedTyp, unbound]) {
       const refused = await call('GET', path, token);
       assert.equal(refused.status, 401, token);
       assert.equal(refused.body.detail, 'This portal link has expired or is not valid; ask for a new one');
