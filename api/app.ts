@@ -8,7 +8,7 @@ import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
 import { createSendLimiter, limitTestEvents, type RedeliveryLimits, type TestEventLimits } from './test-limits';
 import { createReadLimiter, type ReadLimits } from './read-limits';
-import { authenticate, type AuthOptions } from './auth';
+import { afterPortalRecheck, authenticate, type AuthOptions } from './auth';
 import { MAX_BODY, problemDetails } from './errors';
 import { webhooksRouter } from './routes/webhooks';
 import { deliveriesRouter } from './routes/deliveries';
@@ -39,7 +39,7 @@ export interface AppDeps {
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
   redelivery?: RedeliveryStarter;
   recoverRatePerSecond?: number;
-  /** Tells when a TEST redelivery has ended, to free the TEST slot before its lease ends. */
+  /** Tells when a TEST send or redelivery has ended, to free the TEST slot before its lease ends. */
   watchWorkflowEnd?: WorkflowEndWatcher;
   /** GET /metrics asks for this bearer token when set (METRICS_TOKEN). */
   metricsToken?: string;
@@ -89,13 +89,16 @@ export function createApp(deps: AppDeps): Koa {
     redelivery: deps.redeliveryLimits,
     clock: deps.limitsClock,
   });
-  const webhooks = webhooksRouter({ ...deps, sendTestEvent: limitTestEvents(deps.sendTestEvent, sendLimiter) });
+  // A portal link's request checks its link again right before each send or start (revoked meanwhile: 401).
+  const sendTestEvent = limitTestEvents(afterPortalRecheck(deps.sendTestEvent), sendLimiter, deps.watchWorkflowEnd);
+  const redelivery = deps.redelivery && afterPortalRecheck(deps.redelivery);
+  const webhooks = webhooksRouter({ ...deps, sendTestEvent });
 
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));
   const readLimiter = deps.readLimits && createReadLimiter(deps.readLimits);
-  const deliveries = deliveriesRouter({ ...deps, sendLimiter, readLimiter });
+  const deliveries = deliveriesRouter({ ...deps, redelivery, sendLimiter, readLimiter });
   const metrics = metricsRouter(deps);
   const codec = deps.codec && codecRouter(deps.codec);
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createSecretKey } from 'node:crypto';
 import type { Middleware, Next, ParameterizedContext } from 'koa';
 import type { Knex } from 'knex';
@@ -5,7 +6,7 @@ import koaJwt from 'koa-jwt';
 import { koaJwtSecret } from 'jwks-rsa';
 import type { Config } from '../common/config';
 import { ApiError, UnauthorizedError } from './errors';
-import { portalLinkGeneration } from '../db/portal-sessions';
+import { portalLinkState } from '../db/portal-sessions';
 import { isPortalToken, type PortalCapability, type PortalGrant, type PortalTokens } from './portal-tokens';
 
 interface Claims {
@@ -103,10 +104,39 @@ class PortalForbiddenError extends ApiError {
 
 type GuardContext = ParameterizedContext<{ user?: unknown; portal?: PortalGrant }, { params?: Record<string, string> }>;
 
+const INVALID_LINK = 'This portal link has expired or is not valid; ask for a new one';
+
+/** A link stands while its generation is the project's and its creator is still the member who made it. */
+async function assertLinkStands(db: Knex, grant: PortalGrant): Promise<void> {
+  const state = await portalLinkState(db, grant.projectId, grant.createdBy);
+  if (state?.generation !== grant.generation || state.memberSince !== grant.membership)
+    throw new UnauthorizedError(INVALID_LINK);
+}
+
+/** The current request's portal link check, for side effects that come after the guard (recheckPortalLink). */
+const portalLinkCheck = new AsyncLocalStorage<() => Promise<void>>();
+
+/**
+ * Checks the current request's portal link again, right before a side effect (a send, a start, a write): a link
+ * revoked, or whose creator left, while the request ran stops here with 401. A member's request passes.
+ */
+export async function recheckPortalLink(): Promise<void> {
+  await portalLinkCheck.getStore()?.();
+}
+
+/** `effect`, run only once the current request's portal link has been checked again (recheckPortalLink). */
+export function afterPortalRecheck<A extends unknown[], R>(effect: (...args: A) => Promise<R>) {
+  return async (...args: A): Promise<R> => {
+    await recheckPortalLink();
+    return effect(...args);
+  };
+}
+
 /**
  * The route guard that lets a portal link's token through: on its own project only, for a route its capabilities
- * allow, while its link generation is the project's. The request then acts as the member who made the link (the
- * handlers' membership check still applies to them). A route without the guard refuses portal tokens (callerId).
+ * allow, while its link generation is the project's and its creator the member who made it (removed and added again
+ * is another membership). The request then acts as that member; recheckPortalLink repeats the check before each side
+ * effect. A route without the guard refuses portal tokens (callerId).
  */
 export function portalGuard(db: Knex) {
   return (
@@ -120,9 +150,10 @@ export function portalGuard(db: Knex) {
           throw new PortalForbiddenError('This portal link is for another project');
         if (!grant.capabilities.includes(capability))
           throw new PortalForbiddenError(`This portal link does not allow ${capability}: it is read-only`);
-        if ((await portalLinkGeneration(db, grant.projectId)) !== grant.generation)
-          throw new UnauthorizedError('This portal link has expired or is not valid; ask for a new one');
+        await assertLinkStands(db, grant);
         ctx.state.user = { sub: grant.createdBy, exp: grant.exp, iat: grant.iat } satisfies Caller;
+        await portalLinkCheck.run(() => assertLinkStands(db, grant), next);
+        return;
       }
       await next();
     };

@@ -4,7 +4,7 @@ import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from './dependency-e
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
 import { EventNoLongerRetainedError, type RedeliveryStarter, type WorkflowEndWatcher } from './redelivery';
-import type { SendLimiter } from './test-limits';
+import { RECOVER_CALL_LEASE_MS, type SendLimiter, type SendSlot } from './test-limits';
 import type { ReadLimiter } from './read-limits';
 import { validateRecoverBody } from './delivery-schemas';
 import {
@@ -280,9 +280,12 @@ export async function recoverDeliveries(
   if (!deps.sendLimiter) return recoverAsOperator(deps, projectId, window);
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const slot = await deps.sendLimiter('recover', projectId);
+  const redelivery = deps.redelivery;
+  // Each start renews the slot's lease: a long recovery never outlives it and runs beside a second one.
+  const renewing = { ...deps, redelivery: afterRenewal(slot, redelivery) };
   let started = 0;
   try {
-    const recovered = await recoverAsOperator(deps, projectId, window);
+    const recovered = await recoverAsOperator(renewing, projectId, window);
     started = recovered.count;
     return recovered;
   } catch (error) {
@@ -292,6 +295,13 @@ export async function recoverDeliveries(
     await slot.keepFor(started * recoverSpacingMs(deps));
   }
 }
+
+const afterRenewal =
+  (slot: SendSlot, start: RedeliveryStarter): RedeliveryStarter =>
+  async (row, delayMs) => {
+    await slot.keepFor(RECOVER_CALL_LEASE_MS);
+    return start(row, delayMs);
+  };
 
 const recoverSpacingMs = (deps: DeliveryDeps) => 1000 / (deps.recoverRatePerSecond ?? 10);
 

@@ -128,7 +128,10 @@ function fromHttpError(err: HttpLikeError): Problem | undefined {
   if (typeof status !== 'number' || status < 400 || status > 599) return undefined;
   switch (status) {
     case 400:
-      return problem(400, 'The request body is not valid JSON');
+      // co-body's parser (bourne) refuses a __proto__ key at any depth: valid JSON, refused against prototype poisoning.
+      return (err as Error).message === 'Object contains forbidden prototype property'
+        ? problem(400, 'The request body holds a "__proto__" key, which the API refuses in any object of a body')
+        : problem(400, 'The request body is not valid JSON');
     case 401:
       return problem(401, 'A valid bearer token is required');
     case 413:

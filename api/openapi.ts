@@ -59,7 +59,9 @@ const registrationProperties = {
 
 const registrationSchema = {
   type: 'object',
-  description: 'A webhook registration as the API shows it; the signing secret is never shown again.',
+  description:
+    'A webhook registration as the API shows it; the signing secret is never shown again. To a read-only portal ' +
+    'link the url is its origin only (scheme, host, port): paths and queries often carry a capability.',
   properties: registrationProperties,
   required: Object.keys(registrationProperties),
   additionalProperties: false,

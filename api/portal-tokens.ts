@@ -13,6 +13,8 @@ export interface PortalGrant {
   capabilities: PortalCapability[];
   /** The member who made the link: the link acts for them, so it stops working when they leave the project. */
   createdBy: string;
+  /** When the creator became a member (their membership's created_at): removed and added again, the link stays dead. */
+  membership: string;
   generation: number;
   iat: number;
   exp: number;
@@ -54,7 +56,8 @@ export function createPortalTokens(keys: SecretKey[]): PortalTokens {
   const byId = new Map(keys.map(({ id, key }) => [id, key]));
   return {
     sign(grant, expiresInSeconds) {
-      const token = jwt.sign({ prj: grant.projectId, cap: grant.capabilities, gen: grant.generation }, signing.key, {
+      const claims = { prj: grant.projectId, cap: grant.capabilities, gen: grant.generation, mbr: grant.membership };
+      const token = jwt.sign(claims, signing.key, {
         algorithm: 'HS256',
         keyid: signing.id,
         header: { alg: 'HS256', typ: PORTAL_TOKEN_TYPE },
@@ -75,11 +78,12 @@ export function createPortalTokens(keys: SecretKey[]): PortalTokens {
       } catch {
         throw new UnauthorizedError(INVALID);
       }
-      const { prj, cap, gen, sub, iat, exp } = claims as Record<string, unknown>;
+      const { prj, cap, gen, mbr, sub, iat, exp } = claims as Record<string, unknown>;
       const capabilities = Array.isArray(cap) ? cap : [];
       if (
         typeof prj !== 'string' ||
         typeof sub !== 'string' ||
+        typeof mbr !== 'string' ||
         !Number.isSafeInteger(gen) ||
         typeof iat !== 'number' ||
         typeof exp !== 'number' ||
@@ -91,6 +95,7 @@ export function createPortalTokens(keys: SecretKey[]): PortalTokens {
         projectId: prj,
         capabilities: capabilities as PortalCapability[],
         createdBy: sub,
+        membership: mbr,
         generation: gen as number,
         iat,
         exp,

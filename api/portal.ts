@@ -8,12 +8,14 @@ import { PORTAL_CAPABILITIES, type PortalCapability, type PortalTokens } from '.
 export interface PortalDeps {
   db: Knex;
   portalTokens: PortalTokens;
-  /** PUBLIC_BASE_URL: where customers reach this API; unset, the request's own origin. */
+  /** PUBLIC_BASE_URL: where customers reach this API (required in production); unset, this server on loopback. */
   publicBaseUrl?: string;
 }
 
 export const MIN_PORTAL_LINK_SECONDS = 60;
 export const MAX_PORTAL_LINK_SECONDS = 604_800;
+/** A manage link can rotate and receive the signing secret: it lives a day at most (a read link a week). */
+export const MAX_MANAGE_LINK_SECONDS = 86_400;
 export const DEFAULT_PORTAL_LINK_SECONDS = 3_600;
 
 export const portalSessionBodySchema = {
@@ -24,7 +26,9 @@ export const portalSessionBodySchema = {
       minimum: MIN_PORTAL_LINK_SECONDS,
       maximum: MAX_PORTAL_LINK_SECONDS,
       default: DEFAULT_PORTAL_LINK_SECONDS,
-      description: 'How long the link works, in seconds (a minute to a week).',
+      description:
+        'How long the link works, in seconds: a minute to a day for a link that may manage (the default ' +
+        'capabilities), to a week for a read-only link.',
     },
     capabilities: {
       description:
@@ -35,6 +39,12 @@ export const portalSessionBodySchema = {
     },
   },
   additionalProperties: false,
+  // Unless the link is read-only (capabilities given, without manage), it lives a day at most.
+  if: {
+    required: ['capabilities'],
+    properties: { capabilities: { type: 'array', not: { contains: { const: 'manage' } } } },
+  },
+  else: { properties: { expiresInSeconds: { type: 'integer', maximum: MAX_MANAGE_LINK_SECONDS } } },
 } as const;
 
 export interface PortalSessionBody {
@@ -56,7 +66,8 @@ export async function createPortalSession(
   userId: string,
   projectId: string,
   body: unknown,
-  requestOrigin: string,
+  /** Where the link points without PUBLIC_BASE_URL: this server on loopback, never the request's Host header. */
+  fallbackOrigin: string,
 ): Promise<PortalSessionView> {
   await assertMember(deps.db, projectId, userId);
   // After membership: a non-member learns nothing from the validation either.
@@ -64,12 +75,14 @@ export async function createPortalSession(
     validatePortalSessionBody(body ?? {});
   // One order in every token, whichever the member wrote.
   const capabilities = PORTAL_CAPABILITIES.filter((capability) => asked.includes(capability));
-  const generation = (await store.portalLinkGeneration(deps.db, projectId)) ?? 0;
+  const state = await store.portalLinkState(deps.db, projectId, userId);
+  // The link is bound to this membership: a removal in between makes a link that never works.
+  const membership = state?.memberSince ?? '';
   const { token, expiresAt } = deps.portalTokens.sign(
-    { projectId, capabilities, createdBy: userId, generation },
+    { projectId, capabilities, createdBy: userId, membership, generation: state?.generation ?? 0 },
     expiresInSeconds,
   );
-  const base = (deps.publicBaseUrl ?? requestOrigin).replace(/\/+$/, '');
+  const base = (deps.publicBaseUrl ?? fallbackOrigin).replace(/\/+$/, '');
   return { url: `${base}/portal#token=${token}`, token, expiresAt: expiresAt.toISOString() };
 }
 

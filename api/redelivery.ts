@@ -113,7 +113,7 @@ async function loggedRun(client: Client, delivery: DeliveryRow): Promise<{ paylo
     if (!attributes) throw new EventNoLongerRetainedError(delivery.id);
     if (delivery.runId === null && (optionalTsToMs(first.eventTime) ?? Infinity) > delivery.updatedAt.getTime())
       return undefined;
-    return { payloads: (attributes.input?.payloads ?? []) };
+    return { payloads: attributes.input?.payloads ?? [] };
   } catch (error) {
     // fetchHistory reports an unknown workflow as gRPC NOT_FOUND, not as WorkflowNotFoundError.
     if (error instanceof WorkflowNotFoundError || (isGrpcServiceError(error) && Number(error.code) === GRPC_NOT_FOUND))

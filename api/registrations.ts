@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import * as store from '../db';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
+import { recheckPortalLink } from './auth';
 import {
   NotMemberError,
   ProjectNotFoundError,
@@ -86,6 +87,7 @@ export async function updateWebhook(
   body: UpdateWebhookBody,
 ): Promise<RegistrationView> {
   await assertMember(deps.db, body.projectId, userId);
+  await recheckPortalLink();
   const changes = { ...(body.url !== undefined && { url: body.url }), ...(body.types && { types: body.types }) };
   const row = await store.updateRegistration(deps.db, body.projectId, changes);
   if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
@@ -113,6 +115,7 @@ export async function rotateWebhookSecret(
 ): Promise<RotatedSecretView> {
   await assertMember(deps.db, projectId, userId);
   const overlapSeconds = body.overlapSeconds ?? DEFAULT_OVERLAP_SECONDS;
+  await recheckPortalLink();
   const rotated = await store.rotateRegistrationSecret(deps.db, deps.secretBox, projectId, overlapSeconds);
   if (!rotated) throw noWebhook(projectId);
   return { secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString() };

@@ -102,6 +102,8 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
   for (const error of errors) {
     // "url or types" is one rule; ajv reports it as each branch's miss plus the anyOf itself.
     if (error.schemaPath.startsWith('#/anyOf/')) continue;
+    // A conditional rule's branch names the field it refuses; the `if` itself adds nothing.
+    if (error.keyword === 'if') continue;
     const pointer = error.instancePath || '/';
     if (error.keyword === 'anyOf') result.push({ pointer, detail: 'must have at least one of url and types' });
     else if (error.keyword === 'pattern' && pointer === '/projectId')

@@ -11,6 +11,7 @@ import { temporalConnectionOptions } from '../common/temporal-connection';
 import { lazyTemporalClient } from './lazy-temporal';
 import { createTestEventSender } from './test-event';
 import { createApp, type AppDeps } from './app';
+import { testSlotLeaseMs } from './test-limits';
 import { createRedeliveryStarter, createWorkflowEndWatcher } from './redelivery';
 import { createHttpServer } from './http-server';
 import { authOptionsFromConfig } from './auth';
@@ -67,13 +68,18 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     const sendTestEvent: SendTestEvent =
       deps.sendTestEvent ?? createTestEventSender(temporal, config, { eagerStart: deps.eagerStart });
     const keyRing = resolveSecretKeyRing(config, logger);
+    const testEventLimits = {
+      perMinute: config.TEST_EVENTS_PER_MINUTE,
+      waitMs: config.TEST_DELIVERY_WAIT_MS,
+      attemptMs: config.WEBHOOK_TIMEOUT_MS,
+    };
     const appDeps: AppDeps = {
       db,
       secretBox: deps.secretBox ?? createSecretBox(keyRing),
       logger,
       auth: authOptionsFromConfig(config),
       sendTestEvent,
-      testEventLimits: { perMinute: config.TEST_EVENTS_PER_MINUTE, waitMs: config.TEST_DELIVERY_WAIT_MS },
+      testEventLimits,
       redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart, logger }),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       redeliveryLimits: {
@@ -81,7 +87,8 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         recoverPerMinute: config.RECOVER_CALLS_PER_MINUTE,
       },
       readLimits: { perSecond: config.READ_CALLS_PER_SECOND },
-      watchWorkflowEnd: createWorkflowEndWatcher(temporal, config.TEST_DELIVERY_WAIT_MS),
+      // Until the TEST attempt has ended, which may be after the answer: as long as the TEST slot's lease.
+      watchWorkflowEnd: createWorkflowEndWatcher(temporal, testSlotLeaseMs(testEventLimits)),
       metricsToken: config.METRICS_TOKEN,
       webhookUrlPolicy: webhookUrlPolicy(config),
       codec: { codec: payloadCodecFromConfig(config, logger), ...codecAccessFromConfig(config) },

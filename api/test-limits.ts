@@ -2,14 +2,17 @@ import type { Knex } from 'knex';
 import type { Logger } from '../common/logger';
 import { admitSend, extendSendSlot, releaseSendSlot, type SendLimitKind, type SendLimitRule } from '../db';
 import { ApiError } from './errors';
-import type { SendTestEvent } from './test-event';
+import type { SendTestEvent, TestDeliveryOutcome } from './test-event';
+import type { WorkflowEndWatcher } from './redelivery';
 
 /** How often a project may send TEST events: one in flight, and at most `perMinute` in any 60 s. */
 export interface TestEventLimits {
   /** TEST_EVENTS_PER_MINUTE (default 10). */
   perMinute: number;
-  /** TEST_DELIVERY_WAIT_MS: a TEST send has its outcome by then; its slot's lease runs a little longer. */
+  /** TEST_DELIVERY_WAIT_MS: the test endpoint answers by then, with the outcome or without it. */
   waitMs: number;
+  /** WEBHOOK_TIMEOUT_MS: the TEST attempt may go on after the answer until then; the slot's lease covers it. */
+  attemptMs?: number;
 }
 
 /** How often a project's members may call redeliver and recover (recoveries also run one at a time). */
@@ -26,7 +29,16 @@ export const DEFAULT_REDELIVERY_LIMITS: RedeliveryLimits = { redeliverPerMinute:
 const MINUTE_MS = 60_000;
 /** Time for the release to reach the database after a TEST send's deadline. */
 const TEST_LEASE_MARGIN_MS = 1_000;
-/** The longest a recover call may take to start its redeliveries before another may run (if its process died). */
+/**
+ * How long a TEST send may hold the slot, should its release never come (its process died): the wait for the answer
+ * or the attempt, whichever is longer, and a margin. The release normally comes first, when the attempt ends.
+ */
+export const testSlotLeaseMs = (limits: TestEventLimits): number =>
+  Math.max(limits.waitMs, limits.attemptMs ?? 0) + TEST_LEASE_MARGIN_MS;
+/**
+ * The longest a recover call may go between two starts of its redeliveries before another may run (if its process
+ * died): each start renews the lease.
+ */
 export const RECOVER_CALL_LEASE_MS = 300_000;
 
 /** 429 with Retry-After (whole seconds): the project sends too often. */
@@ -59,7 +71,7 @@ export function createSendLimiter(db: Knex, logger: Logger, options: SendLimiter
   const test = options.test ?? DEFAULT_TEST_EVENT_LIMITS;
   const redelivery = options.redelivery ?? DEFAULT_REDELIVERY_LIMITS;
   const rules: Record<SendLimitKind, SendLimitRule> = {
-    test: { perWindow: test.perMinute, windowMs: MINUTE_MS, leaseMs: test.waitMs + TEST_LEASE_MARGIN_MS },
+    test: { perWindow: test.perMinute, windowMs: MINUTE_MS, leaseMs: testSlotLeaseMs(test) },
     redeliver: { perWindow: redelivery.redeliverPerMinute, windowMs: MINUTE_MS },
     recover: { perWindow: redelivery.recoverPerMinute, windowMs: MINUTE_MS, leaseMs: RECOVER_CALL_LEASE_MS },
   };
@@ -97,14 +109,27 @@ const LIMIT_TEXTS: Record<SendLimitKind, { sends: string; inFlight?: (projectId:
   },
 };
 
-/** Wraps the test sender: the TEST slot is taken before the send and freed when it ends, whatever its outcome. */
-export function limitTestEvents(send: SendTestEvent, limiter: SendLimiter): SendTestEvent {
+/**
+ * Wraps the test sender: the TEST slot is taken before the send and freed when the TEST attempt ends, whatever its
+ * outcome. An answer without the outcome (TEST_DELIVERY_WAIT_MS passed) leaves the attempt running: the slot stays
+ * taken until `watchWorkflowEnd` tells it ended (or, without a watcher, until its lease ends).
+ */
+export function limitTestEvents(
+  send: SendTestEvent,
+  limiter: SendLimiter,
+  watchWorkflowEnd?: WorkflowEndWatcher,
+): SendTestEvent {
   return async (projectId) => {
     const slot = await limiter('test', projectId);
+    let outcome: TestDeliveryOutcome;
     try {
-      return await send(projectId);
-    } finally {
+      outcome = await send(projectId);
+    } catch (error) {
       await slot.release();
+      throw error;
     }
+    if (outcome.delivered || outcome.category !== 'no-outcome') await slot.release();
+    else if (watchWorkflowEnd) void watchWorkflowEnd(outcome.workflowId).then(() => slot.release());
+    return outcome;
   };
 }

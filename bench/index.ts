@@ -172,6 +172,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     JWT_SECRET: jwtSecret,
     // Production requires a bearer token for /metrics; the bench does not scrape it.
     METRICS_TOKEN: randomBytes(24).toString('hex'),
+    PUBLIC_BASE_URL: 'https://hooks.example.com',
     PORT: String(apiPort),
     ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
     // The bench receiver is plain http on 127.0.0.1; payloads are encrypted as in production.

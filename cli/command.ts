@@ -80,7 +80,8 @@ export function parseCommandArgs<O extends NonNullable<ParseArgsConfig['options'
  */
 export function commandConfig(io: CliIo, needs: ConfigNeeds = {}): Config {
   const env = io.env;
-  if (env.NODE_ENV === 'production') return loadConfig(env, needs);
+  // Only development (NODE_ENV unset or development) falls back on the embedded stack.
+  if ((env.NODE_ENV || 'development') !== 'development') return loadConfig(env, needs);
   const dev = loadConfig(env);
   const running = readRunningStack(dev.DATA_DIR);
   const found: NodeJS.ProcessEnv = {};

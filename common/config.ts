@@ -1,10 +1,13 @@
 import Ajv, { type JSONSchemaType } from 'ajv';
 import { DEFAULT_TASK_QUEUE } from './contract';
 import { PAYLOAD_KEY_RING_PATTERN, parsePayloadKeyRing } from './payload-codec';
+import { isDevelopment, type NodeEnv } from './node-env';
+
+export { isDevelopment } from './node-env';
 
 /** Everything the processes read from the environment, validated once at start-up. */
 export interface Config {
-  NODE_ENV: 'development' | 'test' | 'production';
+  NODE_ENV: NodeEnv;
   PORT: number;
   LOG_LEVEL: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   DATA_DIR: string;
@@ -107,7 +110,7 @@ export interface Config {
   DEV_CODEC_WITHOUT_TOKEN: boolean;
   /** In production receivers must be https:// unless this is true. */
   ALLOW_HTTP_WEBHOOK_URLS: boolean;
-  /** Where customers reach the API (portal links point here); unset: the origin of the request that made the link. */
+  /** Where customers reach the API (portal links point here): required, https, outside development; unset: loopback. */
   PUBLIC_BASE_URL?: string;
   /** Origins (comma-separated) allowed to embed the portal page in an iframe; unset: none. */
   PORTAL_FRAME_ANCESTORS?: string;
@@ -280,13 +283,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push(
       'DELIVERY_GIVE_UP_AFTER_MS must leave room for two attempts: at least 2 × WEBHOOK_TIMEOUT_MS + DELIVERY_MAX_INTERVAL_MS',
     );
-  // Generated keys are for development: production, and a standalone process unless NODE_ENV=development, need them set.
-  const keysRequired = config.NODE_ENV === 'production' || (needs.standalone && config.NODE_ENV !== 'development');
-  if (keysRequired && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
+  // Production is every NODE_ENV but development (a standalone process defaults to it): generated keys, http URLs and
+  // open endpoints are for development only.
+  const production = !isDevelopment(config);
+  if (production && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
     problems.push(
       'WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64), or the ring WEBHOOK_SECRET_KEYS',
     );
-  if (keysRequired && !config.PAYLOAD_ENCRYPTION_KEYS)
+  if (production && !config.PAYLOAD_ENCRYPTION_KEYS)
     problems.push(
       'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
     );
@@ -298,20 +302,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     }
   }
   // The codec endpoint decrypts patient data: in production only operators' tokens open it.
-  if (config.NODE_ENV === 'production' && config.DEV_CODEC_WITHOUT_TOKEN)
+  if (production && config.DEV_CODEC_WITHOUT_TOKEN)
     problems.push('DEV_CODEC_WITHOUT_TOKEN must not be set in production: the codec endpoint is for operators only');
   if (config.ALERT_WEBHOOK_URL && !config.ALERT_WEBHOOK_SECRET)
     problems.push('ALERT_WEBHOOK_SECRET is required with ALERT_WEBHOOK_URL (alerts are signed like deliveries)');
-  if (config.NODE_ENV === 'production' && config.ALERT_WEBHOOK_URL && !/^https:\/\//i.test(config.ALERT_WEBHOOK_URL))
+  if (production && config.ALERT_WEBHOOK_URL && !/^https:\/\//i.test(config.ALERT_WEBHOOK_URL))
     problems.push('ALERT_WEBHOOK_URL must be an https:// URL in production');
   // The API (needs.auth) serves /metrics: in production to a bearer of METRICS_TOKEN only.
-  if (config.NODE_ENV === 'production' && needs.auth && !config.METRICS_TOKEN)
+  if (production && needs.auth && !config.METRICS_TOKEN)
     problems.push('METRICS_TOKEN is required in production (the bearer token of /metrics, at least 16 characters)');
+  // Portal links carry a token: in production they point at a configured https origin, never at a Host header.
+  if (production && needs.auth && !config.PUBLIC_BASE_URL)
+    problems.push('PUBLIC_BASE_URL is required in production (https://where customers reach the API; portal links)');
+  if (production && config.PUBLIC_BASE_URL && !/^https:\/\//i.test(config.PUBLIC_BASE_URL))
+    problems.push('PUBLIC_BASE_URL must be an https:// URL in production');
   // Node answers 408 to a request whose headers are late only when headersTimeout is below requestTimeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS)
     problems.push('HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS');
   // Without an audience and an issuer, any token the identity provider signs (for any other app) would be accepted.
-  if (config.NODE_ENV === 'production' && config.JWT_JWKS_URI) {
+  if (production && config.JWT_JWKS_URI) {
     if (!config.JWT_ISSUER) problems.push('JWT_ISSUER is required in production when JWT_JWKS_URI is set');
     if (!config.JWT_AUDIENCE) problems.push('JWT_AUDIENCE is required in production when JWT_JWKS_URI is set');
     if (!/^https:\/\//i.test(config.JWT_JWKS_URI)) problems.push('JWT_JWKS_URI must be an https:// URL in production');

@@ -1,5 +1,6 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { Config } from './config';
+import { isDevelopment } from './node-env';
 import { deepRedaction, redactChildBindings } from './log-redaction';
 
 export type { Logger };
@@ -25,7 +26,7 @@ export function prettyLogs(
   config: Pick<Config, 'NODE_ENV' | 'LOG_PRETTY'>,
   isTerminal = Boolean(process.stdout.isTTY),
 ): boolean {
-  if (config.NODE_ENV === 'production' || config.LOG_PRETTY === false) return false;
+  if (!isDevelopment(config) || config.LOG_PRETTY === false) return false;
   if (config.LOG_PRETTY !== true && !isTerminal) return false;
   try {
     require.resolve('pino-pretty');

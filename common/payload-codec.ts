@@ -11,6 +11,7 @@ import {
   type PayloadCodec,
 } from '@temporalio/common';
 import type { Config } from './config';
+import { isDevelopment } from './node-env';
 import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from './contract/unencrypted';
 import type { Logger } from './logger';
 import { readOrCreateDevSecret } from './secrets';
@@ -200,7 +201,7 @@ export function resolvePayloadKeys(
   logger?: Logger,
 ): PayloadKey[] {
   if (config.PAYLOAD_ENCRYPTION_KEYS) return parsePayloadKeyRing(config.PAYLOAD_ENCRYPTION_KEYS);
-  if (config.NODE_ENV === 'production') throw new Error('PAYLOAD_ENCRYPTION_KEYS is required in production');
+  if (!isDevelopment(config)) throw new Error('PAYLOAD_ENCRYPTION_KEYS is required in production');
   const { value, created } = readOrCreateDevSecret(config.DATA_DIR, PAYLOAD_KEYS_FILE, () => generatePayloadKey());
   logger?.warn(
     { file: join(config.DATA_DIR, PAYLOAD_KEYS_FILE), created },
@@ -225,7 +226,7 @@ export const FAILURE_CONVERTER_PATH = require.resolve('./failure-converter');
  * only with ALLOW_UNENCRYPTED_EVENTS=true (a migration window for clients that do not encrypt yet).
  */
 export const unencryptedEventsAllowed = (config: Pick<Config, 'NODE_ENV' | 'ALLOW_UNENCRYPTED_EVENTS'>): boolean =>
-  config.NODE_ENV !== 'production' || config.ALLOW_UNENCRYPTED_EVENTS === true;
+  isDevelopment(config) || config.ALLOW_UNENCRYPTED_EVENTS === true;
 
 /** The worker's codec: the key ring, and unencrypted payloads marked as refused or allowed (unencryptedEventsAllowed). */
 export function workerPayloadCodecFromConfig(

@@ -1,4 +1,5 @@
 import type { Config } from './config';
+import { isDevelopment } from './node-env';
 
 /** The longest receiver URL a registration may have. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
@@ -23,7 +24,10 @@ export interface WebhookUrlPolicy {
 export function webhookUrlPolicy(
   config: Partial<Pick<Config, 'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS'>>,
 ): WebhookUrlPolicy {
-  return { httpsOnly: config.NODE_ENV === 'production' && config.ALLOW_HTTP_WEBHOOK_URLS !== true };
+  // A loaded config always has NODE_ENV; activities built bare in tests have none and keep http.
+  return {
+    httpsOnly: config.NODE_ENV !== undefined && !isDevelopment(config) && config.ALLOW_HTTP_WEBHOOK_URLS !== true,
+  };
 }
 
 /** What registration answers (400) and delivery fails with for a plain http:// receiver under an https-only policy. */

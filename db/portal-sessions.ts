@@ -8,6 +8,27 @@ export async function portalLinkGeneration(db: Db, projectId: string): Promise<n
   return row?.generation;
 }
 
+/**
+ * What a portal link is checked against: the project's link generation, and when its creator became a member (the
+ * row's created_at, to the microsecond, UTC) or null when they are not one. Undefined when there is no such project.
+ */
+export async function portalLinkState(
+  db: Db,
+  projectId: string,
+  userId: string,
+): Promise<{ generation: number; memberSince: string | null } | undefined> {
+  const row = await db('projects as p')
+    .leftJoin('project_members as m', (join) => {
+      join.on('m.project_id', '=', 'p.id').andOn('m.user_id', '=', db.raw('?', [userId]));
+    })
+    .where('p.id', projectId)
+    .first<{ generation: number; member_since: string | null } | undefined>(
+      'p.portal_link_generation as generation',
+      db.raw(`to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS member_since`),
+    );
+  return row && { generation: row.generation, memberSince: row.member_since };
+}
+
 /** Revokes every portal link of the project made so far; false when there is no such project. */
 export async function revokePortalLinks(db: Db, projectId: string): Promise<boolean> {
   const updated = await db('projects').where({ id: projectId }).increment('portal_link_generation', 1);

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { loadConfig, type Config } from '../common/config';
+import { isDevelopment, loadConfig, type Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { readOrCreateDevSecret } from '../common/secrets';
 import { DEV_DATABASE_NAME, loadEmbeddedPostgres, startDevPostgres } from './postgres';
@@ -55,7 +55,7 @@ export function devJwtSecret(
   config: Pick<Config, 'JWT_SECRET' | 'JWT_JWKS_URI' | 'NODE_ENV' | 'DATA_DIR'>,
 ): string | undefined {
   if (config.JWT_SECRET) return config.JWT_SECRET;
-  if (config.JWT_JWKS_URI || config.NODE_ENV === 'production') return undefined;
+  if (config.JWT_JWKS_URI || !isDevelopment(config)) return undefined;
   return readOrCreateDevSecret(config.DATA_DIR, JWT_SECRET_FILE, () => randomBytes(32).toString('hex')).value;
 }
 
@@ -78,9 +78,9 @@ export async function startDevStack({
   const dev = { ...config, ...pickDevSettings(loadConfig(env)) };
   const needsPostgres = !config.DATABASE_URL;
   const needsTemporal = !config.TEMPORAL_ADDRESS;
-  if (config.NODE_ENV === 'production' && (needsPostgres || needsTemporal)) {
+  if (!isDevelopment(config) && (needsPostgres || needsTemporal)) {
     throw new Error(
-      `NODE_ENV=production: refusing to start an embedded ${needsPostgres ? 'PostgreSQL' : 'Temporal'}; set ${
+      `NODE_ENV=${config.NODE_ENV}: refusing to start an embedded ${needsPostgres ? 'PostgreSQL' : 'Temporal'}; set ${
         needsPostgres ? 'DATABASE_URL' : 'TEMPORAL_ADDRESS'
       } (or use npm run start:api / start:worker)`,
     );

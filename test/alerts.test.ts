@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { startDeliveryWorkflow } from '../common/delivery-start';
 import type { DeliverWebhookEventResult } from '../common/contract';
+import { createAlertSender } from '../activities/alerts';
 import { captureLogger, fallEvent, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
@@ -55,5 +56,38 @@ describe('operator alerts outside the delivery attempt', function () {
     for (let i = 0; i < 100 && unreachable().length === 0; i += 1) await new Promise((r) => setTimeout(r, 50));
     assert.equal(unreachable().length, 1);
     assert.equal(unreachable()[0]!.alert, 'endpoint-failing');
+  });
+});
+
+describe('operator alerts: the alert POST’s default timeout', () => {
+  it('abandons a hanging alert endpoint after 10 s when no timeout is given, and logs it as failed', async () => {
+    const hanging = await startTestReceiver();
+    hanging.fallback = { delayMs: 600_000 };
+    try {
+      const log = captureLogger();
+      const send = createAlertSender(log.logger, {
+        alertAfterMs: 0,
+        webhook: { url: hanging.url, secret: ALERT_SECRET },
+      });
+      const sent = Date.now();
+      await send({
+        alert: 'endpoint-failing',
+        projectId: newProjectId(),
+        webhookType: 'FALL_DETECTION',
+        deliveryIds: ['webhook-event-x'],
+        consecutiveFailures: 1,
+        failingSince: null,
+        lastError: 'HTTP 500',
+        raisedAt: new Date().toISOString(),
+      });
+      await hanging.waitForRequests(1);
+      const unreachable = () => log.lines.find((line) => line.msg === 'alert webhook unreachable');
+      while (!unreachable() && Date.now() - sent < 13_000) await new Promise((r) => setTimeout(r, 100));
+      const waited = Date.now() - sent;
+      assert.ok(unreachable(), `still waiting for the alert endpoint after ${waited} ms`);
+      assert.ok(waited >= 9_500 && waited < 13_000, `abandoned after ${waited} ms, not 10 s`);
+    } finally {
+      await hanging.close();
+    }
   });
 });

@@ -740,6 +740,36 @@ describe('api: startApi', () => {
     await assert.rejects(fetch(`http://127.0.0.1:${port}/webhooks/project/started`));
   });
 
+  it('passes PUBLIC_BASE_URL to the app: portal links point there, not at the port it listens on', async () => {
+    const config = loadConfig(
+      {
+        PORT: '0',
+        DATABASE_URL: t.url,
+        JWT_SECRET: TEST_JWT_SECRET,
+        WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
+        PUBLIC_BASE_URL: 'https://hooks.example.com/',
+      },
+      { database: true, auth: true },
+    );
+    const api = await startApi(config, pino({ level: 'silent' }), {
+      sendTestEvent: () => Promise.reject(new Error('not used')),
+    });
+    try {
+      const { port } = api.server.address() as AddressInfo;
+      await store.addProject(t.db, 'linked');
+      await store.addMember(t.db, 'linked', 'alice');
+      const made = await fetch(`http://127.0.0.1:${port}/webhooks/project/linked/portal-sessions`, {
+        method: 'POST',
+        headers: bearer(hsToken('alice')),
+      });
+      const body = (await made.json()) as { url: string; token: string };
+      assert.equal(made.status, 201, JSON.stringify(body));
+      assert.equal(body.url, `https://hooks.example.com/portal#token=${body.token}`);
+    } finally {
+      await api.close();
+    }
+  });
+
   it('with Temporal down, answers readyz 503 at once and closes cleanly right after', async () => {
     const config = loadConfig(
       {

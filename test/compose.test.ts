@@ -46,6 +46,7 @@ const userEnv = {
   JWT_SECRET: 'j'.repeat(40),
   PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
   METRICS_TOKEN: 'm'.repeat(24),
+  PUBLIC_BASE_URL: 'https://hooks.example.com',
 };
 
 /**
@@ -314,6 +315,7 @@ describe('docker-compose.yml', () => {
       WEBHOOK_SECRET_KEY: userEnv.WEBHOOK_SECRET_KEY,
       PAYLOAD_ENCRYPTION_KEYS: userEnv.PAYLOAD_ENCRYPTION_KEYS,
       METRICS_TOKEN: userEnv.METRICS_TOKEN,
+      PUBLIC_BASE_URL: userEnv.PUBLIC_BASE_URL,
     };
     const withJwks = loadConfig(
       resolvedEnvironment('api', {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { ConfigError, loadConfig } from '../common/config';
+import { ConfigError, isDevelopment, loadConfig } from '../common/config';
 import { workerTuningOptions } from '../worker/start';
 import { metricsBindAddress } from '../worker/runtime';
 
@@ -122,7 +122,8 @@ describe('config', () => {
     const api = { database: true, auth: true } as const;
     const withApi = { ...production, DATABASE_URL: DB, JWT_SECRET: SECRET };
     assert.match(configError(withApi, api), /METRICS_TOKEN is required in production/);
-    assert.doesNotThrow(() => loadConfig({ ...withApi, METRICS_TOKEN: 't'.repeat(16) }, api));
+    const base = { PUBLIC_BASE_URL: 'https://hooks.example.com' };
+    assert.doesNotThrow(() => loadConfig({ ...withApi, ...base, METRICS_TOKEN: 't'.repeat(16) }, api));
     assert.doesNotThrow(() => loadConfig({ ...production, DATABASE_URL: DB }, { database: true }), 'the worker');
     assert.doesNotThrow(() => loadConfig({ DATABASE_URL: DB, JWT_SECRET: SECRET }, api), 'development');
     const alert = { ALERT_WEBHOOK_URL: 'http://alerts.example/hook', ALERT_WEBHOOK_SECRET: 's'.repeat(16) };
@@ -131,6 +132,59 @@ describe('config', () => {
       loadConfig({ ...production, ...alert, ALERT_WEBHOOK_URL: 'https://alerts.example/hook' }),
     );
     assert.doesNotThrow(() => loadConfig(alert), 'development allows http');
+  });
+
+  it('in production the API needs an https PUBLIC_BASE_URL, named; the worker and development do not', () => {
+    const api = { database: true, auth: true } as const;
+    const withApi = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS,
+      DATABASE_URL: DB,
+      JWT_SECRET: SECRET,
+      METRICS_TOKEN: 't'.repeat(16),
+    };
+    assert.match(configError(withApi, api), /PUBLIC_BASE_URL is required in production/);
+    assert.match(
+      configError({ ...withApi, PUBLIC_BASE_URL: 'http://hooks.example.com' }, api),
+      /PUBLIC_BASE_URL must be an https:\/\/ URL in production/,
+    );
+    assert.equal(
+      loadConfig({ ...withApi, PUBLIC_BASE_URL: 'https://hooks.example.com' }, api).PUBLIC_BASE_URL,
+      'https://hooks.example.com',
+    );
+    assert.doesNotThrow(() => loadConfig({ ...withApi, JWT_SECRET: undefined }, { database: true }), 'the worker');
+    const development = { DATABASE_URL: DB, JWT_SECRET: SECRET, PUBLIC_BASE_URL: 'http://127.0.0.1:3000' };
+    assert.doesNotThrow(() => loadConfig(development, api), 'development takes http');
+  });
+
+  it('NODE_ENV=test keeps every production guard: only development switches them off', () => {
+    const test = {
+      NODE_ENV: 'test',
+      DATABASE_URL: DB,
+      JWT_JWKS_URI: 'http://idp.example/jwks',
+      DEV_CODEC_WITHOUT_TOKEN: 'true',
+      ALERT_WEBHOOK_URL: 'http://alerts.example/hook',
+      ALERT_WEBHOOK_SECRET: 's'.repeat(16),
+      PUBLIC_BASE_URL: 'http://hooks.example.com',
+    };
+    const message = configError(test, { database: true, auth: true });
+    for (const problem of [
+      /WEBHOOK_SECRET_KEY is required/,
+      /PAYLOAD_ENCRYPTION_KEYS is required/,
+      /DEV_CODEC_WITHOUT_TOKEN must not be set in production/,
+      /ALERT_WEBHOOK_URL must be an https:\/\/ URL/,
+      /METRICS_TOKEN is required/,
+      /PUBLIC_BASE_URL must be an https:\/\/ URL/,
+      /JWT_ISSUER is required/,
+      /JWT_AUDIENCE is required/,
+      /JWT_JWKS_URI must be an https:\/\/ URL/,
+    ])
+      assert.match(message, problem);
+    assert.doesNotThrow(() => loadConfig({ ...test, NODE_ENV: 'development' }, { database: true, auth: true }));
+    assert.equal(isDevelopment({ NODE_ENV: 'test' }), false);
+    assert.equal(isDevelopment({ NODE_ENV: 'production' }), false);
+    assert.equal(isDevelopment({ NODE_ENV: 'development' }), true);
   });
 
   it('the worker metrics listen on 127.0.0.1 and unencrypted events are refused unless told otherwise', () => {

@@ -3,7 +3,8 @@
 // the activities write them.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { DEFAULT_PAGE_SIZE, listDeliveries, parseListQuery } from '../api/deliveries';
+import knex from 'knex';
+import { DEFAULT_PAGE_SIZE, listDeliveries, parseListQuery, recoverAsOperator } from '../api/deliveries';
 import { MAX_CURSOR_LENGTH, encodeCursor } from '../api/delivery-query';
 import { validateRecoverBody } from '../api/delivery-schemas';
 import { addMember, addProject, upsertDelivery, type DeliveryStatus } from '../db';
@@ -11,6 +12,8 @@ import { newProjectId } from './support/deliveries';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 
 const cursorOf = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+type Done = (error: Error | undefined, connection: unknown) => void;
 
 /** The 400's message for a query, or 'valid'. */
 function problemOf(query: Record<string, string | string[] | undefined>): string {
@@ -244,6 +247,66 @@ describe('delivery list paging (real PostgreSQL)', () => {
       newestFirst.slice(4),
     ]);
     assert.deepEqual(await pages(projectId, { limit: '5' }), [newestFirst], 'a full last page has no next cursor');
+  });
+
+  it('pages the same in a session whose time zone is not UTC: the cursor’s time is UTC whatever the session', async () => {
+    const { projectId, ids } = await projectWithDeliveries(5);
+    // A pool whose sessions run at UTC+05:30, as a database configured with another TimeZone would.
+    const kolkata = knex({
+      client: 'pg',
+      connection: t.url,
+      pool: {
+        min: 0,
+        max: 1,
+        afterCreate: (connection: { query: (sql: string, done: (error?: Error) => void) => void }, done: Done) =>
+          connection.query("SET TIME ZONE 'Asia/Kolkata'", (error) => done(error, connection)),
+      },
+    });
+    try {
+      const seen: string[][] = [];
+      let cursor: string | null = null;
+      do {
+        const page: Awaited<ReturnType<typeof listDeliveries>> = await listDeliveries(
+          { db: kolkata },
+          'alice',
+          projectId,
+          {
+            limit: '2',
+            ...(cursor && { cursor }),
+          },
+        );
+        seen.push(page.items.map((item) => item.id));
+        cursor = page.nextCursor;
+      } while (cursor && seen.length < 20);
+      const newestFirst = [...ids].reverse();
+      assert.deepEqual(seen, [newestFirst.slice(0, 2), newestFirst.slice(2, 4), newestFirst.slice(4)]);
+    } finally {
+      await kolkata.destroy();
+    }
+  });
+
+  it('a recovery takes at most 500 failed deliveries a call (MAX_RECOVER_BATCH); the next call the rest', async () => {
+    const projectId = newProjectId();
+    await addProject(t.db, projectId);
+    // 501, written out: the documented bound is under test, not whatever the constant says.
+    for (let i = 0; i < 501; i += 1) {
+      const id = `webhook-event-${randomUUID()}`;
+      await upsertDelivery(t.db, { id, projectId, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    }
+    const started: string[] = [];
+    const deps = {
+      db: t.db,
+      recoverRatePerSecond: 1_000,
+      redelivery: (row: { id: string }) => {
+        started.push(row.id);
+        return Promise.resolve(`webhook-redelivery-${randomUUID()}`);
+      },
+    };
+    const window = { since: '2000-01-01T00:00:00Z' };
+    assert.deepEqual(await recoverAsOperator(deps, projectId, window), { count: 500 });
+    assert.equal(started.length, 500);
+    assert.deepEqual(await recoverAsOperator(deps, projectId, window), { count: 1 });
+    assert.equal(new Set(started).size, 501, 'each once');
   });
 
   it('filters by status, type and time, and keeps the filter across pages', async () => {

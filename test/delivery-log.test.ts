@@ -640,6 +640,60 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     });
   });
 
+  it('startApi wires RECOVER_RATE_PER_SECOND: a recovery through the started API is spaced by it', async () => {
+    const p = await project('alice');
+    await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
+    const config = loadConfig(
+      {
+        PORT: '0',
+        DATABASE_URL: fx.database.url,
+        JWT_SECRET: TEST_JWT_SECRET,
+        WEBHOOK_SECRET_KEY: fx.registrations.key,
+        TEMPORAL_ADDRESS: fx.env.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        RECOVER_RATE_PER_SECOND: '4',
+      },
+      { database: true, auth: true },
+    );
+    const started = await startApi(config, pino({ level: 'silent' }), {
+      db: fx.database.db,
+      temporal: fx.env.client,
+      sendTestEvent: () => Promise.reject(new Error('not used here')),
+    });
+    try {
+      await withWorker(async () => {
+        fx.receiver.fallback = { status: 500 };
+        await Promise.all([1, 2].map(() => deliver(fallEvent(p))));
+        fx.receiver.fallback = { status: 200 };
+        const before = fx.receiver.requests.length;
+        const port = (started.server.address() as AddressInfo).port;
+        const recovered = await fetch(`http://127.0.0.1:${port}/webhooks/project/${p}/deliveries/recover`, {
+          method: 'POST',
+          headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+          body: JSON.stringify({ since: '2000-01-01T00:00:00Z' }),
+        });
+        assert.equal(recovered.status, 202, await recovered.text());
+        await fx.receiver.waitForRequests(before + 2);
+        const delays = await Promise.all(
+          (await listRedeliveries(p)).map(async (id) => {
+            const handle = fx.env.client.workflow.getHandle(id);
+            await handle.result();
+            const backoff = (await handle.fetchHistory()).events?.[0]?.workflowExecutionStartedEventAttributes
+              ?.firstWorkflowTaskBackoff;
+            return Number(backoff?.seconds ?? 0) * 1000 + Math.round((backoff?.nanos ?? 0) / 1e6);
+          }),
+        );
+        // 4 a second: the second start is held 250 ms (the code's fallback, 10 a second, would hold it 100 ms).
+        assert.deepEqual(
+          delays.sort((x, y) => x - y),
+          [0, 250],
+        );
+      });
+    } finally {
+      await started.close();
+    }
+  });
+
   /** The redelivery workflows of a project, from the delivery rows' latest runs. */
   async function listRedeliveries(projectId: string): Promise<string[]> {
     const rows = await fx.database
@@ -738,7 +792,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
         DATABASE_URL: fx.database.url,
         TEMPORAL_ADDRESS: fx.env.address,
         TEMPORAL_TASK_QUEUE: taskQueue,
-        NODE_ENV: 'test',
+        NODE_ENV: 'development',
       },
       out: (line: string) => void lines.push(line),
       err: (line: string) => void errors.push(line),

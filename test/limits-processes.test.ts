@@ -74,7 +74,7 @@ describe('send limits across two API processes on one database', function () {
 
   before(async () => {
     // The key ring exists before three processes could each create one.
-    payloadCodecFromConfig(loadConfig({ NODE_ENV: 'test' }));
+    payloadCodecFromConfig(loadConfig({ NODE_ENV: 'development' }));
     [a, b] = await Promise.all([startApiProcess(), startApiProcess()]);
   });
   after(async () => {

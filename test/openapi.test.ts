@@ -302,20 +302,37 @@ describe('openapi: the document at /openapi.json', () => {
       }),
       { numRuns: 100 },
     );
-    // The body parser refuses a __proto__ key (prototype poisoning): the document says so where it names keys.
-    for (const body of [
-      '{"payloads":[],"__proto__":1}',
-      '{"payloads":[{"__proto__":{}}]}',
-      '{"payloads":[{"metadata":{"__proto__":"eA=="}}]}',
-    ]) {
-      assert.equal(documentedCodecBody(JSON.parse(body)), false, body);
-      const answered = await fetch(`${server.url}/codec/encode`, {
+    // The body parser refuses a __proto__ key (prototype poisoning) at any depth: the document forbids it wherever a
+    // key may appear (extra members are scalars, so no other object can hold one), and the 400 says what is refused.
+    const encodeRaw = (body: string) =>
+      fetch(`${server.url}/codec/encode`, {
         method: 'POST',
         headers: { ...bearer(hsToken(OPERATOR)), 'content-type': 'application/json' },
         body,
       });
+    for (const body of [
+      '{"payloads":[],"__proto__":1}',
+      '{"payloads":[{"__proto__":{}}]}',
+      '{"payloads":[{"metadata":{"__proto__":"eA=="}}]}',
+      '{"payloads":[],"extra":{"__proto__":1}}',
+      '{"payloads":[{"data":null,"extra":[{"a":{"__proto__":null}}]}]}',
+    ]) {
+      assert.equal(documentedCodecBody(JSON.parse(body)), false, body);
+      const answered = await encodeRaw(body);
       assert.equal(answered.status, 400, body);
+      assert.equal(
+        ((await answered.json()) as { detail: string }).detail,
+        'The request body holds a "__proto__" key, which the API refuses in any object of a body',
+        body,
+      );
     }
+    for (const body of ['{"payloads":[],"extra":{"a":1}}', '{"payloads":[{"extra":[1]}]}']) {
+      assert.equal(documentedCodecBody(JSON.parse(body)), false, body);
+      assert.equal((await encodeRaw(body)).status, 400, body);
+    }
+    const scalarsBeside = '{"payloads":[{"data":null,"note":"x"}],"version":2,"trace":null}';
+    assert.equal(documentedCodecBody(JSON.parse(scalarsBeside)), true);
+    assert.equal((await encodeRaw(scalarsBeside)).status, 200);
   });
 
   it('lists the status codes of every operation', () => {

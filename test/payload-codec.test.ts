@@ -107,6 +107,8 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     assert.deepEqual(unencryptedPayloadOf(value(refused!)), { allowed: false, value: value(event()) });
     assert.equal(unencryptedPayloadOf(value((await window.decode([event()]))[0]!))?.allowed, true);
     assert.equal(unencryptedPayloadOf(value((await development.decode([event()]))[0]!))?.allowed, true);
+    const test = workerPayloadCodecFromConfig({ ...ring, NODE_ENV: 'test' });
+    assert.equal(unencryptedPayloadOf(value((await test.decode([event()]))[0]!))?.allowed, false, 'test is production');
     // Encrypted with the key: the value itself, no marker.
     const [sealed] = await new EncryptionCodec(parsePayloadKeyRing(newKey)).encode([event()]);
     assert.deepEqual(value((await strict.decode([sealed!]))[0]!), value(event()));
@@ -137,6 +139,24 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     assert.equal(await env.run(activity, { __unencryptedPayload: { allowed: true, value: { body: 'y' } } }), 'sent');
     assert.equal(await env.run(activity, { body: 'z' }), 'sent');
     assert.deepEqual(ran, [{ body: 'y' }, { body: 'z' }]);
+  });
+
+  it('refuses an unencrypted activity input whatever the scheduling workflow calls itself (deliverWebhookEvent too)', async () => {
+    // A foreign workflow may take our workflow's type name: the name proves nothing, the input's encryption does.
+    for (const workflowType of ['deliverWebhookEvent', 'someoneElsesWorkflow']) {
+      const env = new MockActivityEnvironment(
+        { workflowType, workflowExecution: { workflowId: `foreign-${workflowType}`, runId: 'r1' } },
+        { interceptors: [unencryptedActivityInputGuard(captureLogger().logger)] },
+      );
+      const ran: unknown[] = [];
+      const activity = (input: unknown) => (ran.push(input), Promise.resolve('sent'));
+      const refusal = await env.run(activity, { __unencryptedPayload: { allowed: false, value: { body: 'x' } } }).then(
+        () => assert.fail(`${workflowType}: must be refused`),
+        (error: unknown) => error,
+      );
+      assert.equal((refusal as ApplicationFailure).type, FailureType.UnencryptedEventRefused, workflowType);
+      assert.deepEqual(ran, [], `${workflowType}: the activity never ran`);
+    }
   });
 
   it('refuses an unknown key id or altered data with an error naming the key id and nothing of the content', async () => {

@@ -392,6 +392,7 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       projectId: p,
       capabilities: ['read', 'manage'] as ['read', 'manage'],
       createdBy: 'alice',
+      membership: '',
       generation: 0,
     };
     const expired = portalTokens.sign(grant, -10).token;

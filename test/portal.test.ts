@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import jwt from 'jsonwebtoken';
 import pino from 'pino';
 import { createApp, type AppDeps } from '../api';
@@ -116,6 +117,38 @@ describe('portal links: made by members, scoped to one project and its capabilit
     assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`)).status, 401);
   });
 
+  it('a manage link lives a day at most (the default capabilities manage), a read-only link a week', async () => {
+    const p = await project();
+    const day = jwt.decode(await link(p, { expiresInSeconds: 86_400 })) as jwt.JwtPayload;
+    assert.equal(day.exp! - day.iat!, 86_400);
+    const week = jwt.decode(await link(p, { expiresInSeconds: 604_800, capabilities: ['read'] })) as jwt.JwtPayload;
+    assert.equal(week.exp! - week.iat!, 604_800);
+    for (const body of [
+      { expiresInSeconds: 86_401 },
+      { expiresInSeconds: 604_800, capabilities: ['read', 'manage'] },
+      { expiresInSeconds: 86_401, capabilities: ['manage', 'read'] },
+    ]) {
+      const refused = await call('POST', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'), body);
+      assert.equal(refused.status, 400, JSON.stringify(body));
+      assert.equal(refused.body.detail, 'The request body is invalid: /expiresInSeconds must be <= 86400');
+    }
+  });
+
+  it('a read-only link sees the receiver URL’s origin only; a manage link and members the whole URL', async () => {
+    const p = await project();
+    await call('PATCH', '/webhooks', hsToken('alice'), {
+      projectId: p,
+      url: 'https://receiver.example:8443/hooks/s3cr3t-path?key=capability',
+    });
+    const read = await call('GET', `/webhooks/project/${p}`, await link(p, { capabilities: ['read'] }));
+    assert.equal(read.status, 200);
+    assert.equal(read.body.url, 'https://receiver.example:8443');
+    for (const token of [await link(p), hsToken('alice')]) {
+      const whole = await call('GET', `/webhooks/project/${p}`, token);
+      assert.equal(whole.body.url, 'https://receiver.example:8443/hooks/s3cr3t-path?key=capability');
+    }
+  });
+
   it('takes the capabilities in either order, written read first in the token; refuses duplicates and manage alone', async () => {
     const p = await project();
     const reversed = await link(p, { capabilities: ['manage', 'read'] });
@@ -220,8 +253,91 @@ describe('portal links: made by members, scoped to one project and its capabilit
 
     await store.removeMember(t.db, p, 'alice');
     const left = await call('GET', `/webhooks/project/${p}`, fresh);
-    assert.equal(left.status, 403);
-    assert.equal(left.body.detail, 'The caller is not a member of this project');
+    assert.equal(left.status, 401);
+    assert.equal(left.body.detail, 'This portal link has expired or is not valid; ask for a new one');
+    // Added again, alice is another membership: her earlier link stays dead, a new one works.
+    await store.addMember(t.db, p, 'alice');
+    assert.equal((await call('GET', `/webhooks/project/${p}`, fresh)).status, 401, 'not revived by re-adding');
+    assert.equal((await call('GET', `/webhooks/project/${p}`, await link(p))).status, 200);
+  });
+
+  it('a revoked manage link is refused by the guard on every manage route, before the handler reads anything', async () => {
+    const p = await project();
+    const manage = await link(p);
+    assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`, hsToken('alice'))).status, 204);
+    const actions: [string, string, unknown?][] = [
+      ['POST', `/webhooks/test/project/${p}`],
+      ['POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: -1 }],
+      ['PATCH', '/webhooks', { projectId: p, types: ['NO_SUCH_TYPE'] }],
+      ['POST', `/webhooks/project/${p}/deliveries/recover`, { since: 'not a time' }],
+      ['POST', `/webhooks/project/${p}/deliveries/no-such-id/redeliver`],
+    ];
+    for (const [method, path, body] of actions) {
+      const refused = await call(method, path, manage, body);
+      assert.equal(refused.status, 401, `${method} ${path}: ${JSON.stringify(refused.body)}`);
+      assert.equal(refused.body.detail, 'This portal link has expired or is not valid; ask for a new one');
+    }
+  });
+
+  it('a test already past the guard when its link is revoked stops before it sends', async () => {
+    const p = await project();
+    const manage = await link(p);
+    // The TEST slot's admission (after the guard, before the send) revokes the project's links, in its transaction.
+    await t.db.raw(`
+      CREATE FUNCTION revoke_on_admission() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN UPDATE projects SET portal_link_generation = portal_link_generation + 1 WHERE id = NEW.project_id;
+      RETURN NEW; END $$;
+      CREATE TRIGGER revoke_on_admission AFTER UPDATE ON webhook_send_limits
+        FOR EACH ROW EXECUTE FUNCTION revoke_on_admission();`);
+    const testedBefore = tested;
+    try {
+      const refused = await call('POST', `/webhooks/test/project/${p}`, manage);
+      assert.equal(refused.status, 401, JSON.stringify(refused.body));
+      assert.equal(tested, testedBefore, 'nothing sent');
+    } finally {
+      await t.db.raw('DROP TRIGGER revoke_on_admission ON webhook_send_limits; DROP FUNCTION revoke_on_admission()');
+    }
+    const member = await call('POST', `/webhooks/test/project/${p}`, hsToken('alice'));
+    assert.equal(member.status, 200, 'the slot was freed');
+  });
+
+  it('a recovery already past the guard when its link is revoked starts nothing more', async () => {
+    const p = await project();
+    for (let i = 0; i < 3; i += 1) {
+      const id = `webhook-event-${p}-${i}`;
+      await store.upsertDelivery(t.db, { id, projectId: p, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    }
+    const started: string[] = [];
+    const withRedelivery = await listenLocal(
+      createApp({
+        db: t.db,
+        secretBox: createSecretBox(ring[0]!.key),
+        logger: pino({ level: 'silent' }),
+        auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+        sendTestEvent: () => Promise.reject(new Error('unused')),
+        portal: { tokens },
+        // The first start revokes the project's links: the recovery is past its guard by then.
+        redelivery: async (delivery) => {
+          started.push(delivery.id);
+          await store.revokePortalLinks(t.db, p);
+          return `webhook-redelivery-${started.length}`;
+        },
+      }).callback(),
+    );
+    try {
+      const manage = await link(p);
+      const refused = await fetch(`${withRedelivery.url}/webhooks/project/${p}/deliveries/recover`, {
+        method: 'POST',
+        headers: { ...bearer(manage), 'content-type': 'application/json' },
+        body: JSON.stringify({ since: new Date(0).toISOString() }),
+      });
+      assert.equal(refused.status, 401, await refused.text());
+      assert.equal(started.length, 1, 'one start before the revocation, none after');
+      const failed = await store.listDeliveries(t.db, p, { status: 'failed', limit: 10 });
+      assert.equal(failed.length, 2, 'the rest stay failed, for a later recovery');
+    } finally {
+      await withRedelivery.close();
+    }
   });
 
   it('refuses expired, forged and re-signed tokens with 401', async () => {
@@ -239,7 +355,7 @@ describe('portal links: made by members, scoped to one project and its capabilit
       },
     );
     const otherKey = createPortalTokens(portalSigningKeys([{ id: 'k1', key: randomBytes(32) }])).sign(
-      { projectId: p, capabilities: ['read', 'manage'], createdBy: 'alice', generation: 0 },
+      { projectId: p, capabilities: ['read', 'manage'], createdBy: 'alice', membership: '', generation: 0 },
       600,
     ).token;
     // The at-rest key itself (not the derived one) does not sign portal links either.
@@ -266,7 +382,16 @@ describe('portal links: made by members, scoped to one project and its capabilit
       expiresIn: 600,
       audience: 'webhook-portal',
     });
-    for (const token of [expired, otherKey, rawKey, tampered, forgedTyp]) {
+    // Signed right, but made before links were bound to a membership (no mbr claim): refused, to be made again.
+    const unbound = jwt.sign({ prj: p, cap: ['read'], gen: 0 }, portalSigningKeys(ring)[0]!.key, {
+      algorithm: 'HS256',
+      keyid: 'k1',
+      header: { alg: 'HS256', typ: PORTAL_TOKEN_TYPE },
+      audience: 'webhook-portal',
+      subject: 'alice',
+      expiresIn: 600,
+    });
+    for (const token of [expired, otherKey, rawKey, tampered, forgedTyp, unbound]) {
       const refused = await call('GET', path, token);
       assert.equal(refused.status, 401, token);
       assert.equal(refused.body.detail, 'This portal link has expired or is not valid; ask for a new one');
@@ -279,13 +404,19 @@ describe('portal links: made by members, scoped to one project and its capabilit
     const old = { id: 'k1', key: randomBytes(32) };
     const next = { id: 'k2', key: randomBytes(32) };
     const made = createPortalTokens(portalSigningKeys([old])).sign(
-      { projectId: 'p', capabilities: ['read'], createdBy: 'alice', generation: 3 },
+      {
+        projectId: 'p',
+        capabilities: ['read'],
+        createdBy: 'alice',
+        membership: '2026-11-26T00:00:00.000001Z',
+        generation: 3,
+      },
       60,
     );
     const grant = createPortalTokens(portalSigningKeys([next, old])).verify(made.token);
     assert.deepEqual(
-      [grant.projectId, grant.capabilities, grant.createdBy, grant.generation],
-      ['p', ['read'], 'alice', 3],
+      [grant.projectId, grant.capabilities, grant.createdBy, grant.membership, grant.generation],
+      ['p', ['read'], 'alice', '2026-11-26T00:00:00.000001Z', 3],
     );
     assert.throws(() => createPortalTokens(portalSigningKeys([next])).verify(made.token), /expired or is not valid/);
   });
@@ -299,6 +430,12 @@ describe('portal links: made by members, scoped to one project and its capabilit
       assert.match(csp, /script-src 'self'(;|$)/);
       assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|\*/);
       assert.match(csp, /frame-ancestors https:\/\/app\.example\.com(;|$)/);
+      // Every directive pinned: the page talks to its own origin only (no `https:` source anywhere).
+      assert.equal(
+        csp,
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+          "base-uri 'none'; form-action 'none'; frame-ancestors https://app.example.com",
+      );
       assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
     }
     const html = await (await fetch(`${api.url}/portal`)).text();
@@ -319,15 +456,26 @@ describe('portal links: made by members, scoped to one project and its capabilit
     try {
       const page = await fetch(`${bare.url}/portal`);
       assert.match(page.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
-      // Without PUBLIC_BASE_URL the link points at the origin the member called.
+      // Without PUBLIC_BASE_URL (development only) the link points at this server on loopback, whatever the Host.
       const p = await project();
-      const made = await fetch(`${bare.url}/webhooks/project/${p}/portal-sessions`, {
-        method: 'POST',
-        headers: bearer(hsToken('alice')),
+      const made = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = httpRequest(`${bare.url}/webhooks/project/${p}/portal-sessions`, {
+          method: 'POST',
+          headers: { ...bearer(hsToken('alice')), host: 'evil.example', 'x-forwarded-host': 'evil.example' },
+        });
+        request.once('error', reject).once('response', (response) => {
+          let body = '';
+          response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+          response.once('end', () => resolve({ status: response.statusCode ?? 0, body }));
+        });
+        request.end();
       });
-      const created = (await made.json()) as { url: string };
-      assert.equal(made.status, 201, JSON.stringify(created));
-      assert.match(created.url, new RegExp(`^${bare.url}/portal#token=ey`));
+      assert.equal(made.status, 201, made.body);
+      const port = new URL(bare.url).port;
+      assert.match(
+        (JSON.parse(made.body) as { url: string }).url,
+        new RegExp(`^http://127\\.0\\.0\\.1:${port}/portal#token=ey`),
+      );
     } finally {
       await bare.close();
     }

@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
-import { decideSend, type SendLimitRule } from '../db/send-limits';
+import knex, { type Knex } from 'knex';
+import { addProject } from '../db';
+import { admitSend, decideSend, extendSendSlot, type SendLimitRule } from '../db/send-limits';
+import { newProjectId } from './support/deliveries';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
 
 /** The sliding window and the in-flight lease as a pure decision (the database only locks and stores). */
 describe('send limits: the decision', () => {
@@ -46,5 +50,56 @@ describe('send limits: the decision', () => {
     assert.equal(decideSend({ sentAt: [], leaseUntil: null }, withSlot, at(0)).admitted, true);
     // A rule without a slot ignores a lease left in the row.
     assert.equal(decideSend({ sentAt: [], leaseUntil: at(16_000) }, perMinute, at(0)).admitted, true);
+  });
+});
+
+/** The limits on a database whose clock is an hour ahead of this process's: every time is the database's. */
+describe('send limits: on the database’s clock, not the process’s', () => {
+  let t: TestDatabase;
+  let skewed: Knex;
+  before(async () => {
+    t = await createTestDatabase();
+    // now() in this pool's statements resolves to skew.now(), an hour ahead (pg_catalog listed after skew).
+    await t.db.raw(`CREATE SCHEMA skew;
+      CREATE FUNCTION skew.now() RETURNS timestamptz LANGUAGE sql STABLE AS $$ SELECT pg_catalog.now() + interval '1 hour' $$`);
+    skewed = knex({ client: 'pg', connection: t.url, searchPath: ['skew', 'pg_catalog', 'public'], pool: { max: 2 } });
+  });
+  after(async () => {
+    await skewed?.destroy();
+    await t?.destroy();
+  });
+
+  const secondsFromDbNow = async (column: string, projectId: string, kind: string) => {
+    const { rows } = await skewed.raw<{ rows: { s: number }[] }>(
+      `SELECT extract(epoch FROM ${column} - now())::float AS s FROM webhook_send_limits WHERE project_id = ? AND kind = ?`,
+      [projectId, kind],
+    );
+    return rows[0]!.s;
+  };
+
+  it('stamps sends and leases with the database’s now(), and a lease kept for 0 ms ends on that clock', async () => {
+    const ahead = (await skewed.raw<{ rows: { s: number }[] }>(`SELECT extract(epoch FROM now())::float AS s`))
+      .rows[0]!;
+    assert.ok(Math.abs(ahead.s - Date.now() / 1000 - 3_600) < 60, 'the database runs an hour ahead');
+    const projectId = newProjectId();
+    await addProject(skewed, projectId);
+    const rule: SendLimitRule = { perWindow: 5, windowMs: 60_000, leaseMs: 16_000 };
+    const first = await admitSend(skewed, projectId, 'test', rule);
+    assert.equal(first.admitted, true);
+    const leaseIn = await secondsFromDbNow('lease_until', projectId, 'test');
+    assert.ok(leaseIn > 14 && leaseIn <= 16, `lease ends ${leaseIn} s from the database's now`);
+    const sentAgo = await secondsFromDbNow('sent_at[1]', projectId, 'test');
+    assert.ok(sentAgo > -2 && sentAgo <= 0, `sent ${-sentAgo} s before the database's now`);
+    if (!first.admitted) return;
+    // Kept 10 s more (a recovery's starts still due): held until then, as the database tells time.
+    await extendSendSlot(skewed, projectId, 'test', first.holder, 10_000);
+    const keptIn = await secondsFromDbNow('lease_until', projectId, 'test');
+    assert.ok(keptIn > 8 && keptIn <= 10, `kept until ${keptIn} s from the database's now`);
+    const held = await admitSend(skewed, projectId, 'test', rule);
+    assert.equal(held.admitted, false);
+    // Kept for 0 ms (a recovery with nothing left to start) the slot is free again.
+    await extendSendSlot(skewed, projectId, 'test', first.holder, 0);
+    const second = await admitSend(skewed, projectId, 'test', rule);
+    assert.equal(second.admitted, true, JSON.stringify(second));
   });
 });

@@ -161,7 +161,11 @@ describe('test endpoint limits: one in flight and TEST_EVENTS_PER_MINUTE per pro
     });
     const address = `127.0.0.1:${(closed.address() as AddressInfo).port}`;
     await new Promise((resolve) => closed.close(resolve));
-    const config = loadConfig({ NODE_ENV: 'test', TEMPORAL_ADDRESS: address, TEMPORAL_CONNECT_TIMEOUT_MS: '1000' });
+    const config = loadConfig({
+      NODE_ENV: 'development',
+      TEMPORAL_ADDRESS: address,
+      TEMPORAL_CONNECT_TIMEOUT_MS: '1000',
+    });
     const temporal = lazyTemporalClient(config);
     const down = await listenLocal(appWith(createTestEventSender(() => temporal.get(), config)).callback());
     try {

@@ -39,6 +39,7 @@ describe('webhook URL rules (pure)', () => {
     assert.deepEqual(webhookUrlPolicy({ NODE_ENV: 'production', ALLOW_HTTP_WEBHOOK_URLS: false }), { httpsOnly: true });
     assert.deepEqual(webhookUrlPolicy({ NODE_ENV: 'production', ALLOW_HTTP_WEBHOOK_URLS: true }), { httpsOnly: false });
     assert.deepEqual(webhookUrlPolicy({ NODE_ENV: 'development' }), { httpsOnly: false });
+    assert.deepEqual(webhookUrlPolicy({ NODE_ENV: 'test' }), { httpsOnly: true }, 'every NODE_ENV but development');
     assert.deepEqual(webhookUrlPolicy({}), { httpsOnly: false });
   });
 

@@ -2,7 +2,7 @@ import { Router, type RouterContext } from '@koa/router';
 import type { Context as KoaContext, Middleware } from 'koa';
 import Ajv from 'ajv';
 import type { PayloadCodec } from '@temporalio/common';
-import type { Config } from '../../common/config';
+import { isDevelopment, type Config } from '../../common/config';
 import { PayloadDecryptionError, payloadFromJson, payloadToJson, type JsonPayload } from '../../common/payload-codec';
 import { ApiError, InvalidRequestError } from '../errors';
 
@@ -19,7 +19,10 @@ export interface CodecDeps {
   operators: OperatorPolicy;
   /** Browser origins (the Temporal UI) allowed to call the endpoint. */
   corsOrigins: readonly string[];
-  /** Development only (DEV_CODEC_WITHOUT_TOKEN, refused in production): callers on this machine need no token. */
+  /**
+   * Development only (DEV_CODEC_WITHOUT_TOKEN, refused in production): callers on this machine decode without a token
+   * (never encode), unless the request came through a proxy.
+   */
   localCallersWithoutToken?: boolean;
 }
 
@@ -50,11 +53,15 @@ export const codecCorsOrigins = (config: Pick<Config, 'CODEC_CORS_ORIGINS'>): st
 
 /** The codec settings of the API from the configuration. */
 export const codecAccessFromConfig = (
-  config: Pick<Config, 'OPERATOR_SUBJECTS' | 'OPERATOR_ROLE' | 'CODEC_CORS_ORIGINS' | 'DEV_CODEC_WITHOUT_TOKEN'>,
+  config: Pick<
+    Config,
+    'OPERATOR_SUBJECTS' | 'OPERATOR_ROLE' | 'CODEC_CORS_ORIGINS' | 'DEV_CODEC_WITHOUT_TOKEN' | 'NODE_ENV'
+  >,
 ): Omit<CodecDeps, 'codec'> => ({
   operators: operatorPolicyFromConfig(config),
   corsOrigins: codecCorsOrigins(config),
-  localCallersWithoutToken: config.DEV_CODEC_WITHOUT_TOKEN,
+  // loadConfig refuses the setting outside development already; this holds for a config built another way too.
+  localCallersWithoutToken: config.DEV_CODEC_WITHOUT_TOKEN && isDevelopment(config),
 });
 
 /** Whether verified claims make the caller an operator. */
@@ -66,16 +73,21 @@ export function isOperator(policy: OperatorPolicy, claims: object): boolean {
 }
 
 const CODEC_PATH = /^\/codec\/(encode|decode)$/;
+/** The development opening decodes only: an open /codec/encode would seal anything with the payload key. */
+const OPENED_PATH = '/codec/decode';
+/** Headers a proxy adds: through a same-host proxy every caller would look local, so such a request needs a token. */
+const PROXY_HEADER = /^(forwarded|via|x-real-ip|x-forwarded-.*)$/;
 const LOOPBACK_ADDRESS = /^(127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+)$/;
 const LOOPBACK_HOST = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?$/i;
 
 /**
  * A caller on this machine: a loopback peer that asked for a loopback host (a page whose name was rebound to
- * 127.0.0.1 still sends its own Host), and, from a browser, one of the allowed origins.
+ * 127.0.0.1 still sends its own Host), not through a proxy, and, from a browser, one of the allowed origins.
  */
 function isLocalCaller(ctx: Pick<KoaContext, 'get' | 'req'>, deps: Pick<CodecDeps, 'corsOrigins'>): boolean {
   const origin = ctx.get('Origin');
   return (
+    !Object.keys(ctx.req.headers).some((name) => PROXY_HEADER.test(name.toLowerCase())) &&
     LOOPBACK_ADDRESS.test(ctx.req.socket.remoteAddress ?? '') &&
     LOOPBACK_HOST.test(ctx.get('Host')) &&
     (origin === '' || deps.corsOrigins.includes(origin))
@@ -84,13 +96,13 @@ function isLocalCaller(ctx: Pick<KoaContext, 'get' | 'req'>, deps: Pick<CodecDep
 
 /**
  * The API's authentication with the development opening of the codec endpoint: with localCallersWithoutToken, a
- * local caller (the dev server's UI in the operator's browser) reaches /codec without a token; everyone else, and
- * every caller in production, goes through `authenticate`.
+ * local caller (the dev server's UI in the operator's browser) reaches /codec/decode without a token; everyone else,
+ * /codec/encode, a request through a proxy, and every caller in production go through `authenticate`.
  */
 export function codecAuthentication(deps: CodecDeps, authenticate: Middleware): Middleware {
   if (!deps.localCallersWithoutToken) return authenticate;
   return async (ctx, next) => {
-    if (CODEC_PATH.test(ctx.path) && isLocalCaller(ctx, deps)) {
+    if (ctx.path === OPENED_PATH && isLocalCaller(ctx, deps)) {
       ctx.state.localCodecCaller = true;
       await next();
     } else await authenticate(ctx, next);
@@ -127,14 +139,22 @@ export function codecCors(deps: Pick<CodecDeps, 'corsOrigins'>): Middleware {
   };
 }
 
-/** The JSON parser refuses a `__proto__` key at any depth (400): the schema says so where it names keys. */
+/** The JSON parser refuses a `__proto__` key at any depth (400): the schema says so wherever a key may appear. */
 const notProto = { not: { const: '__proto__' } } as const;
+/** Members beside the protocol's are ignored; scalars only, so no object the schema does not name can hold a key. */
+const extraMember = {
+  type: ['string', 'number', 'boolean', 'null'],
+  description: 'Ignored. Scalars only: no object beside those named here may appear in the body.',
+} as const;
 
 /** Temporal's remote codec body; exported as is so the OpenAPI document shows the schema validated here. */
 export const codecBodySchema = {
   type: 'object',
-  description: 'No object in the body may hold a __proto__ key: such a body is refused as invalid JSON (400).',
+  description:
+    'No object in the body may hold a __proto__ key (400: the body parser refuses it at any depth); members ' +
+    'beside those named here are ignored and must be scalars.',
   propertyNames: notProto,
+  additionalProperties: extraMember,
   properties: {
     payloads: {
       type: 'array',
@@ -142,6 +162,7 @@ export const codecBodySchema = {
       items: {
         type: 'object',
         propertyNames: notProto,
+        additionalProperties: extraMember,
         properties: {
           metadata: {
             type: ['object', 'null'],

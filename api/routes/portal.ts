@@ -17,7 +17,8 @@ export function portalSessionsRouter(deps: PortalDeps): Router {
       callerId(ctx.state),
       projectId,
       ctx.request.body,
-      `${ctx.protocol}://${ctx.host}`,
+      // Without PUBLIC_BASE_URL (development only): this server on loopback, whatever Host the caller sent.
+      `http://127.0.0.1:${ctx.req.socket.localPort}`,
     );
     ctx.status = 201;
   });

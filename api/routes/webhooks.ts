@@ -3,8 +3,13 @@ import { callerId, portalGuard } from '../auth';
 import * as registrations from '../registrations';
 import { projectIdParam, validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
 import type { WebhookUrlPolicy } from '../../common/webhook-url';
+import type { PortalGrant } from '../portal-tokens';
 
-type Context = RouterContext<{ user?: unknown }>;
+type Context = RouterContext<{ user?: unknown; portal?: PortalGrant }>;
+
+/** A read-only portal link sees the receiver's origin only: paths and queries often carry a capability. */
+const shownUrl = (url: string, state: Context['state']) =>
+  state.portal && !state.portal.capabilities.includes('manage') ? new URL(url).origin : url;
 
 /** The management endpoints of spec section 4; handlers validate, call the domain, shape the response. */
 export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookUrlPolicy?: WebhookUrlPolicy }): Router {
@@ -25,7 +30,8 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
       );
     },
     get: async (ctx: Context) => {
-      ctx.body = await registrations.getWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
+      const view = await registrations.getWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
+      ctx.body = { ...view, url: shownUrl(view.url, ctx.state) };
     },
     delete: async (ctx: Context) => {
       await registrations.deleteWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));

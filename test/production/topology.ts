@@ -211,6 +211,7 @@ export const apiEnvironment = (s: AppSettings, api: ApiSettings): Record<string,
   JWT_ISSUER: api.issuer,
   JWT_AUDIENCE: api.audience,
   METRICS_TOKEN: api.metricsToken,
+  PUBLIC_BASE_URL: 'https://hooks.example.com',
   // Receivers here listen on 127.0.0.1; in production this stays false.
   ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
 });

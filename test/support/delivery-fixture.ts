@@ -47,7 +47,7 @@ export interface DeliveryFixture {
  */
 export const decodeOnlyPayloadCodec: PayloadCodec = {
   encode: (payloads) => Promise.resolve(payloads),
-  decode: (payloads) => payloadCodecFromConfig(loadConfig({ NODE_ENV: 'test' })).decode(payloads),
+  decode: (payloads) => payloadCodecFromConfig(loadConfig({ NODE_ENV: 'development' })).decode(payloads),
 };
 
 /** Mocha hooks of a delivery suite: one Temporal environment and database per suite, a fresh receiver per test. */
