@@ -37,9 +37,9 @@ export function createPlanDelivery({
   attempt,
 }: Pick<ActivityDeps, 'db' | 'config' | 'searchAttributes' | 'requireBoundInputs'> &
   Partial<Pick<ActivityDeps, 'logger'>> & {
-  deliveryLog?: DeliveryLog;
-  attempt?: ReturnType<typeof createAttempt>;
-}) {
+    deliveryLog?: DeliveryLog;
+    attempt?: ReturnType<typeof createAttempt>;
+  }) {
   return async function planDelivery(input: unknown): Promise<DeliveryPlan> {
     const local = config.DELIVERY_FIRST_ATTEMPT_LOCAL ?? true;
     const plan: DeliveryPlan = {

@@ -250,7 +250,9 @@ function acceptedInput(event: DeliverWebhookEventInput): DeliverWebhookEventInpu
  */
 function boundInput(event: DeliverWebhookEventInput): DeliverWebhookEventInput {
   if (eventBinding(event, workflowInfo().workflowId) !== 'other') return event;
-  log.warn('Event refused: its input was sealed for another workflow id; nothing sent', { sealedFor: event.workflowId });
+  log.warn('Event refused: its input was sealed for another workflow id; nothing sent', {
+    sealedFor: event.workflowId,
+  });
   metricMeter.createCounter('webhook_input_refused', 'payloads').add(1, { what: 'event', binding: 'other' });
   throw ApplicationFailure.create({
     type: FailureType.InputNotBound,
