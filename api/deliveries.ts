@@ -3,7 +3,12 @@ import * as store from '../db';
 import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from './dependency-errors';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
-import { EventNoLongerRetainedError, type RedeliveryStarter, type WorkflowEndWatcher } from './redelivery';
+import {
+  EventNoLongerRetainedError,
+  EventNotTrustedError,
+  type RedeliveryStarter,
+  type WorkflowEndWatcher,
+} from './redelivery';
 import { RECOVER_CALL_LEASE_MS, type SendLimiter, type SendSlot } from './test-limits';
 import type { ReadLimiter } from './read-limits';
 import { validateRecoverBody } from './delivery-schemas';
@@ -325,7 +330,8 @@ export async function recoverAsOperator(
       count += 1;
     } catch (error) {
       // One event past Temporal's retention does not stop the others; Temporal down (a 503) stops them all.
-      if (error instanceof EventNoLongerRetainedError) continue;
+      // An event whose input in Temporal is not the logged one (refused and logged by the starter) stays failed too.
+      if (error instanceof EventNoLongerRetainedError || error instanceof EventNotTrustedError) continue;
       if (count > 0 && unavailableDependency(error) === 'Temporal') throw new RecoveryInterruptedError(count);
       throw error;
     }

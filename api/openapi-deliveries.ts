@@ -257,7 +257,10 @@ export const deliveryPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpe
         '400': badPath,
         ...common,
         '404': notFound,
-        '409': problem('The delivery is pending (or was skipped): nothing to redeliver now.'),
+        '409': problem(
+          'The delivery is pending (or was skipped): nothing to redeliver now; or its event in Temporal is not the ' +
+            'logged one (not encrypted with the payload key, or of another project, type or workflow): nothing is sent.',
+        ),
         '410': problem('The event is past Temporal’s retention: its payload is gone.'),
         '429': rateLimited(
           'The project made REDELIVER_CALLS_PER_MINUTE (default 60) redeliver calls in the last minute; a TEST event ' +
