@@ -27,6 +27,10 @@ export interface DeliveryWorkerOptions {
   payloadCodec?: PayloadCodec;
   /** Operator alerts of the activities (none unless given). */
   alerts?: AlertOptions;
+  /** Refuse inputs sealed for no workflow, as a production worker does (default false). */
+  requireBoundInputs?: boolean;
+  /** Wraps the real activities (a test standing in for an earlier worker's scheduling). */
+  wrapActivities?: (activities: ReturnType<typeof createActivities>) => ReturnType<typeof createActivities>;
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
 }
@@ -64,15 +68,18 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec] },
       taskQueue,
       workflowBundle: await workflowBundle(),
-      activities: createActivities({
-        db: fixture.database.db,
-        secretBox: fixture.registrations.secretBox,
-        logger: options.logger ?? captureLogger().logger,
-        config,
-        http,
-        searchAttributes,
-        alerts: options.alerts,
-      }),
+      activities: (options.wrapActivities ?? ((activities) => activities))(
+        createActivities({
+          db: fixture.database.db,
+          secretBox: fixture.registrations.secretBox,
+          logger: options.logger ?? captureLogger().logger,
+          config,
+          http,
+          searchAttributes,
+          alerts: options.alerts,
+          requireBoundInputs: options.requireBoundInputs,
+        }),
+      ),
       ...options.slots,
     });
     // The worker's resumer wakes deliveries waiting for an open breaker, as startWorker runs it.
