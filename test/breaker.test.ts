@@ -7,7 +7,12 @@ import { temporal } from '@temporalio/proto';
 import type { ActivityConfig } from '../activities';
 import { createEndpointSlots } from '../activities/breaker';
 import { loadConfig } from '../common/config';
-import { FailureType, RESUME_DELIVERY_SIGNAL, type DeliveryFailedDetails } from '../common/contract';
+import {
+  FailureType,
+  RESUME_DELIVERY_SIGNAL,
+  type DeliveryFailedDetails,
+  type ResumeDeliverySignal,
+} from '../common/contract';
 import { addBreakerWaiter, findBreaker, recordFailure } from '../db';
 import { startBreakerResumer } from '../worker/breaker-resumer';
 import type { deliverWebhookEvent } from '../workflows';
@@ -167,10 +172,11 @@ describe('circuit breaker per registration', function () {
             });
           await listedUnder(1);
           // As the resumer would to probe; but another attempt took the probe meanwhile: refused again, wait 2.
-          await handle.signal(RESUME_DELIVERY_SIGNAL, 1);
+          const wake: ResumeDeliverySignal = { workflowId: handle.workflowId, waitToken: 1 };
+          await handle.signal(RESUME_DELIVERY_SIGNAL, wake);
           await listedUnder(2);
           // A late duplicate of the first wake (a resumer that lost its lease) must not end wait 2.
-          await handle.signal(RESUME_DELIVERY_SIGNAL, 1);
+          await handle.signal(RESUME_DELIVERY_SIGNAL, wake);
           const history = await eventually('the stale signal handled', async () => {
             const events = (await handle.fetchHistory()).events ?? [];
             const signalled = (event: (typeof events)[number]) =>
