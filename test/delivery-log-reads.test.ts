@@ -171,11 +171,13 @@ describe('delivery log reads at scale: indexed filters, paged attempts, a per-pr
     ];
 
     for (const [name, filter, expected] of cases)
-      it(`${name}: ${expected} rows found by reading no more than a page of them`, async () => {
+      it(`${name}: ${expected} rows found by reading a page of them (or only the matching rows), never the project`, async () => {
         const { read, plan, items } = await explainList(filter);
         assert.equal(items, expected, plan);
-        // The page and the one more that tells whether another page exists.
-        assert.ok(read <= filter.limit + 1, `${name} read ${read} rows of deliveries: ${plan}`);
+        // The page and the one more that tells whether another page exists; a bitmap scan (the planner's choice when
+        // few rows match) may read every matching row instead, still never the project's 60,000.
+        const matching = (await explainList({ ...filter, limit: 1_000 })).items;
+        assert.ok(read <= Math.max(filter.limit + 1, matching), `${name} read ${read} rows of deliveries: ${plan}`);
         assert.match(plan, /^(Index (Only )?Scan|Bitmap Heap Scan)/, plan);
       });
 

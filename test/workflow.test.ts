@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import type { ActivityConfig } from '../activities';
 import { createPlanDelivery } from '../activities/plan';
 import { loadConfig } from '../common/config';
 import type { deliverWebhookEvent } from '../workflows';
-import { FailureType, type DeliveryFailedDetails } from '../common/contract';
+import { FailureType, type DeliveryFailedDetails, type DeliveryPlan } from '../common/contract';
 import { fallEvent, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';
 import { createTimeSkippingEnvironment, sdkLogs, uniqueTaskQueue } from './support/temporal';
@@ -34,7 +35,11 @@ describe('retry schedule (time-skipping test server)', function () {
 
   it('the default policy, from the environment: 1 s initial, coefficient 2, 10 min max interval, 24 h', async () => {
     const config = { ...loadConfig({}), ALLOW_PRIVATE_WEBHOOK_URLS: true };
-    const plan = await createPlanDelivery({ db: fx.database.db, config })(fallEvent(newProjectId()));
+    // The lookup runs as an activity: in the SDK's activity environment, with the workflow id it would have.
+    const workflowId = `webhook-event-${randomUUID()}`;
+    const plan: DeliveryPlan = await new MockActivityEnvironment({
+      workflowExecution: { workflowId, runId: randomUUID() },
+    }).run(createPlanDelivery({ db: fx.database.db, config }), { ...fallEvent(newProjectId()), workflowId });
     assert.deepEqual(plan.retry, {
       initialIntervalMs: 1_000,
       backoffCoefficient: 2,
