@@ -1,8 +1,10 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Router } from '@koa/router';
 import type { Middleware } from 'koa';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Knex } from 'knex';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { deliveryRegistry } from '../activities/metrics';
+import { readAlertState } from '../db';
 import { UnauthorizedError } from './errors';
 
 /** The API's own figures: requests by route template and status, and the process's defaults. */
@@ -46,12 +48,53 @@ const sameToken = (given: string, expected: string) =>
   given.length === expected.length && timingSafeEqual(Buffer.from(given), Buffer.from(expected));
 
 /**
- * GET /metrics in the Prometheus text format: the API's figures and, when the worker runs in this process, the
- * delivery counters. A bearer token equal to METRICS_TOKEN is required when it is set; production refuses to start
+ * Per-project state from the tables every worker writes (breakers, endpoint health), read at each scrape: the
+ * delivery counters carry no project (its label would grow with every customer), so alerts per project read these.
+ * Only open breakers and failing endpoints are listed; a project that recovers drops out, which resolves its alert.
+ */
+function alertStateGauges(db: Knex): { registry: Registry; refresh(): Promise<void> } {
+  const registry = new Registry();
+  const labelNames = ['project'] as const;
+  const breakerOpen = new Gauge({
+    name: 'webhook_circuit_breaker_open',
+    help: "1 for each project whose receiver's circuit breaker is open or half-open (absent: closed)",
+    labelNames,
+    registers: [registry],
+  });
+  const consecutiveFailures = new Gauge({
+    name: 'webhook_endpoint_consecutive_failures',
+    help: "Failed attempts in a row to a project's receiver, for projects failing now (absent: last attempt 2xx)",
+    labelNames,
+    registers: [registry],
+  });
+  const failingSeconds = new Gauge({
+    name: 'webhook_endpoint_failing_seconds',
+    help: "Seconds since a project's receiver began failing, for projects failing now",
+    labelNames,
+    registers: [registry],
+  });
+  return {
+    registry,
+    async refresh() {
+      const state = await readAlertState(db);
+      for (const gauge of [breakerOpen, consecutiveFailures, failingSeconds]) gauge.reset();
+      for (const project of state.openBreakers) breakerOpen.set({ project }, 1);
+      for (const endpoint of state.failingEndpoints) {
+        consecutiveFailures.set({ project: endpoint.projectId }, endpoint.consecutiveFailures);
+        failingSeconds.set({ project: endpoint.projectId }, endpoint.failingSeconds);
+      }
+    },
+  };
+}
+
+/**
+ * GET /metrics in the Prometheus text format: the API's figures, the per-project alert state and, when the worker runs
+ * in this process, the delivery counters. A bearer token equal to METRICS_TOKEN is required when it is set; production refuses to start
  * without it (loadConfig), so only development serves it openly.
  */
-export function metricsRouter(deps: { metricsToken?: string }): Router {
+export function metricsRouter(deps: { metricsToken?: string; db: Knex }): Router {
   const router = new Router();
+  const alertState = alertStateGauges(deps.db);
   router.get('/metrics', async (ctx) => {
     const { metricsToken } = deps;
     if (metricsToken) {
@@ -59,7 +102,9 @@ export function metricsRouter(deps: { metricsToken?: string }): Router {
       if (!sameToken(given, metricsToken))
         throw new UnauthorizedError('A bearer token equal to METRICS_TOKEN is required');
     }
-    const merged = Registry.merge([apiRegistry, deliveryRegistry]);
+    // A database that does not answer fails the scrape (`up` 0, an alert of its own) rather than hide every project.
+    await alertState.refresh();
+    const merged = Registry.merge([apiRegistry, deliveryRegistry, alertState.registry]);
     ctx.type = merged.contentType;
     ctx.body = await merged.metrics();
   });

@@ -7,3 +7,4 @@ export * from './secret-reseal';
 export * from './breakers';
 export * from './send-limits';
 export * from './portal-sessions';
+export * from './alert-state';

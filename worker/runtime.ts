@@ -1,4 +1,5 @@
 import { DefaultLogger, Runtime, makeTelemetryFilterString, type LogEntry } from '@temporalio/worker';
+import { DELIVERY_LATENCY_BUCKETS } from '../activities/metrics';
 import type { Logger } from '../common/logger';
 
 let installed = false;
@@ -29,8 +30,16 @@ export function installRuntimeLogger(logger: Logger, metrics?: RuntimeMetricsAdd
       }),
       telemetryOptions: {
         logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }) },
-        // The SDK's metrics and the delivery counters of the activities' meter (WORKER_METRICS_PORT).
-        ...(metrics && { metrics: { prometheus: { bindAddress: metricsBindAddress(metrics) } } }),
+        // The SDK's metrics and the delivery counters of the activities' meter (WORKER_METRICS_PORT). The latency is
+        // recorded in seconds: without its own buckets it would get the core's, meant for milliseconds (50 to 10000).
+        ...(metrics && {
+          metrics: {
+            prometheus: {
+              bindAddress: metricsBindAddress(metrics),
+              histogramBucketOverrides: { webhook_delivery_latency: DELIVERY_LATENCY_BUCKETS },
+            },
+          },
+        }),
       },
       shutdownSignals: [],
     });
