@@ -1,13 +1,17 @@
 // No Docker engine runs here: these tests read docker-compose.yml and the Dockerfile so neither can rot unnoticed.
 import { strict as assert } from 'node:assert';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Ajv from 'ajv';
 import { parse } from 'yaml';
 import { loadConfig } from '../common/config';
+import { temporalCliPath } from '../dev/temporal-binaries';
 import * as production from './production/topology';
 
 const root = join(__dirname, '..');
+const run = promisify(execFile);
 
 interface Healthcheck {
   test: string[] | string;
@@ -107,6 +111,19 @@ describe('docker-compose.yml', () => {
     for (const [name, pattern] of Object.entries(expected)) assert.match(service(name).image ?? '', pattern, name);
     for (const [name, { image }] of Object.entries(compose.services))
       assert.doesNotMatch(image ?? '', /:latest$|^[^:]+$/, `${name} pins its image tag`);
+  });
+
+  it('runs the Temporal UI the pinned CLI embeds, as docs/operators.md names it', async () => {
+    assert.equal(service('temporal-ui').image, `temporalio/ui:${production.TEMPORAL_UI_VERSION}`);
+    const cli = temporalCliPath();
+    assert.ok(cli, 'the Temporal CLI is installed (scripts/ensure-temporal-binaries.sh)');
+    const { stdout } = await run(cli, ['--version']);
+    assert.ok(stdout.includes(`UI ${production.TEMPORAL_UI_VERSION})`), `the CLI embeds it: ${stdout}`);
+    const operators = readFileSync(join(root, 'docs', 'operators.md'), 'utf8');
+    assert.deepEqual(
+      [...new Set(operators.match(/temporalio\/ui:[\w.-]+/g))],
+      [`temporalio/ui:${production.TEMPORAL_UI_VERSION}`],
+    );
   });
 
   it('postgres keeps its data in a volume and reports health with pg_isready', () => {

@@ -23,6 +23,11 @@ export const TEMPORAL_SERVER_VERSION = /^TEMPORAL_SERVER_VERSION=v(\S+)$/m.exec(
   readFileSync(ENSURE_SERVER_SCRIPT, 'utf8'),
 )![1]!;
 
+/** The Temporal UI version: the one the pinned CLI embeds (scripts/ensure-temporal-binaries.sh), compose's image tag. */
+export const TEMPORAL_UI_VERSION = /^TEMPORAL_UI_VERSION=(\S+)$/m.exec(
+  readFileSync(join(root, 'scripts', 'ensure-temporal-binaries.sh'), 'utf8'),
+)![1]!;
+
 /** The folder with `server` and `sql`, built once by scripts/ensure-temporal-server.sh. */
 export function ensureTemporalServer(): string {
   return execFileSync('sh', [ENSURE_SERVER_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
