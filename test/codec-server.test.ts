@@ -22,6 +22,34 @@ const run = promisify(execFile);
 /** The personal fields of fallPayload, as they would appear if stored in plain text. */
 const PERSONAL = [fallPayload.email, fallPayload.lastName, `"firstName":"${fallPayload.firstName}"`];
 const UI_ORIGIN = 'http://localhost:8080';
+/**
+ * The headers the Temporal UI (2.54.1, the version compose pins and the `temporal` CLI embeds) sets on its codec
+ * requests with TEMPORAL_CODEC_PASS_ACCESS_TOKEN over https: the access token, and the ID token beside it.
+ */
+const UI_CODEC_HEADERS = (accessToken: string, idToken: string) => ({
+  'Content-Type': 'application/json',
+  'X-Namespace': 'default',
+  Authorization: `Bearer ${accessToken}`,
+  'Authorization-Extras': idToken,
+});
+
+/** A browser's CORS check of a preflight answer (Fetch standard, "CORS-preflight fetch"), for a credentialed call. */
+function preflightLets(response: Response, origin: string, method: string, requestHeaders: string[]): string[] {
+  const failures: string[] = [];
+  if (response.status < 200 || response.status > 299) failures.push(`status ${response.status}`);
+  if (response.headers.get('access-control-allow-origin') !== origin) failures.push('origin not allowed');
+  if (response.headers.get('access-control-allow-credentials') !== 'true') failures.push('credentials not allowed');
+  const list = (name: string) =>
+    (response.headers.get(name) ?? '')
+      .split(',')
+      .map((item) => item.trim().toLowerCase())
+      .filter(Boolean);
+  if (!list('access-control-allow-methods').includes(method.toLowerCase())) failures.push(`method ${method}`);
+  // With credentials a `*` is a header name, not a wildcard; Authorization is never covered by one anyway.
+  const allowed = list('access-control-allow-headers');
+  for (const header of requestHeaders) if (!allowed.includes(header)) failures.push(`header ${header}`);
+  return failures;
+}
 const OPERATOR = 'ops-anna';
 const keyEntry = (id: string) => `${id}:${randomBytes(32).toString('base64')}`;
 
@@ -205,6 +233,38 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     assert.match(ui.headers.get('access-control-allow-headers') ?? '', /Authorization/);
     const other = await preflight('https://evil.example');
     assert.equal(other.headers.get('access-control-allow-origin'), null);
+  });
+
+  it('lets the pinned Temporal UI decode: its preflight with Authorization-Extras passes, then its request', async () => {
+    const { workflowId } = await deliverEncrypted(k1);
+    const payloads = historyPayloads(await rawHistory(workflowId)).map(payloadToJson);
+    const headers = UI_CODEC_HEADERS(hsToken(OPERATOR), 'an-id-token');
+    // The UI calls `${endpoint}/decode?preserveStorageRefs=true`; the browser first asks for every header that is not
+    // CORS-safelisted (application/json is not), by lower-case name, sorted.
+    const url = `${api.url}/codec/decode?preserveStorageRefs=true`;
+    const requested = Object.keys(headers)
+      .map((name) => name.toLowerCase())
+      .sort();
+    const preflight = await fetch(url, {
+      method: 'OPTIONS',
+      headers: {
+        origin: UI_ORIGIN,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': requested.join(','),
+      },
+    });
+    assert.deepEqual(preflightLets(preflight, UI_ORIGIN, 'POST', requested), []);
+    const decoded = await fetch(url, {
+      method: 'POST',
+      headers: { ...headers, origin: UI_ORIGIN },
+      body: JSON.stringify({ payloads }),
+    });
+    assert.equal(decoded.status, 200);
+    assert.equal(decoded.headers.get('access-control-allow-origin'), UI_ORIGIN);
+    const plain = ((await decoded.json()) as { payloads: JsonPayload[] }).payloads.map((p) =>
+      Buffer.from(p.data ?? '', 'base64').toString('utf8'),
+    );
+    assert.deepEqual(leaked(plain), PERSONAL, 'the UI reads the event');
   });
 
   it('`temporal workflow show` reads ciphertext without the codec and the event through --codec-endpoint', async function () {

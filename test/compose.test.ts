@@ -1,13 +1,17 @@
 // No Docker engine runs here: these tests read docker-compose.yml and the Dockerfile so neither can rot unnoticed.
 import { strict as assert } from 'node:assert';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Ajv from 'ajv';
 import { parse } from 'yaml';
 import { loadConfig } from '../common/config';
+import { temporalCliPath } from '../dev/temporal-binaries';
 import * as production from './production/topology';
 
 const root = join(__dirname, '..');
+const run = promisify(execFile);
 
 interface Healthcheck {
   test: string[] | string;
@@ -109,6 +113,19 @@ describe('docker-compose.yml', () => {
       assert.doesNotMatch(image ?? '', /:latest$|^[^:]+$/, `${name} pins its image tag`);
   });
 
+  it('runs the Temporal UI the pinned CLI embeds, as docs/operators.md names it', async () => {
+    assert.equal(service('temporal-ui').image, `temporalio/ui:${production.TEMPORAL_UI_VERSION}`);
+    const cli = temporalCliPath();
+    assert.ok(cli, 'the Temporal CLI is installed (scripts/ensure-temporal-binaries.sh)');
+    const { stdout } = await run(cli, ['--version']);
+    assert.ok(stdout.includes(`UI ${production.TEMPORAL_UI_VERSION})`), `the CLI embeds it: ${stdout}`);
+    const operators = readFileSync(join(root, 'docs', 'operators.md'), 'utf8');
+    assert.deepEqual(
+      [...new Set(operators.match(/temporalio\/ui:[\w.-]+/g))],
+      [`temporalio/ui:${production.TEMPORAL_UI_VERSION}`],
+    );
+  });
+
   it('postgres keeps its data in a volume and reports health with pg_isready', () => {
     const postgres = service('postgres');
     assert.ok(postgres.volumes?.some((v) => v.endsWith(':/var/lib/postgresql/data')));
@@ -166,7 +183,12 @@ describe('docker-compose.yml', () => {
       `/etc/temporal/${resolvedEnvironment('temporal', userEnv).DYNAMIC_CONFIG_FILE_PATH}`,
     );
 
-    const certs = { dir: '/c', ca: '/c/ca.pem', of: (n: string) => ({ cert: `/c/${n}.pem`, key: `/c/${n}.key` }) };
+    const certs = {
+      dir: '/c',
+      ca: '/c/ca.pem',
+      internodeCa: '/c/internode-ca.pem',
+      of: (n: string) => ({ cert: `/c/${n}.pem`, key: `/c/${n}.key` }),
+    };
     const pg = production.postgresServerOf('postgres://u:p@h:5432/d');
     const databases = { DBNAME: 'temporal', VISIBILITY_DBNAME: 'temporal_visibility' };
     const ports = Object.fromEntries(
@@ -213,13 +235,50 @@ describe('docker-compose.yml', () => {
       const config = loadConfig(resolvedEnvironment(name, userEnv));
       assert.equal(config.TEMPORAL_TLS_CERT_PATH, '/certs/webhooks.pem', name);
       assert.equal(config.TEMPORAL_TLS_KEY_PATH, '/certs/webhooks.key', name);
-      assert.equal(config.TEMPORAL_TLS_CA_PATH, '/certs/ca.pem', name);
+      assert.equal(config.TEMPORAL_TLS_CA_PATH, '/certs/internode-ca.pem', name);
       assert.equal(config.TEMPORAL_TLS_SERVER_NAME, 'temporal', name);
     }
     const ui = resolvedEnvironment('temporal-ui', userEnv);
     assert.equal(ui.TEMPORAL_TLS_CERT, '/certs/temporal-ui.pem');
+    assert.equal(ui.TEMPORAL_TLS_CA, '/certs/internode-ca.pem', 'the UI knows the server by the internode CA');
     assert.equal(ui.TEMPORAL_TLS_ENABLE_HOST_VERIFICATION, 'true');
     assert.equal(resolvedEnvironment('temporal-init', userEnv).TEMPORAL_TLS_CLIENT_CERT_PATH, '/certs/admin-tools.pem');
+  });
+
+  it('keeps the internode CA and the clients’ CA apart exactly as test:production does, certificate by certificate', () => {
+    // The suite's certificates, placed where compose mounts them: every TLS value must then be compose's.
+    const certs: production.Certificates = {
+      dir: '/certs',
+      ca: '/certs/ca.pem',
+      internodeCa: '/certs/internode-ca.pem',
+      of: (n: string) => ({ cert: `/certs/${n}.pem`, key: `/certs/${n}.key` }),
+    };
+    const tls = (env: Record<string, string>) =>
+      Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('TEMPORAL_TLS_')));
+    const pg = production.postgresServerOf('postgres://u:p@h:5432/d');
+    const databases = { DBNAME: 'temporal', VISIBILITY_DBNAME: 'temporal_visibility' };
+    const ports = {} as production.TemporalPorts;
+    const server = tls(resolvedEnvironment('temporal', userEnv));
+    assert.deepEqual(server, tls(production.temporalServerEnvironment(pg, databases, certs, ports)));
+    // Internode ports trust the internode CA alone; the frontend the clients' CA (and the server's own certificate).
+    assert.equal(server.TEMPORAL_TLS_SERVER_CA_CERT, certs.internodeCa);
+    assert.deepEqual(
+      [server.TEMPORAL_TLS_CLIENT1_CA_CERT, server.TEMPORAL_TLS_CLIENT2_CA_CERT],
+      [certs.ca, certs.internodeCa],
+    );
+    assert.deepEqual(
+      tls(resolvedEnvironment('temporal-init', userEnv)),
+      tls(production.adminToolsEnvironment('temporal:7233', certs)),
+    );
+    const app = production.appEnvironment({
+      databaseUrl: 'postgres://u:p@h/d',
+      temporalAddress: 'temporal:7233',
+      certs,
+      webhookSecretKeys: 'w1:k',
+      payloadEncryptionKeys: 'p1:k',
+      extraCaCerts: '',
+    });
+    for (const name of ['api', 'worker']) assert.deepEqual(tls(resolvedEnvironment(name, userEnv)), tls(app), name);
   });
 
   it('temporal-ui serves on 127.0.0.1:8080 only, against the temporal service', () => {

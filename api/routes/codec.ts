@@ -110,6 +110,12 @@ export function codecAuthentication(deps: CodecDeps, authenticate: Middleware): 
 }
 
 /**
+ * What the Temporal UI (2.54.1) sets on a codec request: the namespace, and with TEMPORAL_CODEC_PASS_ACCESS_TOKEN the
+ * access token and the ID token (`Authorization-Extras`, ignored here; its name keeps it out of the logs).
+ */
+const CODEC_REQUEST_HEADERS = 'Authorization, Authorization-Extras, Content-Type, X-Namespace';
+
+/**
  * CORS for the codec endpoint, mounted before authentication: the UI's preflight carries no token, and a 401 must
  * still be readable by the page. Only the configured origins are echoed; other paths are untouched.
  */
@@ -129,7 +135,7 @@ export function codecCors(deps: Pick<CodecDeps, 'corsOrigins'>): Middleware {
     if (ctx.method === 'OPTIONS') {
       if (allowed) {
         ctx.set('Access-Control-Allow-Methods', 'POST, OPTIONS');
-        ctx.set('Access-Control-Allow-Headers', 'Authorization, Content-Type, X-Namespace');
+        ctx.set('Access-Control-Allow-Headers', CODEC_REQUEST_HEADERS);
         ctx.set('Access-Control-Max-Age', '600');
       }
       ctx.status = 204;

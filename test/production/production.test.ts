@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
+import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
@@ -64,6 +65,37 @@ const stockAccepts = (secret: string, request: ReceivedRequest): boolean => {
 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Connects to a gRPC port over TLS with a client certificate and speaks HTTP/2's preface: `served` when the server
+ * answers with its SETTINGS, else the TLS error (with TLS 1.3 a refused client certificate is an alert after the
+ * client's side of the handshake, so the probe waits for the server's first bytes).
+ */
+function grpcTlsProbe(port: string, serverCa: string, client: { cert: string; key: string }): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = tlsConnect({
+      host: '127.0.0.1',
+      port: Number(port),
+      servername: 'temporal',
+      ca: readFileSync(serverCa),
+      cert: readFileSync(client.cert),
+      key: readFileSync(client.key),
+      ALPNProtocols: ['h2'],
+    });
+    const done = (outcome: string) => {
+      socket.destroy();
+      resolve(outcome);
+    };
+    socket.setTimeout(5_000, () => done('timed out'));
+    socket.once('secureConnect', () => {
+      const emptySettings = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+      socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), emptySettings]));
+    });
+    socket.once('data', () => done('served'));
+    socket.once('error', (error: NodeJS.ErrnoException) => done(error.code ?? error.message));
+    socket.once('close', () => done('closed'));
+  });
+}
+
 /** Timings of this run, printed at the end for docs/operators.md ("Proven topology"). */
 const figures: Record<string, number> = {};
 
@@ -72,6 +104,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
   let database: TestDatabase;
   let certs: Certificates;
   let intruders: Certificates;
+  let receiverCerts: Certificates;
   let temporal: Awaited<ReturnType<typeof startTemporalServer>>;
   let jwks: JwksServer;
   let signingKey: SigningKey;
@@ -130,7 +163,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     connectTemporalClient({
       TEMPORAL_ADDRESS: temporal.address,
       TEMPORAL_NAMESPACE: 'default',
-      TEMPORAL_TLS_CA_PATH: certs.ca,
+      TEMPORAL_TLS_CA_PATH: certs.internodeCa,
       TEMPORAL_TLS_CERT_PATH: certs.of('monitoring').cert,
       TEMPORAL_TLS_KEY_PATH: certs.of('monitoring').key,
       TEMPORAL_TLS_SERVER_NAME: 'temporal',
@@ -157,9 +190,14 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     const serverDir = ensureTemporalServer();
     figures['ensure server built (cached)'] = Date.now() - started;
     started = Date.now();
-    certs = await makeCertificates(['temporal', 'webhooks', 'admin-tools', 'monitoring', 'receiver']);
-    intruders = await makeCertificates(['monitoring'], 'intruder-ca');
-    receiverTls = { key: readFileSync(certs.of('receiver').key), cert: readFileSync(certs.of('receiver').cert) };
+    certs = await makeCertificates(['temporal'], ['webhooks', 'temporal-ui', 'admin-tools', 'monitoring']);
+    intruders = await makeCertificates([], ['monitoring'], 'intruder-ca');
+    // The receivers' (and the JWKS endpoint's) certificate, under a CA of their own that Temporal trusts nowhere.
+    receiverCerts = await makeCertificates(['receiver'], [], 'receivers-ca');
+    receiverTls = {
+      key: readFileSync(receiverCerts.of('receiver').key),
+      cert: readFileSync(receiverCerts.of('receiver').cert),
+    };
     database = await createTestDatabase();
     temporal = await startTemporalServer(serverDir, postgresServerOf(database.url), certs);
     figures['Temporal server: schema, start, namespace'] = Date.now() - started;
@@ -172,7 +210,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       certs,
       webhookSecretKeys: `w1:${key32().toString('hex')}`,
       payloadEncryptionKeys: payloadKeys,
-      extraCaCerts: certs.ca,
+      extraCaCerts: receiverCerts.internodeCa,
     };
     for (let i = 0; i < 2; i += 1) apiPorts.push(await freePort());
     const apiSettings = (port: number) => ({
@@ -208,7 +246,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     await jwks?.close();
     await temporal?.dropDatabases();
     await database?.destroy();
-    for (const made of [certs, intruders]) if (made) rmSync(made.dir, { recursive: true, force: true });
+    for (const made of [certs, intruders, receiverCerts]) if (made) rmSync(made.dir, { recursive: true, force: true });
     process.stdout.write(`      production figures (ms): ${JSON.stringify(figures)}\n`);
   });
 
@@ -255,7 +293,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     assertAllDelivered(target, [workflowId], secret);
     assert.ok(target.requests.every((r) => stockAccepts(secret, r)));
 
-    const tls = { serverNameOverride: 'temporal', serverRootCACertificate: readFileSync(certs.ca) };
+    const tls = { serverNameOverride: 'temporal', serverRootCACertificate: readFileSync(certs.internodeCa) };
     const refusals = {
       'no client certificate': { address: temporal.address, tls, connectTimeout: 3_000 },
       'a certificate from another CA': {
@@ -285,6 +323,27 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
         timeout: 30_000,
       }),
     );
+  });
+
+  it('no client certificate opens an internode port: history, matching and worker refuse it at the handshake', async () => {
+    const { ports } = temporal;
+    const internode = {
+      history: ports.HISTORY_GRPC_PORT,
+      matching: ports.MATCHING_GRPC_PORT,
+      worker: ports.WORKER_GRPC_PORT,
+    };
+    const probe = (port: string, name: string) => grpcTlsProbe(port, certs.internodeCa, certs.of(name));
+    // The probe itself: the server's own certificate is served on every internode port.
+    for (const [role, port] of Object.entries(internode))
+      assert.equal(await probe(port, 'temporal'), 'served', `${role}: the server's own certificate`);
+    for (const client of ['monitoring', 'webhooks', 'temporal-ui', 'admin-tools']) {
+      assert.equal(await probe(ports.FRONTEND_GRPC_PORT, client), 'served', `${client}: served on the frontend`);
+      for (const [role, port] of Object.entries(internode)) {
+        const outcome = await probe(port, client);
+        // The server's TLS alert: the port knows no CA that signed this certificate.
+        assert.equal(outcome, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', `${client} on ${role} (${port})`);
+      }
+    }
   });
 
   /** Stops both workers, queues what `emitBacklog` emits, then lets one worker with one slot drain it in order. */

@@ -23,6 +23,11 @@ export const TEMPORAL_SERVER_VERSION = /^TEMPORAL_SERVER_VERSION=v(\S+)$/m.exec(
   readFileSync(ENSURE_SERVER_SCRIPT, 'utf8'),
 )![1]!;
 
+/** The Temporal UI version: the one the pinned CLI embeds (scripts/ensure-temporal-binaries.sh), compose's image tag. */
+export const TEMPORAL_UI_VERSION = /^TEMPORAL_UI_VERSION=(\S+)$/m.exec(
+  readFileSync(join(root, 'scripts', 'ensure-temporal-binaries.sh'), 'utf8'),
+)![1]!;
+
 /** The folder with `server` and `sql`, built once by scripts/ensure-temporal-server.sh. */
 export function ensureTemporalServer(): string {
   return execFileSync('sh', [ENSURE_SERVER_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
@@ -34,19 +39,29 @@ export interface Pem {
 }
 export interface Certificates {
   dir: string;
+  /** The clients' CA: signs the client certificates (clientAuth only), which the frontend accepts. */
   ca: string;
+  /** The internode CA: signs the server's own certificate only; clients trust it to know the server. */
+  internodeCa: string;
   of(name: string): Pem;
 }
 
-/** A CA and certificates for `names`, made by openssl through the documented recipe (deploy/make-certs.sh). */
-export async function makeCertificates(names: string[], caName?: string): Promise<Certificates> {
+/**
+ * Server certificates under the internode CA and client certificates under the clients' CA, made by openssl through
+ * the documented recipe (deploy/make-certs.sh); `caName` names the CAs made here (another CA, as an intruder's).
+ */
+export async function makeCertificates(servers: string[], clients: string[], caName?: string): Promise<Certificates> {
   const dir = mkdtempSync(join(tmpdir(), 'webhooks-prod-certs-'));
-  await run('sh', [join(root, 'deploy', 'make-certs.sh'), dir, ...names], {
-    env: { ...process.env, ...(caName && { CA_NAME: caName }) },
-  });
+  const env = { ...process.env, ...(caName && { CA_NAME: caName }) };
+  for (const [kind, names] of [
+    ['server', servers],
+    ['client', clients],
+  ] as const)
+    if (names.length) await run('sh', [join(root, 'deploy', 'make-certs.sh'), dir, kind, ...names], { env });
   return {
     dir,
     ca: join(dir, 'ca.pem'),
+    internodeCa: join(dir, 'internode-ca.pem'),
     of: (name) => ({ cert: join(dir, `${name}.pem`), key: join(dir, `${name}.key`) }),
   };
 }
@@ -142,19 +157,21 @@ export const temporalServerEnvironment = (
   ...databases,
   DYNAMIC_CONFIG_FILE_PATH: DYNAMIC_CONFIG_FILE,
   LOG_LEVEL: 'warn',
-  // mTLS everywhere: internode traffic and the frontend present the server certificate and require a client
-  // certificate signed by the CA.
+  // mTLS everywhere. Internode (history, matching, worker): the server's certificate, and only certificates of the
+  // internode CA are accepted, so no client's opens those ports.
   TEMPORAL_TLS_REQUIRE_CLIENT_AUTH: 'true',
-  TEMPORAL_TLS_SERVER_CA_CERT: certs.ca,
+  TEMPORAL_TLS_SERVER_CA_CERT: certs.internodeCa,
   TEMPORAL_TLS_SERVER_CERT: certs.of('temporal').cert,
   TEMPORAL_TLS_SERVER_KEY: certs.of('temporal').key,
   TEMPORAL_TLS_INTERNODE_SERVER_NAME: 'temporal',
+  // The frontend: the same certificate (the server's worker role checks it against the internode CA), and client
+  // certificates of the clients' CA, or of the internode CA (the worker role's own system workers call it).
   TEMPORAL_TLS_FRONTEND_CERT: certs.of('temporal').cert,
   TEMPORAL_TLS_FRONTEND_KEY: certs.of('temporal').key,
   TEMPORAL_TLS_CLIENT1_CA_CERT: certs.ca,
-  TEMPORAL_TLS_CLIENT2_CA_CERT: certs.ca,
+  TEMPORAL_TLS_CLIENT2_CA_CERT: certs.internodeCa,
   TEMPORAL_TLS_FRONTEND_SERVER_NAME: 'temporal',
-  // Who may call is decided by the client certificate (signed by our CA): no further authorizer.
+  // Who may call is decided by the client certificate (signed by the clients' CA): no further authorizer.
   TEMPORAL_ALLOW_NO_AUTH: 'true',
   BIND_ON_IP: '127.0.0.1',
   ...ports,
@@ -164,7 +181,7 @@ export const temporalServerEnvironment = (
 export const adminToolsEnvironment = (address: string, certs: Certificates, name = 'admin-tools') => ({
   TEMPORAL_ADDRESS: address,
   TEMPORAL_NAMESPACE: 'default',
-  TEMPORAL_TLS_SERVER_CA_CERT_PATH: certs.ca,
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: certs.internodeCa,
   TEMPORAL_TLS_CLIENT_CERT_PATH: certs.of(name).cert,
   TEMPORAL_TLS_CLIENT_KEY_PATH: certs.of(name).key,
   TEMPORAL_TLS_SERVER_NAME: 'temporal',
@@ -188,7 +205,7 @@ export const appEnvironment = (s: AppSettings): Record<string, string> => ({
   TEMPORAL_ADDRESS: s.temporalAddress,
   TEMPORAL_NAMESPACE: 'default',
   TEMPORAL_TASK_QUEUE: 'webhooks',
-  TEMPORAL_TLS_CA_PATH: s.certs.ca,
+  TEMPORAL_TLS_CA_PATH: s.certs.internodeCa,
   TEMPORAL_TLS_CERT_PATH: s.certs.of('webhooks').cert,
   TEMPORAL_TLS_KEY_PATH: s.certs.of('webhooks').key,
   TEMPORAL_TLS_SERVER_NAME: 'temporal',
@@ -294,7 +311,7 @@ export async function startTemporalServer(
   serverDir: string,
   pg: PostgresServer,
   certs: Certificates,
-): Promise<{ address: string; process: ServiceProcess; dropDatabases(): Promise<void> }> {
+): Promise<{ address: string; ports: TemporalPorts; process: ServiceProcess; dropDatabases(): Promise<void> }> {
   const suffix = randomBytes(4).toString('hex');
   const databases = { DBNAME: `temporal_prod_${suffix}`, VISIBILITY_DBNAME: `temporal_prod_${suffix}_visibility` };
   const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
@@ -324,6 +341,7 @@ export async function startTemporalServer(
   }
   return {
     address,
+    ports,
     process: server,
     async dropDatabases() {
       for (const db of Object.values(databases))
