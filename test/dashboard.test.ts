@@ -103,7 +103,7 @@ describe('Grafana dashboard (deploy/grafana)', () => {
     assert.equal(providers.apiVersion, 1);
     assert.deepEqual(
       providers.providers.map((p) => [p.type, p.options.path]),
-      [['file', '/var/lib/grafana/dashboards']],
+      [['file', '/etc/grafana/dashboards']],
     );
     assert.ok(DASHBOARD_PATH.startsWith(join(GRAFANA_DEPLOY_DIR, 'dashboards')));
   });
@@ -307,7 +307,8 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
   });
 
   it('names only series the API and the worker export', () => {
-    assert.deepEqual(queriesNamingUnexportedSeries(dashboard, exported), [], [...exported].sort().join('\n'));
+    const exportedList = [...exported].sort().join(', ');
+    assert.deepEqual(queriesNamingUnexportedSeries(dashboard, exported), [], `the targets export: ${exportedList}`);
     const named = new Set(dashboardQueries(dashboard).flatMap((q) => seriesNamesOf(q.expr)));
     assert.ok(named.size >= 8, `the dashboard reads ${[...named].join(', ')}`);
   });
