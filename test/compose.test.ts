@@ -1,7 +1,7 @@
 // No Docker engine runs here: these tests read docker-compose.yml and the Dockerfile so neither can rot unnoticed.
 import { strict as assert } from 'node:assert';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Ajv from 'ajv';
@@ -30,10 +30,13 @@ interface Service {
   container_name?: string;
   volumes?: string[];
   init?: boolean;
+  profiles?: string[];
+  secrets?: { source: string; target: string }[];
 }
 interface ComposeFile {
   services: Record<string, Service>;
   volumes?: Record<string, unknown>;
+  secrets?: Record<string, { environment?: string; file?: string }>;
 }
 
 const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as ComposeFile;
@@ -94,7 +97,9 @@ describe('docker-compose.yml', () => {
   it('has postgres, temporal with its schema and init steps, temporal-ui, api and worker, with pinned image tags', () => {
     assert.deepEqual(Object.keys(compose.services).sort(), [
       'api',
+      'grafana',
       'postgres',
+      'prometheus',
       'temporal',
       'temporal-init',
       'temporal-schema',
@@ -107,6 +112,8 @@ describe('docker-compose.yml', () => {
       'temporal-schema': /^temporalio\/admin-tools:\d+\.\d+\.\d+$/,
       'temporal-init': /^temporalio\/admin-tools:\d+\.\d+\.\d+$/,
       'temporal-ui': /^temporalio\/ui:\d+\.\d+\.\d+$/,
+      prometheus: /^prom\/prometheus:v\d+\.\d+\.\d+$/,
+      grafana: /^grafana\/grafana:\d+\.\d+\.\d+$/,
     };
     for (const [name, pattern] of Object.entries(expected)) assert.match(service(name).image ?? '', pattern, name);
     for (const [name, { image }] of Object.entries(compose.services))
@@ -307,11 +314,103 @@ describe('docker-compose.yml', () => {
     assert.equal(signedIn.TEMPORAL_AUTH_PROVIDER_URL, 'https://idp.example');
   });
 
-  it('publishes only the API on the network, the UI on loopback, nothing else', () => {
+  it('publishes only the API on the network; the UI, Prometheus and Grafana on loopback; nothing else', () => {
     const published = Object.entries(compose.services)
       .filter(([, s]) => s.ports?.length)
       .map(([name, s]) => [name, s.ports!.map((p) => interpolate(p, {}))]);
-    assert.deepEqual(Object.fromEntries(published), { 'temporal-ui': ['127.0.0.1:8080:8080'], api: ['3000:3000'] });
+    assert.deepEqual(Object.fromEntries(published), {
+      'temporal-ui': ['127.0.0.1:8080:8080'],
+      api: ['3000:3000'],
+      prometheus: ['127.0.0.1:9090:9090'],
+      grafana: ['127.0.0.1:3001:3000'],
+    });
+  });
+
+  it('the observability profile: Prometheus with the shipped rules and scrape config, Grafana with the dashboard', () => {
+    const inProfile = Object.entries(compose.services)
+      .filter(([, s]) => s.profiles?.includes('observability'))
+      .map(([name]) => name);
+    assert.deepEqual(inProfile.sort(), ['grafana', 'prometheus']);
+    for (const [name, s] of Object.entries(compose.services))
+      if (!inProfile.includes(name)) assert.equal(s.profiles, undefined, `${name} starts without a profile`);
+
+    /** The host path (relative to the compose file) mounted at `target`, which must exist in the repository. */
+    const mountedAt = (name: string, target: string) => {
+      const mount = service(name).volumes?.find((v) => v.split(':')[1] === target);
+      assert.ok(mount, `${name} mounts something at ${target}`);
+      const [source, , mode] = mount.split(':');
+      assert.equal(mode, 'ro', `${name} mounts ${target} read-only`);
+      assert.ok(existsSync(join(root, source!)), `${source} exists`);
+      return join(root, source!);
+    };
+
+    // Prometheus: the shipped configuration and the rules file it names, beside it as it expects.
+    const prometheus = service('prometheus');
+    assert.ok(
+      prometheus.command?.includes('--config.file=/etc/prometheus/prometheus.yml'),
+      JSON.stringify(prometheus.command),
+    );
+    assert.equal(
+      mountedAt('prometheus', '/etc/prometheus/prometheus.yml'),
+      join(root, 'deploy/prometheus/prometheus.yml'),
+    );
+    const config = parse(readFileSync(join(root, 'deploy/prometheus/prometheus.yml'), 'utf8')) as {
+      rule_files: string[];
+      scrape_configs: {
+        job_name: string;
+        authorization?: { credentials_file: string };
+        static_configs?: { targets: string[] }[];
+        dns_sd_configs?: { names: string[]; port: number }[];
+      }[];
+    };
+    for (const rules of config.rule_files)
+      assert.equal(
+        mountedAt('prometheus', `/etc/prometheus/${rules}`),
+        join(root, 'deploy/prometheus/webhook-alerts.rules.yml'),
+      );
+    // The scrape targets are this file's services: the API's port and the worker's WORKER_METRICS_PORT.
+    const [apiJob, workerJob] = config.scrape_configs;
+    assert.deepEqual(apiJob?.static_configs?.[0]?.targets, [`api:${resolvedEnvironment('api', userEnv).PORT}`]);
+    assert.deepEqual(workerJob?.dns_sd_configs?.[0]?.names, ['worker']);
+    assert.equal(
+      String(workerJob?.dns_sd_configs?.[0]?.port),
+      resolvedEnvironment('worker', userEnv).WORKER_METRICS_PORT,
+    );
+    // The API's bearer token reaches the file the configuration reads, from the API's own METRICS_TOKEN.
+    const secret = prometheus.secrets?.find(
+      (s) => s.target === `/etc/prometheus/${apiJob?.authorization?.credentials_file}`,
+    );
+    assert.ok(secret, 'the metrics token is mounted where prometheus.yml reads it');
+    assert.deepEqual(compose.secrets?.[secret.source], { environment: 'METRICS_TOKEN' });
+    assert.ok('METRICS_TOKEN' in (service('api').environment ?? {}));
+
+    // Grafana: the provisioning folder and the dashboards folder its file provider reads.
+    const provisioning = mountedAt('grafana', '/etc/grafana/provisioning');
+    assert.equal(provisioning, join(root, 'deploy/grafana/provisioning'));
+    const providers = parse(readFileSync(join(provisioning, 'dashboards', 'webhooks.yml'), 'utf8')) as {
+      providers: { options: { path: string } }[];
+    };
+    for (const { options } of providers.providers) {
+      const dashboards = mountedAt('grafana', options.path);
+      assert.ok(existsSync(join(dashboards, 'webhook-delivery.json')), `${options.path} holds the dashboard`);
+    }
+    const datasources = parse(readFileSync(join(provisioning, 'datasources', 'prometheus.yml'), 'utf8')) as {
+      datasources: { url: string }[];
+    };
+    assert.deepEqual(
+      datasources.datasources.map((d) => d.url),
+      [`http://prometheus:${service('prometheus').ports?.[0]?.split(':').at(-1)}`],
+      "Grafana reaches the profile's Prometheus by service name and container port",
+    );
+    assert.ok(
+      existsSync(
+        resolvedEnvironment('grafana', userEnv).GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH!.replace(
+          '/etc/grafana/dashboards',
+          join(root, 'deploy/grafana/dashboards'),
+        ),
+      ),
+      'the home dashboard is the shipped one',
+    );
   });
 
   it('api and worker encrypt Temporal payloads and deliver to https:// receivers only', () => {
