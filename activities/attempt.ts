@@ -24,7 +24,7 @@ import type { DeliveryLog } from './delivery-log';
 import { assertAttemptBound, currentRun } from './input-binding';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
-import type { ReceiverResponse } from './http';
+import { ProxyUnavailableError, type ReceiverResponse } from './http';
 import { nextRetryDelay, parseRetryAfter } from './retry-after';
 import { ForbiddenTargetError } from './ssrf';
 
@@ -207,7 +207,10 @@ function signedHeaders(
   };
 }
 
-/** No answer: the SSRF guard's refusal is final, anything else (timeout, refused, reset, DNS) is retried. */
+/**
+ * No answer: the SSRF guard's refusal is final; the egress proxy's refusal and anything else (timeout, refused, reset,
+ * DNS) are retried.
+ */
 function unreachableFailure(
   error: unknown,
   url: URL,
@@ -221,6 +224,15 @@ function unreachableFailure(
       type: FailureType.TargetForbidden,
       message: error.message,
       nonRetryable: true,
+      details: [{ attempt, durationMs, errorCode: error.code } satisfies AttemptFailureDetails],
+    });
+  }
+  if (error instanceof ProxyUnavailableError) {
+    // The proxy's failure, not the receiver's: retried on the delivery's schedule, never counted by its breaker.
+    log.warn({ host: url.host, errorCode: error.code, durationMs }, 'webhook delivery attempt failed: egress proxy');
+    return ApplicationFailure.create({
+      type: FailureType.ProxyUnavailable,
+      message: error.message,
       details: [{ attempt, durationMs, errorCode: error.code } satisfies AttemptFailureDetails],
     });
   }

@@ -19,7 +19,13 @@ export type ActivityConfig = Pick<
   Partial<
     Pick<
       Config,
-      'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS' | 'DELIVERY_FIRST_ATTEMPT_LOCAL' | keyof typeof ISOLATION_DEFAULTS
+      | 'NODE_ENV'
+      | 'ALLOW_HTTP_WEBHOOK_URLS'
+      | 'DELIVERY_FIRST_ATTEMPT_LOCAL'
+      | 'HTTPS_PROXY'
+      | 'HTTP_PROXY'
+      | 'NO_PROXY'
+      | keyof typeof ISOLATION_DEFAULTS
     >
   >;
 

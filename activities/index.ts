@@ -8,7 +8,7 @@ import { createPlanDelivery } from './plan';
 export type { ActivityConfig, ActivityDeps } from './deps';
 export type { AlertOptions, OperatorAlert } from './alerts';
 export { deliveryRegistry } from './metrics';
-export { createWebhookHttpClient, type WebhookHttpClient } from './http';
+export { createWebhookHttpClient, egressProxy, proxyOrigin, type WebhookHttpClient } from './http';
 export { ForbiddenTargetError, forbiddenRange } from './ssrf';
 
 export function createActivities(deps: ActivityDeps) {

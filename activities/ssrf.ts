@@ -110,3 +110,20 @@ export function createGuardedConnector(options: {
     });
   };
 }
+
+/**
+ * Resolves a target host as the guarded connector would and refuses it when forbidden: for a connection made by
+ * someone else (the egress proxy), before it is asked to.
+ */
+export async function guardTarget(hostname: string): Promise<void> {
+  // The WHATWG parser keeps an IPv6 literal's brackets.
+  const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
+  if (ipaddr.isValid(host)) {
+    const range = forbiddenRange(host);
+    if (range) throw new ForbiddenTargetError(host, range);
+    return;
+  }
+  await new Promise<void>((resolve, reject) =>
+    guardedLookup(host, { all: true }, (error) => (error ? reject(error) : resolve())),
+  );
+}

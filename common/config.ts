@@ -29,6 +29,12 @@ export interface Config {
   TEMPORAL_TLS_SERVER_NAME?: string;
   WEBHOOK_TIMEOUT_MS: number;
   ALLOW_PRIVATE_WEBHOOK_URLS: boolean;
+  /** The worker's egress proxy for deliveries to https:// receivers (HTTP_PROXY when unset). */
+  HTTPS_PROXY?: string;
+  /** The worker's egress proxy for deliveries to http:// receivers. */
+  HTTP_PROXY?: string;
+  /** Receiver hosts reached directly, past the proxy: comma-separated names, `.domain` suffixes, `*`. */
+  NO_PROXY?: string;
   DELIVERY_INITIAL_INTERVAL_MS: number;
   DELIVERY_BACKOFF_COEFFICIENT: number;
   DELIVERY_MAX_INTERVAL_MS: number;
@@ -165,6 +171,9 @@ const schema: JSONSchemaType<Config> = {
     TEMPORAL_TLS_SERVER_NAME: optionalString,
     WEBHOOK_TIMEOUT_MS: int(100, 10_000, 600_000),
     ALLOW_PRIVATE_WEBHOOK_URLS: { type: 'boolean', default: false },
+    HTTPS_PROXY: { type: 'string', pattern: '^[Hh][Tt][Tt][Pp][Ss]?://', nullable: true },
+    HTTP_PROXY: { type: 'string', pattern: '^[Hh][Tt][Tt][Pp][Ss]?://', nullable: true },
+    NO_PROXY: optionalString,
     DELIVERY_INITIAL_INTERVAL_MS: int(1, 1_000),
     DELIVERY_BACKOFF_COEFFICIENT: { type: 'number', minimum: 1, maximum: 100, default: 2 },
     DELIVERY_MAX_INTERVAL_MS: int(1, 600_000),

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities, createWebhookHttpClient } from '../activities';
+import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin } from '../activities';
 import { temporalConnectionOptions } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
@@ -119,6 +119,15 @@ export async function startWorker(
     );
   if (config.ALLOW_PRIVATE_WEBHOOK_URLS)
     logger.warn('ALLOW_PRIVATE_WEBHOOK_URLS=true: the SSRF guard is off; never in production');
+  if (config.HTTPS_PROXY || config.HTTP_PROXY)
+    logger.info(
+      {
+        httpsProxy: proxyOrigin(config.HTTPS_PROXY),
+        httpProxy: proxyOrigin(config.HTTP_PROXY),
+        noProxy: config.NO_PROXY,
+      },
+      'deliveries leave through the egress proxy',
+    );
   const { address, tls } = temporalConnectionOptions(config);
   const connection = await NativeConnection.connect({ address, tls, apiKey: config.TEMPORAL_API_KEY });
   const db = createDb(config.DATABASE_URL, {
@@ -128,6 +137,7 @@ export async function startWorker(
   const http = createWebhookHttpClient({
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+    proxy: egressProxy(config),
   });
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);

@@ -14,6 +14,8 @@ export const FailureType = {
   ReceiverStatus: 'WebhookReceiverStatus',
   /** Retryable: timeout, refused connection, DNS failure, reset. */
   ReceiverUnreachable: 'WebhookReceiverUnreachable',
+  /** Retryable: the egress proxy refused the tunnel (407, 403, 502, …) or could not be reached; not the receiver's. */
+  ProxyUnavailable: 'WebhookProxyUnavailable',
   /** Retryable: the registration's secret could not be opened (wrong WEBHOOK_SECRET_KEY on this worker). */
   SecretUnavailable: 'WebhookSecretUnavailable',
   /** The workflow's own failure once retries are exhausted or a non-retryable attempt failure occurred. */

@@ -8,7 +8,13 @@ import { ISOLATION_DEFAULTS, loadConfig } from '../../common/config';
 import { attemptDeadlineMs } from '../../common/contract';
 import { startBreakerResumer } from '../../worker/breaker-resumer';
 import { payloadCodecFromConfig } from '../../common/payload-codec';
-import { createActivities, createWebhookHttpClient, type ActivityConfig, type AlertOptions } from '../../activities';
+import {
+  createActivities,
+  createWebhookHttpClient,
+  egressProxy,
+  type ActivityConfig,
+  type AlertOptions,
+} from '../../activities';
 import type { Logger } from '../../common/logger';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
@@ -62,6 +68,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     const http = createWebhookHttpClient({
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+      proxy: egressProxy(config),
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,

@@ -1,0 +1,236 @@
+// The egress proxy (HTTPS_PROXY / HTTP_PROXY / NO_PROXY) through a real forward proxy, Debian's tinyproxy: deliveries
+// leave through it, the SSRF guard still refuses a private target before the proxy is asked anything, and a proxy
+// that refuses or is down fails the attempt as the proxy's failure (retried), never the receiver's breaker's.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
+import { createActivities, createWebhookHttpClient, egressProxy, type ActivityConfig } from '../activities';
+import { FailureType, type AttemptFailureDetails } from '../common/contract';
+import type { deliverWebhookEvent } from '../workflows';
+import { findBreaker } from '../db';
+import { freePort } from '../dev/ports';
+import { Registrations, captureLogger, fallEvent, fallPayload, fastConfig, newProjectId } from './support/deliveries';
+import { useDeliveryFixture } from './support/delivery-fixture';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
+import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
+import { createLocalEnvironment } from './support/temporal';
+import { startTinyproxy, type Tinyproxy } from './support/tinyproxy';
+
+/** The proxy's log line for a tunnel it was asked to open to host:port. */
+const connectLine = (hostPort: string) => `CONNECT ${hostPort} HTTP/1.1`;
+/** The proxy's log line for every client connection it accepts. */
+const ACCEPTED = /Connect \(file descriptor \d+\)/;
+
+describe('egress proxy: deliveries through a real forward proxy (tinyproxy, Temporal dev server)', function () {
+  this.timeout(60_000);
+  const fx = useDeliveryFixture(createLocalEnvironment);
+  let proxy: Tinyproxy;
+  beforeEach(async () => (proxy = await startTinyproxy()));
+  afterEach(() => proxy.close());
+
+  async function deliver(config: ActivityConfig) {
+    const projectId = newProjectId();
+    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    const result = await fx.runWorker(
+      async (taskQueue) => {
+        const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+          args: [fallEvent(projectId)],
+          taskQueue,
+          workflowId: `webhook-event-${randomUUID()}`,
+        });
+        return handle.result();
+      },
+      { config },
+    );
+    return { result, secret };
+  }
+
+  it('HTTP_PROXY: the signed delivery reaches the receiver through the proxy', async () => {
+    const { result, secret } = await deliver({ ...fastConfig, HTTP_PROXY: proxy.url });
+    assert.equal(result.status, 'delivered');
+    assert.equal(fx.receiver.requests.length, 1);
+    const [request] = fx.receiver.requests;
+    assert.equal(request!.rawBody.toString('utf8'), JSON.stringify(fallPayload));
+    assert.ok(independentSignatureValid(secret, request!), 'signed as without a proxy');
+    // The proxy opened the tunnel to the receiver: the delivery left from the proxy, not from the worker.
+    assert.ok(proxy.log().includes(connectLine(`127.0.0.1:${fx.receiver.port}`)), proxy.log());
+  });
+
+  it('NO_PROXY: a listed receiver host is reached directly, the proxy is not asked', async () => {
+    const { result } = await deliver({ ...fastConfig, HTTP_PROXY: proxy.url, NO_PROXY: 'localhost,127.0.0.1' });
+    assert.equal(result.status, 'delivered');
+    assert.equal(fx.receiver.requests.length, 1);
+    assert.doesNotMatch(proxy.log(), ACCEPTED);
+  });
+
+  it('without a proxy configured, nothing goes through it (the default)', async () => {
+    const { result } = await deliver(fastConfig);
+    assert.equal(result.status, 'delivered');
+    assert.doesNotMatch(proxy.log(), ACCEPTED);
+  });
+});
+
+describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (real PostgreSQL, tinyproxy)', function () {
+  this.timeout(30_000);
+  let database: TestDatabase;
+  let registrations: Registrations;
+  let receiver: TestReceiver;
+  before(async () => {
+    database = await createTestDatabase();
+    registrations = new Registrations(database.db);
+  });
+  after(() => database?.destroy());
+  beforeEach(async () => (receiver = await startTestReceiver()));
+  afterEach(() => receiver.close());
+
+  /** Attempts of one fall delivery to `url`, run as the worker runs the activity, with this config's proxy. */
+  async function deliveryTo(url: string, config: ActivityConfig) {
+    const projectId = newProjectId();
+    await registrations.register(projectId, url, ['FALL_DETECTION']);
+    const { id } = await database.db('webhook_registrations').where({ project_id: projectId }).first<{ id: string }>();
+    const logs = captureLogger();
+    const http = createWebhookHttpClient({
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
+      proxy: egressProxy(config),
+    });
+    const { deliverWebhookAttempt } = createActivities({
+      db: database.db,
+      secretBox: registrations.secretBox,
+      logger: logs.logger,
+      config,
+      http,
+    });
+    const workflowId = `webhook-event-${randomUUID()}`;
+    let attempt = 0;
+    return {
+      registrationId: id,
+      logs: logs.lines,
+      close: () => http.close(),
+      attempt: () => {
+        attempt += 1;
+        const env = new MockActivityEnvironment(
+          { attempt, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
+          { logger: new DefaultLogger('ERROR', () => undefined) },
+        );
+        return env
+          .run(deliverWebhookAttempt, {
+            projectId,
+            webhookType: 'FALL_DETECTION' as const,
+            body: JSON.stringify(fallPayload),
+            waitToken: attempt,
+          })
+          .then(
+            (outcome) => outcome,
+            (error: unknown) => error,
+          );
+      },
+    };
+  }
+
+  const guarded: ActivityConfig = { ...fastConfig, ALLOW_PRIVATE_WEBHOOK_URLS: false, BREAKER_FAILURE_THRESHOLD: 2 };
+
+  for (const [name, url] of [
+    ['a private address', 'http://10.1.2.3:8080/hooks'],
+    ['a name that resolves to loopback', 'http://localhost:8080/hooks'],
+    ['the metadata address over https', 'https://169.254.169.254/latest'],
+  ] as const) {
+    it(`refuses ${name} with the proxy set: not retried, nothing sent to the proxy`, async () => {
+      const proxy = await startTinyproxy();
+      const delivery = await deliveryTo(url, { ...guarded, HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url });
+      try {
+        const thrown = await delivery.attempt();
+        assert.ok(thrown instanceof ApplicationFailure, String(thrown));
+        assert.equal(thrown.type, FailureType.TargetForbidden);
+        assert.equal(thrown.nonRetryable, true);
+        assert.match(thrown.message, /Refused to deliver: the webhook URL leads to a (private|loopback|link-local)/);
+        assert.doesNotMatch(proxy.log(), ACCEPTED, 'the proxy was never connected to');
+      } finally {
+        await delivery.close();
+        await proxy.close();
+      }
+    });
+  }
+
+  /** Three attempts that each fail as the proxy's failure: retried, and the receiver's breaker counts none of them. */
+  async function assertProxyFailures(delivery: Awaited<ReturnType<typeof deliveryTo>>, code: RegExp) {
+    for (let i = 1; i <= 3; i += 1) {
+      const thrown = await delivery.attempt();
+      assert.ok(thrown instanceof ApplicationFailure, `attempt ${i}: ${String(thrown)}`);
+      assert.equal(thrown.type, FailureType.ProxyUnavailable, `attempt ${i}: ${thrown.message}`);
+      assert.equal(thrown.nonRetryable, false, 'retried');
+      assert.match((thrown.details?.[0] as AttemptFailureDetails).errorCode ?? '', code);
+    }
+    const breaker = await findBreaker(database.db, delivery.registrationId);
+    assert.equal(breaker?.consecutiveFailures ?? 0, 0, 'not counted against the receiver');
+    assert.equal(breaker?.openUntil ?? null, null, 'the breaker (threshold 2) stays closed');
+    const logged = delivery.logs.filter((line) => line.msg === 'webhook delivery attempt failed: egress proxy');
+    assert.equal(logged.length, 3);
+    assert.equal(logged[0]!.level, 40);
+    assert.equal(receiver.requests.length, 0);
+  }
+
+  it('a proxy that answers 407 (credentials missing): logged, retried, not the receiver breaker’s failure', async () => {
+    const proxy = await startTinyproxy({ basicAuth: { user: 'worker', password: 'proxy-pass' } });
+    const delivery = await deliveryTo(receiver.url, {
+      ...fastConfig,
+      BREAKER_FAILURE_THRESHOLD: 2,
+      HTTP_PROXY: proxy.url,
+    });
+    try {
+      await assertProxyFailures(delivery, /^PROXY_407$/);
+      const thrown = (await delivery.attempt()) as ApplicationFailure;
+      assert.match(thrown.message, /^Egress proxy refused the tunnel: HTTP 407$/);
+    } finally {
+      await delivery.close();
+      await proxy.close();
+    }
+  });
+
+  it('with the credentials in the proxy URL, the same proxy carries the delivery', async () => {
+    const proxy = await startTinyproxy({ basicAuth: { user: 'worker', password: 'proxy-pass' } });
+    const delivery = await deliveryTo(receiver.url, {
+      ...fastConfig,
+      HTTP_PROXY: `http://worker:proxy-pass@127.0.0.1:${proxy.port}`,
+    });
+    try {
+      const outcome = await delivery.attempt();
+      assert.equal((outcome as { status?: string }).status, 'delivered', String(outcome));
+      assert.equal(receiver.requests.length, 1);
+      assert.ok(proxy.log().includes(connectLine(`127.0.0.1:${receiver.port}`)), proxy.log());
+    } finally {
+      await delivery.close();
+      await proxy.close();
+    }
+  });
+
+  it('a proxy that is down (connection refused): logged, retried, not the receiver breaker’s failure', async () => {
+    const delivery = await deliveryTo(receiver.url, {
+      ...fastConfig,
+      BREAKER_FAILURE_THRESHOLD: 2,
+      HTTP_PROXY: `http://127.0.0.1:${await freePort()}`,
+    });
+    try {
+      await assertProxyFailures(delivery, /^ECONNREFUSED$/);
+    } finally {
+      await delivery.close();
+    }
+  });
+
+  it('a receiver that is down behind a working proxy: the proxy’s 5xx to CONNECT is its own failure too', async () => {
+    const proxy = await startTinyproxy();
+    const delivery = await deliveryTo(`http://127.0.0.1:${await freePort()}/hooks`, {
+      ...fastConfig,
+      BREAKER_FAILURE_THRESHOLD: 2,
+      HTTP_PROXY: proxy.url,
+    });
+    try {
+      await assertProxyFailures(delivery, /^PROXY_5\d\d$/);
+    } finally {
+      await delivery.close();
+      await proxy.close();
+    }
+  });
+});
