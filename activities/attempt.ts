@@ -19,7 +19,7 @@ import {
   webhookUrlPolicy,
   type WebhookUrlPolicy,
 } from '../common/webhook-url';
-import { eraseExpiredPreviousSecrets, findRegistration, type Db, type RegistrationRow } from '../db';
+import { eraseExpiredPreviousSecrets, findRegistration, openCustomHeaders, type Db, type RegistrationRow } from '../db';
 import type { DeliveryLog } from './delivery-log';
 import { assertAttemptBound, currentRun } from './input-binding';
 import { createEndpointGuard } from './breaker';
@@ -87,7 +87,11 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     }
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
-    const headers = signedHeaders(secrets, context.webhookId, body);
+    // The registration's own headers first: the service's signed headers win over any (the API refuses those names).
+    const headers = {
+      ...customHeaders(secretBox, registration, context),
+      ...signedHeaders(secrets, context.webhookId, body),
+    };
 
     const target = {
       registrationId: registration.id,
@@ -178,6 +182,19 @@ async function openSecrets(
     throw ApplicationFailure.create({
       type: FailureType.SecretUnavailable,
       message: 'The webhook signing secret could not be opened with this worker’s WEBHOOK_SECRET_KEY',
+    });
+  }
+}
+
+/** The registration's custom headers, opened; retryable when they cannot be, like the secret. Never logged. */
+function customHeaders(secretBox: SecretBox, registration: RegistrationRow, { log }: AttemptContext) {
+  try {
+    return Object.fromEntries(openCustomHeaders(secretBox, registration));
+  } catch {
+    log.error('cannot open the webhook custom headers: is WEBHOOK_SECRET_KEY the one they were sealed with?');
+    throw ApplicationFailure.create({
+      type: FailureType.SecretUnavailable,
+      message: 'The webhook custom headers could not be opened with this worker’s WEBHOOK_SECRET_KEY',
     });
   }
 }

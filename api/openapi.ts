@@ -53,6 +53,12 @@ const registrationProperties = {
   projectId: projectIdSchema,
   url: webhookUrlSchema,
   types: webhookTypesSchema,
+  headerNames: {
+    type: 'array',
+    maxItems: 10,
+    items: { type: 'string' },
+    description: 'Names of the custom headers sent with every delivery, as set; their values are never shown.',
+  },
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
 } as const;
@@ -360,8 +366,10 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       '/webhooks': {
         patch: {
           operationId: 'updateWebhook',
-          summary: 'Change the URL and/or the event types of a project’s webhook',
-          description: 'The project is named in the body; the secret stays the same.',
+          summary: 'Change the URL, the event types and/or the custom headers of a project’s webhook',
+          description:
+            'The project is named in the body; the secret stays the same. `headers`, when given, replaces the whole ' +
+            'set of custom headers (`{}` removes them all); omitted, the headers stay as they are.',
           tags: ['webhooks'],
           requestBody: bodyOf('UpdateWebhookBody'),
           responses: {
@@ -386,7 +394,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
             '400': ref('responses', 'InvalidParameter'),
             '503': ref('responses', 'Unavailable'),
             '200': {
-              description: 'The registration, without its secret.',
+              description: 'The registration, without its secret or its custom headers’ values.',
               content: json(ref('schemas', 'Registration')),
             },
             '401': ref('responses', 'Unauthorized'),

@@ -29,6 +29,8 @@ export interface RegistrationView {
   projectId: string;
   url: string;
   types: string[];
+  /** The names of the custom headers sent with every delivery; their values are never shown. */
+  headerNames: string[];
   createdAt: string;
   updatedAt: string;
 }
@@ -51,6 +53,7 @@ const view = (row: store.RegistrationRow): RegistrationView => ({
   projectId: row.projectId,
   url: row.url,
   types: row.types,
+  headerNames: row.customHeaderNames,
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
@@ -75,6 +78,7 @@ export async function registerWebhook(
     projectId: body.projectId,
     url: body.url,
     types: body.types,
+    ...(body.headers && { headers: body.headers }),
   });
   // The unique constraint decides between concurrent registrations.
   if (!created) throw new RegistrationExistsError();
@@ -89,7 +93,8 @@ export async function updateWebhook(
   await assertMember(deps.db, body.projectId, userId);
   await recheckPortalLink();
   const changes = { ...(body.url !== undefined && { url: body.url }), ...(body.types && { types: body.types }) };
-  const row = await store.updateRegistration(deps.db, body.projectId, changes);
+  const headers = body.headers && { secretBox: deps.secretBox, values: body.headers };
+  const row = await store.updateRegistration(deps.db, body.projectId, changes, headers);
   if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
   return view(row);
 }

@@ -9,6 +9,16 @@ import {
   type SubscribableType,
 } from '../common/contract';
 import {
+  CUSTOM_HEADER_NAME_PATTERN,
+  CUSTOM_HEADER_VALUE_PATTERN,
+  MAX_CUSTOM_HEADERS,
+  MAX_CUSTOM_HEADER_VALUE_LENGTH,
+  RESERVED_HEADER_NAMES,
+  RESERVED_HEADER_PATTERN,
+  customHeaderProblems,
+  type CustomHeaders,
+} from '../common/custom-headers';
+import {
   HTTPS_REQUIRED,
   MAX_WEBHOOK_URL_LENGTH,
   parseWebhookUrl,
@@ -42,18 +52,44 @@ export const webhookTypesSchema = {
   items: { type: 'string', enum: [...SUBSCRIBABLE_TYPES] },
 } as const;
 
+export const customHeadersSchema = {
+  type: 'object',
+  maxProperties: MAX_CUSTOM_HEADERS,
+  propertyNames: { type: 'string', pattern: CUSTOM_HEADER_NAME_PATTERN, not: { pattern: RESERVED_HEADER_PATTERN } },
+  additionalProperties: {
+    type: 'string',
+    maxLength: MAX_CUSTOM_HEADER_VALUE_LENGTH,
+    pattern: CUSTOM_HEADER_VALUE_PATTERN,
+  },
+  description:
+    `Headers sent on every delivery (not signed), e.g. {"X-Api-Key": "…"}: at most ${MAX_CUSTOM_HEADERS}, names HTTP ` +
+    `tokens (case-insensitive: a name once), values visible ASCII with inner spaces, at most ` +
+    `${MAX_CUSTOM_HEADER_VALUE_LENGTH} characters. Reserved, refused: ${RESERVED_HEADER_NAMES.join(', ')}. ` +
+    'Values are sealed at rest and never shown again; on PATCH the object replaces the whole set ({} removes all).',
+} as const;
+
 export const registerWebhookBodySchema = {
   type: 'object',
-  properties: { projectId: projectIdSchema, url: webhookUrlSchema, types: webhookTypesSchema },
+  properties: {
+    projectId: projectIdSchema,
+    url: webhookUrlSchema,
+    types: webhookTypesSchema,
+    headers: customHeadersSchema,
+  },
   required: ['projectId', 'url', 'types'],
   additionalProperties: false,
 } as const;
 
 export const updateWebhookBodySchema = {
   type: 'object',
-  properties: { projectId: projectIdSchema, url: webhookUrlSchema, types: webhookTypesSchema },
+  properties: {
+    projectId: projectIdSchema,
+    url: webhookUrlSchema,
+    types: webhookTypesSchema,
+    headers: customHeadersSchema,
+  },
   required: ['projectId'],
-  anyOf: [{ required: ['url'] }, { required: ['types'] }],
+  anyOf: [{ required: ['url'] }, { required: ['types'] }, { required: ['headers'] }],
   additionalProperties: false,
 } as const;
 
@@ -83,12 +119,14 @@ export interface RegisterWebhookBody {
   projectId: string;
   url: string;
   types: SubscribableType[];
+  headers?: CustomHeaders;
 }
 
 export interface UpdateWebhookBody {
   projectId: string;
   url?: string;
   types?: SubscribableType[];
+  headers?: CustomHeaders;
 }
 
 const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false });
@@ -100,12 +138,12 @@ export type BodyValidator<T> = (body: unknown, urlPolicy?: WebhookUrlPolicy) => 
 function fieldErrors(errors: ErrorObject[]): FieldError[] {
   const result: FieldError[] = [];
   for (const error of errors) {
-    // "url or types" is one rule; ajv reports it as each branch's miss plus the anyOf itself.
+    // "url, types or headers" is one rule; ajv reports it as each branch's miss plus the anyOf itself.
     if (error.schemaPath.startsWith('#/anyOf/')) continue;
     // A conditional rule's branch names the field it refuses; the `if` itself adds nothing.
     if (error.keyword === 'if') continue;
     const pointer = error.instancePath || '/';
-    if (error.keyword === 'anyOf') result.push({ pointer, detail: 'must have at least one of url and types' });
+    if (error.keyword === 'anyOf') result.push({ pointer, detail: 'must have at least one of url, types and headers' });
     else if (error.keyword === 'pattern' && pointer === '/projectId')
       result.push({ pointer, detail: `must be ${SAFE_ID_RULE}` });
     else if (error.keyword === 'additionalProperties')
@@ -117,8 +155,13 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
 
 export function compileBody<T extends object>(schema: object): BodyValidator<T> {
   const validate: ValidateFunction = ajv.compile(schema);
+  const checksHeaders = 'headers' in ((schema as { properties?: object }).properties ?? {});
   return (body, urlPolicy = { httpsOnly: false }) => {
-    const errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
+    let errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
+    // The headers' rules, each problem naming the header, instead of the schema's patterns.
+    const headers = (body as { headers?: unknown } | null)?.headers;
+    if (checksHeaders && headers !== undefined && (errors.length > 0 || customHeaderProblems(headers).length > 0))
+      errors = [...errors.filter((e) => !e.pointer.startsWith('/headers')), ...customHeaderProblems(headers)];
     const url = (body as { url?: unknown } | null)?.url;
     const urlFailed = errors.some((e) => e.pointer === '/url');
     const parsed = !urlFailed && typeof url === 'string' ? parseWebhookUrl(url) : undefined;

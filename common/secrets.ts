@@ -173,3 +173,7 @@ export function resolveSecretKeyRing(config: Config, logger: Logger): SecretKey[
 
 /** Additional authenticated data for a registration's sealed secret: a ciphertext opens only on its own row. */
 export const registrationSecretAad = (registrationId: string): string => `webhook-registration:${registrationId}`;
+
+/** Additional authenticated data for a registration's sealed custom headers: its own row, and not the secret's column. */
+export const registrationHeadersAad = (registrationId: string): string =>
+  `webhook-registration-headers:${registrationId}`;

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { SubscribableType } from '../common/contract';
-import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../common/secrets';
+import type { CustomHeaders } from '../common/custom-headers';
+import {
+  generateWebhookSecret,
+  registrationHeadersAad,
+  registrationSecretAad,
+  type SecretBox,
+} from '../common/secrets';
 import type { Db } from './connection';
 
 /** A stored webhook registration; the signing secret stays sealed (AES-256-GCM) at this layer. */
@@ -13,6 +19,10 @@ export interface RegistrationRow {
   /** The secret a rotation replaced, sealed with the same AAD; null once its overlap is over and it is erased. */
   previousSecretSealed: string | null;
   previousSecretExpiresAt: Date | null;
+  /** The custom headers' names, as set; the API shows these and never the values. */
+  customHeaderNames: string[];
+  /** The custom headers' [name, value] pairs as JSON, sealed with registrationHeadersAad; null when there are none. */
+  customHeadersSealed: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -25,6 +35,8 @@ interface Columns {
   secret_sealed: string;
   previous_secret_sealed: string | null;
   previous_secret_expires_at: Date | null;
+  custom_header_names: string[];
+  custom_headers_sealed: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -39,6 +51,8 @@ const toRow = (c: Columns): RegistrationRow => ({
   secretSealed: c.secret_sealed,
   previousSecretSealed: c.previous_secret_sealed,
   previousSecretExpiresAt: c.previous_secret_expires_at,
+  customHeaderNames: c.custom_header_names,
+  customHeadersSealed: c.custom_headers_sealed,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -51,7 +65,8 @@ export async function findRegistration(db: Db, projectId: string): Promise<Regis
 /** Inserts a registration; returns undefined when the project already has one (the unique constraint decides). */
 export async function insertRegistration(
   db: Db,
-  registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'>,
+  registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'> &
+    Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>>,
 ): Promise<RegistrationRow | undefined> {
   const [columns] = await db<Columns>(TABLE)
     .insert({
@@ -60,6 +75,8 @@ export async function insertRegistration(
       url: registration.url,
       types: registration.types,
       secret_sealed: registration.secretSealed,
+      custom_header_names: registration.customHeaderNames ?? [],
+      custom_headers_sealed: registration.customHeadersSealed ?? null,
     })
     .onConflict('project_id')
     .ignore()
@@ -74,29 +91,73 @@ export async function insertRegistration(
 export async function createRegistration(
   db: Db,
   secretBox: SecretBox,
-  fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'>,
+  fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'> & { headers?: CustomHeaders },
   secret: string = generateWebhookSecret(),
 ): Promise<{ row: RegistrationRow; secret: string } | undefined> {
   const id = randomUUID();
+  const { headers, ...registration } = fields;
   const row = await insertRegistration(db, {
-    ...fields,
+    ...registration,
     id,
     secretSealed: secretBox.seal(secret, registrationSecretAad(id)),
+    ...sealCustomHeaders(secretBox, id, headers ?? {}),
   });
   return row && { row, secret };
 }
 
-/** Updates url and/or types; returns undefined when the project has no registration. */
+/**
+ * Updates url and/or types, and replaces the custom headers when `headers` is given (`{}` removes them all); returns
+ * undefined when the project has no registration.
+ */
 export async function updateRegistration(
   db: Db,
   projectId: string,
   changes: { url?: string; types?: SubscribableType[] },
+  headers?: { secretBox: SecretBox; values: CustomHeaders },
 ): Promise<RegistrationRow | undefined> {
-  const [columns] = await db<Columns>(TABLE)
-    .where({ project_id: projectId })
-    .update({ ...changes, updated_at: db.fn.now() })
-    .returning('*');
-  return columns && toRow(columns);
+  if (!headers) {
+    const [columns] = await db<Columns>(TABLE)
+      .where({ project_id: projectId })
+      .update({ ...changes, updated_at: db.fn.now() })
+      .returning('*');
+    return columns && toRow(columns);
+  }
+  // The sealed headers are bound to the row's id: read it under a lock, so a re-registration cannot slip in between.
+  return db.transaction(async (trx) => {
+    const current = await trx<Columns>(TABLE).where({ project_id: projectId }).forUpdate().first('id');
+    if (!current) return undefined;
+    const sealed = sealCustomHeaders(headers.secretBox, current.id, headers.values);
+    const [columns] = await trx<Columns>(TABLE)
+      .where({ id: current.id })
+      .update({
+        ...changes,
+        custom_header_names: sealed.customHeaderNames,
+        custom_headers_sealed: sealed.customHeadersSealed,
+        updated_at: trx.fn.now(),
+      })
+      .returning('*');
+    return columns && toRow(columns);
+  });
+}
+
+/** The columns of a registration's custom headers: the names in the clear, the pairs sealed to the row. */
+function sealCustomHeaders(
+  secretBox: SecretBox,
+  registrationId: string,
+  headers: CustomHeaders,
+): Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'> {
+  const pairs = Object.entries(headers);
+  if (pairs.length === 0) return { customHeaderNames: [], customHeadersSealed: null };
+  return {
+    customHeaderNames: pairs.map(([name]) => name),
+    customHeadersSealed: secretBox.seal(JSON.stringify(pairs), registrationHeadersAad(registrationId)),
+  };
+}
+
+/** A registration's custom headers, opened: [name, value] pairs in the order they were set. Throws when they cannot be. */
+export function openCustomHeaders(secretBox: SecretBox, row: RegistrationRow): [name: string, value: string][] {
+  if (row.customHeadersSealed === null) return [];
+  return JSON.parse(secretBox.open(row.customHeadersSealed, registrationHeadersAad(row.id))) as [string, string][];
 }
 
 /** Deletes the project's registration; returns false when there was none. */

@@ -479,7 +479,7 @@ describe('api: webhook management', () => {
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { projectId: p } }),
         400,
-        /at least one of url and types/,
+        /at least one of url, types and headers/,
       );
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { url: 'https://x.example/' } }),
