@@ -163,6 +163,7 @@ describe('api: webhook management', () => {
       assert.deepEqual(Object.keys(reply.body).sort(), [
         '_id',
         'createdAt',
+        'headerNames',
         'projectId',
         'secret',
         'types',
@@ -423,7 +424,15 @@ describe('api: webhook management', () => {
         body: { projectId: p, url: 'https://new.example/h' },
       });
       assert.equal(byUrl.status, 200, byUrl.text);
-      assert.deepEqual(Object.keys(byUrl.body).sort(), ['_id', 'createdAt', 'projectId', 'types', 'updatedAt', 'url']);
+      assert.deepEqual(Object.keys(byUrl.body).sort(), [
+        '_id',
+        'createdAt',
+        'headerNames',
+        'projectId',
+        'types',
+        'updatedAt',
+        'url',
+      ]);
       assert.equal(byUrl.body.url, 'https://new.example/h');
       assert.deepEqual(byUrl.body.types, ['FALL_DETECTION']);
       assert.equal(byUrl.body._id, created.body._id);
