@@ -53,7 +53,7 @@ export class ReceiverTimeoutError extends Error {
  */
 export class ProxyUnavailableError extends Error {
   override name = 'ProxyUnavailableError';
-  /** PROXY_<status> for a refused tunnel, else the connection's own error code (ECONNREFUSED, …). */
+  /** PROXY_<status> for a refused tunnel, else PROXY_ and the connection's error code (PROXY_ECONNREFUSED, …). */
   readonly code: string;
   constructor(message: string, code: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -133,7 +133,7 @@ function tagProxyFailures(timeoutMs: number): buildConnector.connector {
     base(connectOptions, (error, socket) => {
       if (!error) return callback(null, socket);
       const code = errorCode(error);
-      callback(new ProxyUnavailableError(`Egress proxy unreachable: ${code}`, code, { cause: error }), null);
+      callback(new ProxyUnavailableError(`Egress proxy unreachable: ${code}`, `PROXY_${code}`, { cause: error }), null);
     });
 }
 

@@ -30,6 +30,9 @@ export function describeReceiverError(errorCode: string): { category: TestFailur
   if (errorCode === 'ECONNREFUSED') return { category: 'refused', reason: 'the connection was refused (ECONNREFUSED)' };
   if (TLS_CODE.test(errorCode))
     return { category: 'tls', reason: `the TLS handshake failed: check the receiver's certificate (${errorCode})` };
+  // The worker's egress proxy failed (WebhookProxyUnavailable): the receiver was not reached, nor to blame.
+  if (errorCode.startsWith('PROXY_'))
+    return { category: 'unreachable', reason: `the worker's egress proxy did not carry the request (${errorCode})` };
   if (errorCode === 'ERR_WEBHOOK_TARGET_FORBIDDEN')
     return {
       category: 'forbidden-target',

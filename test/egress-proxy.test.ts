@@ -213,7 +213,7 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
       HTTP_PROXY: `http://127.0.0.1:${await freePort()}`,
     });
     try {
-      await assertProxyFailures(delivery, /^ECONNREFUSED$/);
+      await assertProxyFailures(delivery, /^PROXY_ECONNREFUSED$/);
     } finally {
       await delivery.close();
     }

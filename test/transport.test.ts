@@ -103,6 +103,10 @@ describe('test endpoint failures name a category, never an internal address (Tem
     assert.equal(describeReceiverError('ERR_TLS_CERT_ALTNAME_INVALID').category, 'tls');
     assert.equal(describeReceiverError('ERR_WEBHOOK_TARGET_FORBIDDEN').category, 'forbidden-target');
     assert.equal(describeReceiverError('ENOTFOUND').category, 'unreachable');
+    assert.deepEqual(describeReceiverError('PROXY_407'), {
+      category: 'unreachable',
+      reason: "the worker's egress proxy did not carry the request (PROXY_407)",
+    });
   });
 
   it('refused: names the category and code, not the address', async () => {
