@@ -32,6 +32,8 @@ export default {
       'test/signature.test.ts',
       'test/standard-webhooks.test.ts',
       'test/ssrf.test.ts',
+      'test/egress-proxy.test.ts',
+      'test/custom-headers.test.ts',
       'test/webhook-url.test.ts',
       'test/properties.test.ts',
       'test/config.test.ts',

@@ -257,6 +257,27 @@ describe('custom headers: secrets reseal rewrites them under the newest key (rea
   before(async () => (database = await createTestDatabase()));
   after(() => database?.destroy());
 
+  it('the headers’ AAD names the registration and is not the secret’s', () => {
+    const id = randomUUID();
+    assert.equal(registrationHeadersAad(id), `webhook-registration-headers:${id}`);
+    assert.notEqual(registrationHeadersAad(id), registrationSecretAad(id));
+  });
+
+  it('a registration without headers has nothing sealed, and the reseal counts only its secret', async () => {
+    const key = { id: 'k1', key: randomBytes(32) };
+    const projectId = newProjectId();
+    await store.addProject(database.db, projectId);
+    await store.createRegistration(database.db, createSecretBox([key]), {
+      projectId,
+      url: 'https://receiver.example/h',
+      types: ['FALL_DETECTION'],
+    });
+    const row = (await store.findRegistration(database.db, projectId))!;
+    assert.deepEqual([row.customHeaderNames, row.customHeadersSealed], [[], null]);
+    assert.deepEqual(store.openCustomHeaders(createSecretBox([key]), row), []);
+    await store.deleteRegistration(database.db, projectId);
+  });
+
   it('sealed under the old key, opened under the new one alone after the reseal', async () => {
     const oldKey = { id: 'k1', key: randomBytes(32) };
     const newKey = { id: 'k2', key: randomBytes(32) };

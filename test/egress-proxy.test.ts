@@ -7,6 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, type ActivityConfig } from '../activities';
+import { ConfigError, loadConfig } from '../common/config';
 import { FailureType, type AttemptFailureDetails } from '../common/contract';
 import type { deliverWebhookEvent } from '../workflows';
 import { findBreaker } from '../db';
@@ -129,6 +130,25 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
       },
     };
   }
+
+  it('reads HTTPS_PROXY, HTTP_PROXY and NO_PROXY, and refuses a proxy that is not an http(s) URL, naming it', () => {
+    const config = loadConfig({
+      HTTPS_PROXY: 'http://proxy.internal:3128',
+      HTTP_PROXY: 'HTTP://user:pass@proxy.internal:3128',
+      NO_PROXY: '.internal,10.0.0.0',
+    });
+    assert.deepEqual(egressProxy(config), {
+      httpsProxy: 'http://proxy.internal:3128',
+      httpProxy: 'HTTP://user:pass@proxy.internal:3128',
+      noProxy: '.internal,10.0.0.0',
+    });
+    assert.deepEqual(egressProxy(loadConfig({})), { httpsProxy: undefined, httpProxy: undefined, noProxy: undefined });
+    for (const name of ['HTTPS_PROXY', 'HTTP_PROXY'])
+      assert.throws(
+        () => loadConfig({ [name]: 'socks5://proxy.internal:1080' }),
+        (error: unknown) => error instanceof ConfigError && new RegExp(`- ${name} must match`).test(error.message),
+      );
+  });
 
   const guarded: ActivityConfig = { ...fastConfig, ALLOW_PRIVATE_WEBHOOK_URLS: false, BREAKER_FAILURE_THRESHOLD: 2 };
 
