@@ -115,8 +115,14 @@ async function loggedRun(client: Client, delivery: DeliveryRow): Promise<{ paylo
       return undefined;
     return { payloads: attributes.input?.payloads ?? [] };
   } catch (error) {
-    // fetchHistory reports an unknown workflow as gRPC NOT_FOUND, not as WorkflowNotFoundError.
-    if (error instanceof WorkflowNotFoundError || (isGrpcServiceError(error) && Number(error.code) === GRPC_NOT_FOUND))
+    // fetchHistory reports an unknown workflow as gRPC NOT_FOUND, not as WorkflowNotFoundError; an unknown namespace
+    // (a misconfigured TEMPORAL_NAMESPACE) is NOT_FOUND too, and Temporal's refusal, not the event's retention.
+    if (
+      error instanceof WorkflowNotFoundError ||
+      (isGrpcServiceError(error) &&
+        Number(error.code) === GRPC_NOT_FOUND &&
+        !/namespace/i.test(`${error.details} ${error.message}`))
+    )
       throw new EventNoLongerRetainedError(delivery.id);
     throw error;
   }
