@@ -17,6 +17,7 @@ import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
+import { auditRefusals } from './audit';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
 import { portalPageRouter, portalSessionsRouter } from './routes/portal';
 
@@ -124,6 +125,8 @@ export function createApp(deps: AppDeps): Koa {
   app.use(deps.codec ? codecAuthentication(deps.codec, auth) : auth);
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
+  // Below authentication: a 401 writes nothing (nobody without a valid token can make the trail grow); a 403 does.
+  app.use(auditRefusals(deps.db));
   // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before
   // authentication; the routers' own would answer 501 to a TRACE on an unknown path, which is a 404.
   app.use(webhooks.routes());

@@ -9,6 +9,8 @@ export interface RotatedSecret {
   secret: string;
   /** When the replaced secret stops signing deliveries (the rotation's own time when there is no overlap). */
   previousSecretExpiresAt: Date;
+  /** The registration whose secret was replaced. */
+  registrationId: string;
 }
 
 /**
@@ -44,7 +46,7 @@ export async function rotateRegistrationSecret(
   );
   const [row] = rows;
   // Deleted between the read and the update: as if there had been no webhook.
-  return row && { secret, previousSecretExpiresAt: row.expires_at };
+  return row && { secret, previousSecretExpiresAt: row.expires_at, registrationId: registration.id };
 }
 
 /** Erases previous secrets whose overlap is over, of one registration or of all; returns how many were erased. */
