@@ -10,6 +10,7 @@ import { eventEmit } from './commands/event';
 import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
 import { secretsReseal } from './commands/secrets';
+import { auditVerify } from './commands/audit';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -24,6 +25,7 @@ export const commands: Record<string, CliCommand> = {
   'deliveries redeliver': deliveriesRedeliver,
   'deliveries recover': deliveriesRecover,
   'secrets reseal': secretsReseal,
+  'audit verify': auditVerify,
 };
 
 export function usage(): string {
