@@ -18,6 +18,8 @@ import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './r
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
 import { auditRefusals } from './audit';
+import { auditRouter } from './routes/audit';
+import type { OperatorPolicy } from './routes/codec';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
 import { portalPageRouter, portalSessionsRouter } from './routes/portal';
 
@@ -50,6 +52,8 @@ export interface AppDeps {
   webhookUrlPolicy?: WebhookUrlPolicy;
   /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL and PORTAL_FRAME_ANCESTORS. */
   portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[] };
+  /** Who reads the whole audit trail (GET /audit); the codec's operators when absent. */
+  operators?: OperatorPolicy;
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -101,7 +105,8 @@ export function createApp(deps: AppDeps): Koa {
   const readLimiter = deps.readLimits && createReadLimiter(deps.readLimits);
   const deliveries = deliveriesRouter({ ...deps, redelivery, sendLimiter, readLimiter });
   const metrics = metricsRouter(deps);
-  const codec = deps.codec && codecRouter(deps.codec);
+  const codec = deps.codec && codecRouter(deps.codec, deps.db);
+  const audit = auditRouter({ db: deps.db, operators: deps.operators ?? deps.codec?.operators });
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);
   const portalPage = portalPageRouter(deps.portal);
   const portalSessions = portalSessionsRouter({ db: deps.db, portalTokens, publicBaseUrl: deps.portal?.publicBaseUrl });
@@ -115,6 +120,7 @@ export function createApp(deps: AppDeps): Koa {
       webhooks,
       deliveries,
       portalSessions,
+      audit,
       ...(codec ? [codec] : []),
     ]),
   );
@@ -132,6 +138,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(webhooks.routes());
   app.use(deliveries.routes());
   app.use(portalSessions.routes());
+  app.use(audit.routes());
   if (codec) app.use(codec.routes());
 
   // Only errors thrown outside the problem-details middleware land here.

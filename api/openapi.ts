@@ -10,6 +10,7 @@ import { MAX_BODY } from './errors';
 import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
 import { json, projectIdParameter, ref } from './openapi-parts';
 import { portalPaths, portalSchemas, portalTag } from './openapi-portal';
+import { auditPaths, auditSchemas, auditTag } from './openapi-audit';
 import { codecBodySchema } from './routes/codec';
 
 // The request bodies below are the very objects ajv compiles (./schemas, the codec route): they cannot drift apart.
@@ -333,6 +334,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       { name: 'operations', description: 'Public probes and documentation; no token.' },
       { name: 'deliveries', description: 'A project’s delivery log, redelivery, recovery and endpoint health.' },
       portalTag,
+      auditTag,
       ...(options.codec ? [codecDocument.tag] : []),
     ],
     security: [{ bearerAuth: [] }],
@@ -466,6 +468,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       },
       ...deliveryPaths,
       ...portalPaths,
+      ...auditPaths,
       ...(options.codec && codecDocument.paths),
       '/healthz': {
         get: {
@@ -539,6 +542,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         NotReadyProblem: notReadyProblemSchema,
         ...deliverySchemas,
         ...portalSchemas,
+        ...auditSchemas,
         ...(options.codec && codecDocument.schemas),
       },
       responses,

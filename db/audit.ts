@@ -195,18 +195,31 @@ async function readPage(db: Db, afterId: string | undefined, limit: number): Pro
   return (await query) as unknown as Columns[];
 }
 
-/** A project's (or every project's) events, oldest first. */
-export async function listAuditEvents(
-  db: Db,
-  filter: { projectId?: string; afterId?: string; limit?: number } = {},
-): Promise<AuditEventRow[]> {
+export interface AuditFilter {
+  projectId?: string;
+  /** The actor's subject. */
+  subject?: string;
+  action?: string;
+  /** at >= since, at < until. */
+  since?: Date;
+  until?: Date;
+  /** Rows older than this id (the cursor). */
+  beforeId?: string;
+  limit: number;
+}
+
+/** Events newest first, filtered; a page is `limit` rows. */
+export async function listAuditEvents(db: Db, filter: AuditFilter): Promise<AuditEventRow[]> {
   const query = db<Columns>(TABLE)
     .select(db.raw(SELECT_COLUMNS.map((c) => (c === 'id' ? 'id::text AS id' : c)).join(', ')))
-    // The table's bigint id: the output column of that name is text, and sorts as text.
-    .orderBy(`${TABLE}.id`)
-    .limit(filter.limit ?? 100);
+    .orderBy(`${TABLE}.id`, 'desc')
+    .limit(filter.limit);
   if (filter.projectId !== undefined) void query.where('project_id', filter.projectId);
-  if (filter.afterId !== undefined) void query.where('id', '>', filter.afterId);
+  if (filter.subject !== undefined) void query.where('actor_subject', filter.subject);
+  if (filter.action !== undefined) void query.where('action', filter.action);
+  if (filter.since !== undefined) void query.where(`${TABLE}.at`, '>=', filter.since);
+  if (filter.until !== undefined) void query.where(`${TABLE}.at`, '<', filter.until);
+  if (filter.beforeId !== undefined) void query.where(`${TABLE}.id`, '<', filter.beforeId);
   return ((await query) as unknown as Columns[]).map(toRow);
 }
 

@@ -5,6 +5,7 @@ import { createApp } from '../api/app';
 import { portalLinkId } from '../api/audit';
 import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
+import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
@@ -38,6 +39,11 @@ function appOn(db: store.Db & import('knex').Knex) {
     auth: { mode: 'secret', secret: TEST_JWT_SECRET },
     sendTestEvent: () => Promise.resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf-test' }),
     redelivery: () => Promise.resolve(`webhook-redelivery-${randomUUID()}`),
+    codec: {
+      codec: new EncryptionCodec(parsePayloadKeyRing(`k1:${randomBytes(32).toString('base64')}`)),
+      operators: { subjects: new Set(['operator-1']) },
+      corsOrigins: [],
+    },
   });
 }
 
@@ -235,6 +241,103 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     const unauthenticated = await call('DELETE', `/webhooks/project/${p}`, { token: 'not-a-token' });
     assert.equal(unauthenticated.status, 401);
     assert.deepEqual(await t.db('audit_events').count<{ count: string }[]>('* as count'), before);
+  });
+
+  it('records every codec encode and decode (operator, payload count, key ids, namespace) and a refused one', async () => {
+    const codecRows = () => t.db<AuditColumns>('audit_events').where('action', 'like', 'codec.%').orderBy('id');
+    const before = (await codecRows()).length;
+    const plain = {
+      metadata: { encoding: Buffer.from('json/plain').toString('base64') },
+      data: Buffer.from('{"firstName":"Ada"}').toString('base64'),
+    };
+    const operator = hsToken('operator-1', { issuer: ISSUER });
+    const codecCall = (path: string, payloads: unknown[], token = operator) =>
+      fetch(`${api.url}${path}`, {
+        method: 'POST',
+        headers: { ...bearer(token), 'content-type': 'application/json', 'x-namespace': 'default' },
+        body: JSON.stringify({ payloads }),
+      });
+    const encoded = await codecCall('/codec/encode', [plain, plain]);
+    assert.equal(encoded.status, 200);
+    const sealed = ((await encoded.json()) as { payloads: unknown[] }).payloads;
+    assert.equal((await codecCall('/codec/decode', sealed)).status, 200);
+    assert.equal((await codecCall('/codec/decode', sealed, hsToken('alice'))).status, 403);
+    const written = (await codecRows()).slice(before);
+    assert.deepEqual(
+      written.map((row) => [row.action, row.outcome, row.actor_subject, row.changes]),
+      [
+        ['codec.encode', 'ok', 'operator-1', { payloads: 2, keyIds: ['k1'], namespace: 'default' }],
+        ['codec.decode', 'ok', 'operator-1', { payloads: 2, keyIds: ['k1'], namespace: 'default' }],
+      ],
+    );
+    const refused = await t.db<AuditColumns>('audit_events').orderBy('id', 'desc').first();
+    assert.deepEqual(
+      [refused?.action, refused?.outcome, refused?.actor_subject, refused?.changes],
+      ['access.refused', 'refused', 'alice', { method: 'POST', route: '/codec/decode' }],
+    );
+    assert.ok(!JSON.stringify(written).includes('Ada'), 'never a payload');
+  });
+
+  it('lets an operator read the whole trail (filters, cursor paging) and a member only their project', async () => {
+    const mine = await project();
+    const theirs = await project('bob');
+    assert.equal((await register(mine)).status, 201);
+    assert.equal((await call('POST', `/webhooks/project/${mine}/secret/rotate`, { body: {} })).status, 200);
+    assert.equal(
+      (
+        await call('POST', '/webhooks/register', {
+          token: hsToken('bob'),
+          body: { projectId: theirs, url: 'https://receiver.example/b', types: ['FALL_DETECTION'] },
+        })
+      ).status,
+      201,
+    );
+    const operator = hsToken('operator-1');
+    type Page = {
+      items: { id: string; action: string; projectId?: string; actor: { subject?: string } }[];
+      nextCursor?: string;
+    };
+
+    const own = await call('GET', `/webhooks/project/${mine}/audit`);
+    assert.equal(own.status, 200, own.text);
+    const ownPage = own.body as unknown as Page;
+    assert.deepEqual(
+      ownPage.items.map((item) => [item.action, item.projectId]),
+      [
+        ['webhook.secret.rotate', mine],
+        ['webhook.register', mine],
+      ],
+    );
+    assert.equal((await call('GET', `/webhooks/project/${theirs}/audit`)).status, 403);
+    assert.equal((await call('GET', '/audit')).status, 403, 'a member is not an operator');
+
+    const first = await call('GET', `/audit?projectId=${mine}&limit=1`, { token: operator });
+    assert.equal(first.status, 200, first.text);
+    const firstPage = first.body as unknown as Page;
+    assert.deepEqual(
+      firstPage.items.map((item) => item.action),
+      ['webhook.secret.rotate'],
+    );
+    assert.ok(firstPage.nextCursor);
+    const second = (
+      await call('GET', `/audit?projectId=${mine}&limit=1&cursor=${firstPage.nextCursor}`, { token: operator })
+    ).body as unknown as Page;
+    assert.deepEqual([second.items.map((item) => item.action), second.nextCursor], [['webhook.register'], undefined]);
+    const bobs = (await call('GET', `/audit?actor=bob&action=webhook.register`, { token: operator }))
+      .body as unknown as Page;
+    assert.deepEqual(
+      bobs.items.map((item) => [item.projectId, item.actor.subject]),
+      [[theirs, 'bob']],
+    );
+    const future = (await call('GET', '/audit?since=2999-01-01T00:00:00Z', { token: operator }))
+      .body as unknown as Page;
+    assert.deepEqual(future.items, []);
+    const bad = await call('GET', '/audit?limit=0&cursor=nope', { token: operator });
+    assert.equal(bad.status, 400);
+    assert.match(
+      bad.body.detail as string,
+      /limit must be an integer from 1 to 200; cursor is not one this API returned/,
+    );
   });
 
   it('fails the action with 503 and changes nothing when the audit write fails', async () => {

@@ -74,6 +74,8 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404'],
   'POST /codec/encode': ['200', '400', '401', '403', '413', '415'],
   'POST /codec/decode': ['200', '400', '401', '403', '413', '415'],
+  'GET /audit': ['200', '400', '401', '403'],
+  'GET /webhooks/project/{projectId}/audit': ['200', '400', '401', '403', '404'],
 };
 
 /** The one subject the test app's operator policy lists. */
@@ -356,7 +358,8 @@ describe('openapi: the document at /openapi.json', () => {
     for (const operation of documentedOperations(served)) {
       const [method, path] = operation.split(' ') as [string, string];
       const security = served.paths[path]![method.toLowerCase() as HttpMethod]!.security;
-      if (path.startsWith('/webhooks') || path.startsWith('/codec')) assert.equal(security, undefined, operation);
+      if (path.startsWith('/webhooks') || path.startsWith('/codec') || path === '/audit')
+        assert.equal(security, undefined, operation);
       else assert.deepEqual(security, [], operation);
     }
   });
@@ -761,6 +764,30 @@ describe('openapi: the document at /openapi.json', () => {
       const undecodable = await expect(DECODE, 400, { user: OPERATOR, body: { payloads: foreign } });
       assert.match(String(undecodable.detail), /key "k9", which is not in this process's PAYLOAD_ENCRYPTION_KEYS/);
       assert.equal(undecodable.errors, undefined);
+    });
+
+    it('audit trail: 200, 400, 401, 403 (and 404 for a project)', async () => {
+      const AUDIT = 'GET /audit';
+      const PROJECT_AUDIT = 'GET /webhooks/project/{projectId}/audit';
+      const p = await project('alice');
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const all = await expect(AUDIT, 200, { path: `/audit?projectId=${p}&limit=1`, user: OPERATOR });
+      assert.equal((all.items as { action: string }[])[0]?.action, 'webhook.register');
+      await expect(AUDIT, 400, { path: '/audit?limit=500', user: OPERATOR });
+      await expect(AUDIT, 401);
+      await expect(AUDIT, 403, { user: 'alice' });
+      const own = await expect(PROJECT_AUDIT, 200, {
+        path: at('/webhooks/project/{projectId}/audit', p),
+        user: 'alice',
+      });
+      assert.equal((own.items as unknown[]).length, 1);
+      await expect(PROJECT_AUDIT, 400, {
+        path: `${at('/webhooks/project/{projectId}/audit', p)}?cursor=x`,
+        user: 'alice',
+      });
+      await expect(PROJECT_AUDIT, 401, { path: at('/webhooks/project/{projectId}/audit', p) });
+      await expect(PROJECT_AUDIT, 403, { path: at('/webhooks/project/{projectId}/audit', p), user: 'mallory' });
+      await expect(PROJECT_AUDIT, 404, { path: '/webhooks/project/no-such-project/audit', user: 'alice' });
     });
 
     it('gave every response the document lists', () => {
