@@ -10,7 +10,7 @@ import { eventEmit } from './commands/event';
 import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
 import { secretsReseal } from './commands/secrets';
-import { auditVerify } from './commands/audit';
+import { auditPrune, auditVerify } from './commands/audit';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -26,6 +26,7 @@ export const commands: Record<string, CliCommand> = {
   'deliveries recover': deliveriesRecover,
   'secrets reseal': secretsReseal,
   'audit verify': auditVerify,
+  'audit prune': auditPrune,
 };
 
 export function usage(): string {

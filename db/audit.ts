@@ -223,6 +223,32 @@ export async function listAuditEvents(db: Db, filter: AuditFilter): Promise<Audi
   return ((await query) as unknown as Columns[]).map(toRow);
 }
 
+/**
+ * Removes rows older than `cutoff` from the oldest end only, always keeping the newest row: the first kept row's
+ * prev_hash is the chain's anchor from then on. The prune is itself recorded (a `system` row naming how many rows went
+ * and the anchor), in the same transaction. Needs DELETE on the table: run as the owner, not the application role.
+ */
+export async function pruneAuditEvents(db: Db, cutoff: Date): Promise<{ removed: number; anchor?: string }> {
+  if (!isTransaction(db)) return db.transaction((trx) => pruneAuditEvents(trx, cutoff));
+  await db.raw('SELECT pg_advisory_xact_lock(?)', [AUDIT_CHAIN_LOCK]);
+  const newest = await db<Columns>(TABLE).max<{ max: string | null }>('id as max').first();
+  const firstKept = await db<Columns>(TABLE)
+    .where('at', '>=', cutoff)
+    .orWhere('id', newest?.max ?? '0')
+    .orderBy('id')
+    .first('id', 'prev_hash');
+  if (!firstKept) return { removed: 0 };
+  const removed = await db(TABLE).where('id', '<', firstKept.id).delete();
+  if (removed === 0) return { removed };
+  await appendAuditEvent(db, {
+    actor: { kind: 'system' },
+    action: 'audit.prune',
+    outcome: 'ok',
+    changes: { removed, before: cutoff.toISOString(), anchor: firstKept.prev_hash, firstKeptId: String(firstKept.id) },
+  });
+  return { removed, anchor: firstKept.prev_hash };
+}
+
 export type AuditChainFault = 'changed' | 'removed' | 'inserted';
 
 export interface AuditChainReport {

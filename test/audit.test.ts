@@ -408,7 +408,7 @@ describe('audit verify: names the first row changed, removed or inserted out of 
 
   beforeEach(async () => {
     t = await createTestDatabase();
-    for (let i = 0; i < 5; i += 1)
+    for (let i = 0; i < 5; i += 1) {
       await store.appendAuditEvent(t.db, {
         actor,
         action: 'webhook.update',
@@ -416,10 +416,48 @@ describe('audit verify: names the first row changed, removed or inserted out of 
         projectId: 'p1',
         changes: { n: i },
       });
+      // Apart by milliseconds at least: the prune test cuts between rows with a JavaScript Date.
+      await new Promise((resolve) => setTimeout(resolve, 3));
+    }
   });
   afterEach(() => t?.destroy());
 
   const ids = async () => (await t.db('audit_events').orderBy('id').pluck('id')).map(String);
+
+  it('prunes from the oldest end, records the prune, and the chain still verifies from the first kept row', async () => {
+    const rows = await t
+      .db('audit_events')
+      .orderBy('id')
+      .select<{ id: string; at: Date; hash: string }[]>('id', 'at', 'hash');
+    const cutoff = rows[3]!.at; // rows 1 to 3 are older
+    const pruned = await store.pruneAuditEvents(t.db, cutoff);
+    assert.deepEqual(pruned, { removed: 3, anchor: rows[2]!.hash });
+    const left = await t
+      .db('audit_events')
+      .orderBy('id')
+      .select<{ id: string; action: string; changes: unknown }[]>('id', 'action', 'changes');
+    assert.deepEqual(
+      left.map((row) => String(row.id)),
+      [rows[3]!.id, rows[4]!.id, String(Number(rows[4]!.id) + 1)].map(String),
+    );
+    assert.deepEqual(left.at(-1)?.changes, {
+      removed: 3,
+      before: cutoff.toISOString(),
+      anchor: rows[2]!.hash,
+      firstKeptId: String(rows[3]!.id),
+    });
+    const report = await store.verifyAuditChain(t.db);
+    assert.deepEqual([report.fault, report.anchor, report.rows], [undefined, rows[2]!.hash, 3]);
+    // Nothing past retention: nothing removed, nothing recorded. Everything past it: the newest row stays.
+    assert.deepEqual(await store.pruneAuditEvents(t.db, new Date(0)), { removed: 0 });
+    const everything = await cli(['audit', 'prune', '--days', '1'], t.url);
+    assert.equal(everything.code, 0, everything.stderr);
+    assert.match(everything.stdout, /No audit rows past their retention/);
+    const all = await store.pruneAuditEvents(t.db, new Date(Date.now() + 86_400_000));
+    assert.equal(all.removed, 2);
+    assert.equal((await store.verifyAuditChain(t.db)).fault, undefined);
+    assert.equal((await cli(['audit', 'prune', '--days', 'x'], t.url)).code, 2);
+  });
 
   it('lets the application role, granted as documented, insert and read rows but never update or delete them', async () => {
     const role = `audit_app_${randomBytes(4).toString('hex')}`;

@@ -1,5 +1,5 @@
-import { verifyAuditChain } from '../../db';
-import { CliError, type CliCommand, parseCommandArgs, withDb } from '../command';
+import { pruneAuditEvents, verifyAuditChain } from '../../db';
+import { CliError, UsageError, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const auditVerify: CliCommand = {
   usage: 'audit verify',
@@ -13,5 +13,25 @@ export const auditVerify: CliCommand = {
     io.out(`anchor ${report.anchor}`);
     // Kept elsewhere, the head lets a later verify prove nothing before it was rewritten as a whole.
     io.out(`head ${report.head}`);
+  },
+};
+
+export const auditPrune: CliCommand = {
+  usage: 'audit prune [--days <n>]',
+  summary:
+    'remove audit rows older than AUDIT_RETENTION_DAYS (default 2190) from the oldest end; run as the table owner',
+  async run(args, io) {
+    const { values } = parseCommandArgs(args, { days: { type: 'string' } }, []);
+    if (values.days !== undefined && !/^[1-9]\d{0,4}$/.test(values.days))
+      throw new UsageError('--days must be a whole number of days from 1 to 99999');
+    const pruned = await withDb(io, (db, config) => {
+      const days = values.days === undefined ? config.AUDIT_RETENTION_DAYS : Number(values.days);
+      return pruneAuditEvents(db, new Date(Date.now() - days * 86_400_000));
+    });
+    io.out(
+      pruned.removed === 0
+        ? 'No audit rows past their retention'
+        : `Removed ${pruned.removed} audit rows; the chain now starts after ${pruned.anchor}`,
+    );
   },
 };
