@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { userInfo } from 'node:os';
 import pino from 'pino';
 import { createApp } from '../api/app';
 import { portalLinkId } from '../api/audit';
@@ -337,6 +338,28 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.match(
       bad.body.detail as string,
       /limit must be an integer from 1 to 200; cursor is not one this API returned/,
+    );
+  });
+
+  it('records project and member changes through the CLI with the OS user; a repeat that changes nothing writes none', async () => {
+    const p = `p-${randomUUID().slice(0, 8)}`;
+    for (const args of [
+      ['project', 'add', p],
+      ['project', 'add', p],
+      ['member', 'add', p, 'carol'],
+      ['member', 'add', p, 'carol'],
+      ['member', 'remove', p, 'carol'],
+    ]) {
+      const ran = await cli(args, t.url);
+      assert.equal(ran.code, 0, ran.stderr);
+    }
+    assert.deepEqual(
+      (await rows(p)).map((row) => [row.action, row.actor_kind, row.actor_subject, row.changes]),
+      [
+        ['project.add', 'cli', userInfo().username, null],
+        ['member.add', 'cli', userInfo().username, { userId: 'carol' }],
+        ['member.remove', 'cli', userInfo().username, { userId: 'carol' }],
+      ],
     );
   });
 
