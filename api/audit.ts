@@ -3,6 +3,7 @@ import type { Middleware } from 'koa';
 import type { Knex } from 'knex';
 import * as store from '../db';
 import { ApiError } from './errors';
+import { unavailableDependency } from './dependency-errors';
 import type { PortalGrant } from './portal-tokens';
 
 /** The audit trail could not take the action's row: the action is rolled back with it. */
@@ -54,6 +55,8 @@ export async function recordAudit(
   try {
     await store.appendAuditEvent(db, { outcome: 'ok', ...event, actor });
   } catch (error) {
+    // The database not answering is named as such (the error middleware's 503); any other failure is the trail's.
+    if (unavailableDependency(error)) throw error;
     throw Object.assign(new AuditUnavailableError(), { cause: error });
   }
 }

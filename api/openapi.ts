@@ -234,8 +234,8 @@ const responses = {
   ),
   Unavailable: {
     ...problemResponse(
-      'The database or Temporal does not answer, or Temporal refused the call (its gRPC status named in detail); ' +
-        'try again after Retry-After seconds.',
+      'The database or Temporal does not answer, Temporal refused the call (its gRPC status named in detail), or ' +
+        'the audit trail could not record the action (nothing was changed); try again after Retry-After seconds.',
     ),
     headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'string' } } },
   },
@@ -283,6 +283,7 @@ const codecOperation = (direction: 'encode' | 'decode', summary: string, invalid
     '403': problemResponse('The caller is not an operator (not in OPERATOR_SUBJECTS, no OPERATOR_ROLE).'),
     '413': ref('responses', 'TooLarge'),
     '415': ref('responses', 'UnsupportedMediaType'),
+    '503': ref('responses', 'Unavailable'),
   },
 });
 
@@ -431,6 +432,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
             '404': problemResponse('No such project, or it has no webhook.'),
             '413': ref('responses', 'TooLarge'),
             '415': ref('responses', 'UnsupportedMediaType'),
+            '503': ref('responses', 'Unavailable'),
           },
         },
       },

@@ -39,7 +39,7 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '503'],
   'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '503'],
   'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '429', '502', '503'],
-  'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415'],
+  'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
@@ -70,10 +70,10 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   ],
   'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404', '429'],
   'GET /metrics': ['200', '401'],
-  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415'],
-  'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404'],
-  'POST /codec/encode': ['200', '400', '401', '403', '413', '415'],
-  'POST /codec/decode': ['200', '400', '401', '403', '413', '415'],
+  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415', '503'],
+  'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404', '503'],
+  'POST /codec/encode': ['200', '400', '401', '403', '413', '415', '503'],
+  'POST /codec/decode': ['200', '400', '401', '403', '413', '415', '503'],
   'GET /audit': ['200', '400', '401', '403'],
   'GET /webhooks/project/{projectId}/audit': ['200', '400', '401', '403', '404'],
 };
@@ -537,11 +537,24 @@ describe('openapi: the document at /openapi.json', () => {
           logger: pino({ level: 'silent' }),
           auth: { mode: 'secret', secret: TEST_JWT_SECRET },
           sendTestEvent: () => Promise.reject(new DependencyUnavailableError('Temporal')),
+          codec: {
+            codec: new EncryptionCodec(keyRing('k1')),
+            operators: { subjects: new Set([OPERATOR]) },
+            corsOrigins: [],
+          },
         }).callback(),
       );
       try {
         const base = down.url;
         const p = 'p-down';
+        const ROTATE = 'POST /webhooks/project/{projectId}/secret/rotate';
+        const SESSIONS = '/webhooks/project/{projectId}/portal-sessions';
+        await expect(ROTATE, 503, { base, path: at(ROTATE.slice(5), p), user: 'alice', body: {} });
+        await expect(`POST ${SESSIONS}`, 503, { base, path: at(SESSIONS, p), user: 'alice', body: {} });
+        await expect(`DELETE ${SESSIONS}`, 503, { base, path: at(SESSIONS, p), user: 'alice' });
+        // The codec needs no database but its audit row: no row, no answer.
+        for (const operation of ['POST /codec/encode', 'POST /codec/decode'])
+          await expect(operation, 503, { base, user: OPERATOR, body: { payloads: [] } });
         await expect(REGISTER, 503, { base, user: 'alice', body: body(p) });
         await expect(UPDATE, 503, { base, user: 'alice', body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
         await expect(GET, 503, { base, path: at(GET.slice(4), p), user: 'alice' });
