@@ -49,11 +49,11 @@ function appOn(db: store.Db & import('knex').Knex) {
 }
 
 /** Runs the operator CLI in process against `url`. */
-async function cli(args: string[], url: string) {
+async function cli(args: string[], url: string, env: Record<string, string> = {}) {
   const out: string[] = [];
   const err: string[] = [];
   const code = await main(args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: url },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: url, ...env },
     out: (line) => void out.push(line),
     err: (line) => void err.push(line),
   });
@@ -480,6 +480,18 @@ describe('audit verify: names the first row changed, removed or inserted out of 
     assert.equal(all.removed, 2);
     assert.equal((await store.verifyAuditChain(t.db)).fault, undefined);
     assert.equal((await cli(['audit', 'prune', '--days', 'x'], t.url)).code, 2);
+  });
+
+  it('records a key reseal through the CLI: counts and the key id, as the OS user', async () => {
+    const resealed = await cli(['secrets', 'reseal'], t.url, {
+      WEBHOOK_SECRET_KEYS: `k7:${randomBytes(32).toString('hex')}`,
+    });
+    assert.equal(resealed.code, 0, resealed.stderr);
+    const row = await t.db<AuditColumns>('audit_events').orderBy('id', 'desc').first();
+    assert.deepEqual(
+      [row?.action, row?.actor_kind, row?.actor_subject, row?.changes],
+      ['secrets.reseal', 'cli', userInfo().username, { total: 0, resealed: 0, keyId: 'k7' }],
+    );
   });
 
   it('lets the application role, granted as documented, insert and read rows but never update or delete them', async () => {
