@@ -10,7 +10,7 @@ import { eventEmit } from './commands/event';
 import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
 import { secretsReseal } from './commands/secrets';
-import { auditPrune, auditVerify } from './commands/audit';
+import { auditExport, auditPrune, auditVerify } from './commands/audit';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -27,6 +27,7 @@ export const commands: Record<string, CliCommand> = {
   'secrets reseal': secretsReseal,
   'audit verify': auditVerify,
   'audit prune': auditPrune,
+  'audit export': auditExport,
 };
 
 export function usage(): string {

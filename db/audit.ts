@@ -185,14 +185,36 @@ const SELECT_COLUMNS = [
   'hash',
 ];
 
-async function readPage(db: Db, afterId: string | undefined, limit: number): Promise<Columns[]> {
+async function readPage(
+  db: Db,
+  afterId: string | undefined,
+  limit: number,
+  window: { since?: Date; until?: Date } = {},
+): Promise<Columns[]> {
   const query = db<Columns>(TABLE)
     .select(db.raw(SELECT_COLUMNS.map((c) => (c === 'id' ? 'id::text AS id' : c)).join(', ')))
     // The table's bigint id: the output column of that name is text, and sorts as text.
     .orderBy(`${TABLE}.id`)
     .limit(limit);
-  if (afterId !== undefined) void query.where('id', '>', afterId);
+  if (afterId !== undefined) void query.where(`${TABLE}.id`, '>', afterId);
+  if (window.since !== undefined) void query.where(`${TABLE}.at`, '>=', window.since);
+  if (window.until !== undefined) void query.where(`${TABLE}.at`, '<', window.until);
   return (await query) as unknown as Columns[];
+}
+
+/** Every event in [since, until), oldest first, a page at a time (the export's JSON lines). */
+export async function* auditEventsInWindow(
+  db: Db,
+  window: { since?: Date; until?: Date },
+  pageSize = 1000,
+): AsyncGenerator<AuditEventRow> {
+  let afterId: string | undefined;
+  for (;;) {
+    const page = await readPage(db, afterId, pageSize, window);
+    for (const row of page) yield toRow(row);
+    if (page.length < pageSize) return;
+    afterId = page[page.length - 1]!.id;
+  }
 }
 
 export interface AuditFilter {

@@ -1,4 +1,5 @@
-import { pruneAuditEvents, verifyAuditChain } from '../../db';
+import { auditEventsInWindow, pruneAuditEvents, verifyAuditChain } from '../../db';
+import { dateTimeProblem } from '../../api/delivery-schemas';
 import { CliError, UsageError, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const auditVerify: CliCommand = {
@@ -33,5 +34,25 @@ export const auditPrune: CliCommand = {
         ? 'No audit rows past their retention'
         : `Removed ${pruned.removed} audit rows; the chain now starts after ${pruned.anchor}`,
     );
+  },
+};
+
+export const auditExport: CliCommand = {
+  usage: 'audit export [--since <iso>] [--until <iso>]',
+  summary: 'print the audit rows of the window, oldest first, one JSON object a line (for a SIEM)',
+  async run(args, io) {
+    const { values } = parseCommandArgs(args, { since: { type: 'string' }, until: { type: 'string' } }, []);
+    const time = (name: string, value: string | undefined) => {
+      if (value === undefined) return undefined;
+      const problem = dateTimeProblem(value);
+      if (problem) throw new UsageError(`--${name} ${problem}`);
+      return new Date(value);
+    };
+    const since = time('since', values.since);
+    const until = time('until', values.until);
+    await withDb(io, async (db) => {
+      for await (const row of auditEventsInWindow(db, { ...(since && { since }), ...(until && { until }) }))
+        io.out(JSON.stringify(row));
+    });
   },
 };
