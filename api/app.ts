@@ -17,7 +17,7 @@ import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
-import { auditRefusals } from './audit';
+import { afterAuditRecord, auditRefusals } from './audit';
 import { auditRouter } from './routes/audit';
 import type { OperatorPolicy } from './routes/codec';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
@@ -95,7 +95,11 @@ export function createApp(deps: AppDeps): Koa {
     clock: deps.limitsClock,
   });
   // A portal link's request checks its link again right before each send or start (revoked meanwhile: 401).
-  const sendTestEvent = limitTestEvents(afterPortalRecheck(deps.sendTestEvent), sendLimiter, deps.watchWorkflowEnd);
+  const sendTestEvent = limitTestEvents(
+    afterPortalRecheck(afterAuditRecord(deps.sendTestEvent)),
+    sendLimiter,
+    deps.watchWorkflowEnd,
+  );
   const redelivery = deps.redelivery && afterPortalRecheck(deps.redelivery);
   const webhooks = webhooksRouter({ ...deps, sendTestEvent });
 

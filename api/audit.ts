@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Knex } from 'knex';
@@ -80,5 +81,24 @@ export function auditRefusals(db: Knex): Middleware<{ user?: unknown; portal?: P
       });
       throw error;
     }
+  };
+}
+
+/** The audit row a request writes right before its side effect, once the limits in front of it have admitted it. */
+const recordBeforeEffect = new AsyncLocalStorage<() => Promise<void>>();
+
+/** Runs `work`; `record` is written by the effect wrapped in afterAuditRecord, right before it runs. */
+export function withAuditBeforeEffect<T>(record: () => Promise<void>, work: () => Promise<T>): Promise<T> {
+  return recordBeforeEffect.run(record, work);
+}
+
+/**
+ * `effect`, run only once the current request's audit row is written: a call a limit refuses (429) writes none, and
+ * a row that cannot be written stops the effect (503).
+ */
+export function afterAuditRecord<A extends unknown[], R>(effect: (...args: A) => Promise<R>) {
+  return async (...args: A): Promise<R> => {
+    await recordBeforeEffect.getStore()?.();
+    return effect(...args);
   };
 }

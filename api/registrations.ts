@@ -3,7 +3,7 @@ import * as store from '../db';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
 import { recheckPortalLink } from './auth';
-import { recordAudit } from './audit';
+import { recordAudit, withAuditBeforeEffect } from './audit';
 import {
   NotMemberError,
   ProjectNotFoundError,
@@ -185,9 +185,12 @@ export async function testWebhook(
   await assertMember(deps.db, projectId, userId);
   const registration = await store.findRegistration(deps.db, projectId);
   if (!registration) throw noWebhook(projectId);
-  // The attempt itself is in Temporal (and the delivery log): the trail records the request, before it is sent.
-  await recordAudit(deps.db, actor, { action: 'webhook.test', projectId, registrationId: registration.id });
-  const outcome = await deps.sendTestEvent(projectId);
+  // The attempt itself is in Temporal (and the delivery log): the trail records the request once the test limits
+  // have admitted it, right before it is sent (afterAuditRecord in the app).
+  const outcome = await withAuditBeforeEffect(
+    () => recordAudit(deps.db, actor, { action: 'webhook.test', projectId, registrationId: registration.id }),
+    () => deps.sendTestEvent(projectId),
+  );
   if (!outcome.delivered) {
     throw new TestDeliveryFailedError(`The receiver did not acknowledge the TEST event: ${outcome.reason}`, {
       workflowId: outcome.workflowId,

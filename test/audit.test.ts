@@ -173,6 +173,15 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.equal(del.registration_id, registered.body._id);
   });
 
+  it('records a test call the test limits admit, and none they refuse (429)', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i += 1) statuses.push((await call('POST', `/webhooks/test/project/${p}`)).status);
+    assert.deepEqual(statuses, [...Array(10).fill(200), 429]);
+    assert.equal((await rows(p)).filter((row) => row.action === 'webhook.test').length, 10);
+  });
+
   it('records redeliver (the delivery) and recover (the count)', async () => {
     const p = await project();
     assert.equal((await register(p)).status, 201);
