@@ -372,6 +372,24 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     );
   });
 
+  it('records the end of a rotation overlap as a system action, once', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    assert.equal(
+      (await call('POST', `/webhooks/project/${p}/secret/rotate`, { body: { overlapSeconds: 600 } })).status,
+      200,
+    );
+    await t
+      .db('webhook_registrations')
+      .where({ project_id: p })
+      .update({ previous_secret_expires_at: new Date(0) });
+    const registrationId = (await store.findRegistration(t.db, p))!.id;
+    assert.equal(await store.eraseExpiredPreviousSecrets(t.db, registrationId), 1);
+    assert.equal(await store.eraseExpiredPreviousSecrets(t.db, registrationId), 0);
+    const row = await onlyNewRow(p, 2, 'webhook.secret.overlap-ended');
+    assert.deepEqual([row.actor_kind, row.actor_subject, row.registration_id], ['system', null, registrationId]);
+  });
+
   it('fails the action with 503 and changes nothing when the audit write fails', async () => {
     const p = await project();
     assert.equal((await register(p)).status, 201);
