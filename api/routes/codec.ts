@@ -3,9 +3,14 @@ import type { Context as KoaContext, Middleware } from 'koa';
 import Ajv from 'ajv';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { isDevelopment, type Config } from '../../common/config';
-import { PayloadDecryptionError, payloadFromJson, payloadToJson, type JsonPayload } from '../../common/payload-codec';
 import type { Knex } from 'knex';
-import { KEY_ID_METADATA_KEY } from '../../common/payload-codec';
+import {
+  KEY_ID_METADATA_KEY,
+  PayloadDecryptionError,
+  payloadFromJson,
+  payloadToJson,
+  type JsonPayload,
+} from '../../common/payload-codec';
 import { ApiError, InvalidRequestError } from '../errors';
 import { auditActor, recordAudit } from '../audit';
 import type { PortalGrant } from '../portal-tokens';
