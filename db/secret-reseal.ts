@@ -1,6 +1,7 @@
 import { registrationSecretAad, type SecretBox } from '../common/secrets';
 import type { Db } from './connection';
 import { eraseExpiredPreviousSecrets } from './secret-rotation';
+import { appendAuditEvent, type AuditActor } from './audit';
 
 export interface ResealReport {
   /** Secrets read: each registration's current one, and its previous one while a rotation's overlap lasts. */
@@ -12,6 +13,8 @@ export interface ResealReport {
 export interface ResealOptions {
   /** Runs once the rows are read and locked, before the first write: tests land a concurrent rotation there. */
   afterRead?: () => Promise<void>;
+  /** Who resealed, and under which key id: the reseal's audit row is written in its transaction. */
+  audit?: { actor: AuditActor; keyId: string };
 }
 
 interface SealedRow {
@@ -33,7 +36,7 @@ interface SealedRow {
 export function resealRegistrationSecrets(
   db: Db,
   secretBox: SecretBox,
-  { afterRead }: ResealOptions = {},
+  { afterRead, audit }: ResealOptions = {},
 ): Promise<ResealReport> {
   return db.transaction(async (trx) => {
     await eraseExpiredPreviousSecrets(trx);
@@ -67,6 +70,13 @@ export function resealRegistrationSecrets(
       await trx('webhook_registrations').where({ id: row.id }).update(update);
       resealed += count;
     }
+    if (audit)
+      await appendAuditEvent(trx, {
+        actor: audit.actor,
+        action: 'secrets.reseal',
+        outcome: 'ok',
+        changes: { total, resealed, keyId: audit.keyId },
+      });
     return { total, resealed };
   });
 }

@@ -9,6 +9,7 @@ import * as sendLimits from './007_send_limits';
 import * as portalLinks from './008_portal_links';
 import * as deliveryRun from './009_delivery_run';
 import * as deliveryLogIndexes from './010_delivery_log_indexes';
+import * as auditEvents from './011_audit_events';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -22,6 +23,7 @@ const migrations: Record<string, Knex.Migration> = {
   '008_portal_links': portalLinks,
   '009_delivery_run': deliveryRun,
   '010_delivery_log_indexes': deliveryLogIndexes,
+  '011_audit_events': auditEvents,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
