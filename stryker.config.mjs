@@ -25,6 +25,13 @@ export default {
     'activities/breaker.ts',
     'db/secret-rotation.ts',
     'db/secret-reseal.ts',
+    'common/contract/binding.ts',
+    'worker/unencrypted-guard.ts',
+    'api/auth.ts',
+    'api/portal.ts',
+    'api/portal-tokens.ts',
+    'api/routes/portal.ts',
+    'api/routes/codec.ts',
   ],
   mochaOptions: {
     spec: [
@@ -48,6 +55,11 @@ export default {
       'test/breaker-attempts.test.ts',
       'test/breaker.test.ts',
       'test/secret-rotation-store.test.ts',
+      'test/binding.test.ts',
+      'test/auth.test.ts',
+      'test/portal.test.ts',
+      'test/codec-opening.test.ts',
+      'test/codec-route.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
