@@ -57,9 +57,12 @@ export default {
       'test/secret-rotation-store.test.ts',
       'test/binding.test.ts',
       'test/auth.test.ts',
+      'test/auth-middleware.test.ts',
       'test/portal.test.ts',
+      'test/portal-tokens.test.ts',
       'test/codec-opening.test.ts',
       'test/codec-route.test.ts',
+      'test/unencrypted-guard.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import Koa, { type Middleware } from 'koa';
 import { bodyParser } from '@koa/bodyparser';
-import type { Payload, PayloadCodec } from '@temporalio/common';
+import type { PayloadCodec } from '@temporalio/common';
 import { problemDetails, UnauthorizedError } from '../api/errors';
 import {
   codecAccessFromConfig,
@@ -231,7 +231,7 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
     it('decodes for the development opening’s local caller without operator claims', async () => {
       const local = await serve(codecApp(deps, { localCaller: true }));
       const [sealed] = await codec.encode([
-        { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{}') } as Payload,
+        { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{}') },
       ]);
       const response = await post(local, '/codec/decode', { payloads: [payloadToJson(sealed!)] });
       assert.equal(response.status, 200);
