@@ -47,6 +47,7 @@ export default {
       'test/payload-codec.test.ts',
       'test/log-redaction.test.ts',
       'test/delivery-cursor.test.ts',
+      'test/attempts-cursor.test.ts',
       'test/test-endpoint-limits.test.ts',
       'test/send-limits.test.ts',
       'test/redelivery-limits.test.ts',
