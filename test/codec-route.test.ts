@@ -22,7 +22,9 @@ import {
   payloadToJson,
   type JsonPayload,
 } from '../common/payload-codec';
+import type { Knex } from 'knex';
 import { captureLogger } from './support/deliveries';
+import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 
 const UI_ORIGIN = 'http://localhost:8080';
@@ -34,7 +36,7 @@ const plain: JsonPayload = {
 };
 
 /** The codec's part of the API: CORS, a stand-in for authentication (the claims in X-Claims), the router. */
-function codecApp(deps: CodecDeps, opts: { localCaller?: boolean } = {}): Koa {
+function codecApp(deps: CodecDeps, db: Knex, opts: { localCaller?: boolean } = {}): Koa {
   const app = new Koa();
   app.use(problemDetails(captureLogger().logger));
   app.use(codecCors(deps));
@@ -47,7 +49,8 @@ function codecApp(deps: CodecDeps, opts: { localCaller?: boolean } = {}): Koa {
   };
   app.use(auth);
   app.use(bodyParser({ enableTypes: ['json'] }));
-  app.use(codecRouter(deps).routes());
+  // Every encode and decode is audited in the database (api/audit-log.ts).
+  app.use(codecRouter(deps, db).routes());
   app.use((ctx) => {
     ctx.body = { reached: ctx.path };
   });
@@ -68,11 +71,14 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
     return server.url;
   };
   let url: string;
+  let t: TestDatabase;
   before(async () => {
-    url = await serve(codecApp(deps));
+    t = await createTestDatabase();
+    url = await serve(codecApp(deps, t.db));
   });
   after(async () => {
     await Promise.all(servers.map((server) => server.close()));
+    await t?.destroy();
   });
 
   const post = (base: string, path: string, body: unknown, claims?: object, headers: Record<string, string> = {}) =>
@@ -146,7 +152,7 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
         assert.equal(response.headers.get('access-control-allow-origin'), UI_ORIGIN);
         assert.equal(response.headers.get('access-control-allow-credentials'), 'true');
         assert.equal(response.headers.get('access-control-allow-methods'), 'POST, OPTIONS');
-        assert.equal(response.headers.get('access-control-allow-headers'), 'Authorization, Content-Type, X-Namespace');
+        assert.equal(response.headers.get('access-control-allow-headers'), 'Authorization, Authorization-Extras, Content-Type, X-Namespace');
         assert.equal(response.headers.get('access-control-max-age'), '600');
         assert.equal(response.headers.get('vary'), 'Origin');
       }
@@ -198,7 +204,7 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
     });
 
     it('does not take an empty Origin for a configured one', async () => {
-      const lenient = await serve(codecApp({ ...deps, corsOrigins: [''] }));
+      const lenient = await serve(codecApp({ ...deps, corsOrigins: [''] }, t.db));
       const response = await fetch(`${lenient}/codec/decode`, { method: 'OPTIONS' });
       assert.equal(response.status, 204);
       assert.equal(response.headers.get('access-control-allow-origin'), null);
@@ -229,7 +235,7 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
     });
 
     it('decodes for the development opening’s local caller without operator claims', async () => {
-      const local = await serve(codecApp(deps, { localCaller: true }));
+      const local = await serve(codecApp(deps, t.db, { localCaller: true }));
       const [sealed] = await codec.encode([
         { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{}') },
       ]);
@@ -267,7 +273,7 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
         encode: () => Promise.reject(new Error('disk on fire')),
         decode: () => Promise.reject(new Error('disk on fire')),
       };
-      const failing = await serve(codecApp({ ...deps, codec: broken }));
+      const failing = await serve(codecApp({ ...deps, codec: broken }, t.db));
       const response = await post(failing, '/codec/encode', { payloads: [plain] }, { sub: OPERATOR });
       assert.equal(response.status, 500);
     });
