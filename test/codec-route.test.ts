@@ -152,7 +152,10 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
         assert.equal(response.headers.get('access-control-allow-origin'), UI_ORIGIN);
         assert.equal(response.headers.get('access-control-allow-credentials'), 'true');
         assert.equal(response.headers.get('access-control-allow-methods'), 'POST, OPTIONS');
-        assert.equal(response.headers.get('access-control-allow-headers'), 'Authorization, Authorization-Extras, Content-Type, X-Namespace');
+        assert.equal(
+          response.headers.get('access-control-allow-headers'),
+          'Authorization, Authorization-Extras, Content-Type, X-Namespace',
+        );
         assert.equal(response.headers.get('access-control-max-age'), '600');
         assert.equal(response.headers.get('vary'), 'Origin');
       }
