@@ -7,17 +7,21 @@ import { json, problem, projectIdParameter, ref } from './openapi-parts';
 const query = (name: string, description: string, schema: object) =>
   ({ name, in: 'query', required: false, description, schema }) as const;
 
+/** What the filters accept: 1 to 300 visible ASCII characters (anything else is a 400 naming the filter). */
+const visibleAscii = { type: 'string', minLength: 1, maxLength: 300, pattern: '^[\\x21-\\x7e]+$' } as const;
+
 const filters = [
-  query('actor', 'Only events of this actor subject (a token’s sub; a portal link’s member).', {
-    type: 'string',
-    minLength: 1,
-    maxLength: 300,
-  }),
-  query('action', 'Only events of this action, e.g. webhook.update.', { type: 'string', minLength: 1, maxLength: 300 }),
+  query('actor', 'Only events of this actor subject (a token’s sub; a portal link’s member).', visibleAscii),
+  query('action', 'Only events of this action, e.g. webhook.update.', visibleAscii),
   query('since', 'Only events at or after this time.', { type: 'string', format: 'date-time' }),
   query('until', 'Only events before this time.', { type: 'string', format: 'date-time' }),
   query('limit', 'Page size.', { type: 'integer', minimum: 1, maximum: MAX_AUDIT_PAGE, default: DEFAULT_AUDIT_PAGE }),
-  query('cursor', 'The nextCursor of the previous page; any other value is a 400.', { type: 'string', maxLength: 64 }),
+  query('cursor', 'The nextCursor of the previous page; any other value is a 400.', {
+    type: 'string',
+    minLength: 1,
+    maxLength: 64,
+    pattern: '^[A-Za-z0-9_-]+$',
+  }),
 ];
 
 const actorSchema = {
