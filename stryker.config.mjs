@@ -60,6 +60,7 @@ export default {
       'test/auth.test.ts',
       'test/auth-middleware.test.ts',
       'test/portal.test.ts',
+      'test/portal-audit.test.ts',
       'test/portal-tokens.test.ts',
       'test/codec-opening.test.ts',
       'test/codec-route.test.ts',
