@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import * as store from '../db';
 import { dateTimeProblem } from './delivery-schemas';
-import { InvalidQueryError } from './delivery-query';
+import { InvalidQueryError, decodeCursorArray, encodeCursorArray } from './delivery-query';
 import { assertMember } from './registrations';
 import { ApiError } from './errors';
 import { isOperator, type OperatorPolicy } from './routes/codec';
@@ -38,22 +38,12 @@ export interface AuditPage {
 
 type Query = Record<string, string | string[] | undefined>;
 
-const encodeCursor = (id: string) => Buffer.from(JSON.stringify(['audit', id])).toString('base64url');
+const encodeCursor = (id: string) => encodeCursorArray(['audit', id]);
 function decodeCursor(cursor: string): string | undefined {
-  if (cursor.length > 64 || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
-  try {
-    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (
-      Array.isArray(value) &&
-      value[0] === 'audit' &&
-      typeof value[1] === 'string' &&
-      /^[1-9]\d{0,17}$/.test(value[1])
-    )
-      return value[1];
-  } catch {
-    return undefined;
-  }
-  return undefined;
+  const value = decodeCursorArray(cursor, 64);
+  return value?.[0] === 'audit' && typeof value[1] === 'string' && /^[1-9]\d{0,17}$/.test(value[1])
+    ? value[1]
+    : undefined;
 }
 
 const TEXT_FILTER = /^[\x21-\x7e]{1,300}$/;
