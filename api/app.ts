@@ -17,6 +17,9 @@ import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
+import { afterAuditRecord, auditRefusals } from './audit';
+import { auditRouter } from './routes/audit';
+import type { OperatorPolicy } from './routes/codec';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
 import { portalPageRouter, portalSessionsRouter } from './routes/portal';
 
@@ -49,6 +52,8 @@ export interface AppDeps {
   webhookUrlPolicy?: WebhookUrlPolicy;
   /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL and PORTAL_FRAME_ANCESTORS. */
   portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[] };
+  /** Who reads the whole audit trail (GET /audit); the codec's operators when absent. */
+  operators?: OperatorPolicy;
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -90,7 +95,11 @@ export function createApp(deps: AppDeps): Koa {
     clock: deps.limitsClock,
   });
   // A portal link's request checks its link again right before each send or start (revoked meanwhile: 401).
-  const sendTestEvent = limitTestEvents(afterPortalRecheck(deps.sendTestEvent), sendLimiter, deps.watchWorkflowEnd);
+  const sendTestEvent = limitTestEvents(
+    afterPortalRecheck(afterAuditRecord(deps.sendTestEvent)),
+    sendLimiter,
+    deps.watchWorkflowEnd,
+  );
   const redelivery = deps.redelivery && afterPortalRecheck(deps.redelivery);
   const webhooks = webhooksRouter({ ...deps, sendTestEvent });
 
@@ -100,7 +109,8 @@ export function createApp(deps: AppDeps): Koa {
   const readLimiter = deps.readLimits && createReadLimiter(deps.readLimits);
   const deliveries = deliveriesRouter({ ...deps, redelivery, sendLimiter, readLimiter });
   const metrics = metricsRouter(deps);
-  const codec = deps.codec && codecRouter(deps.codec);
+  const codec = deps.codec && codecRouter(deps.codec, deps.db);
+  const audit = auditRouter({ db: deps.db, operators: deps.operators ?? deps.codec?.operators });
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);
   const portalPage = portalPageRouter(deps.portal);
   const portalSessions = portalSessionsRouter({ db: deps.db, portalTokens, publicBaseUrl: deps.portal?.publicBaseUrl });
@@ -114,6 +124,7 @@ export function createApp(deps: AppDeps): Koa {
       webhooks,
       deliveries,
       portalSessions,
+      audit,
       ...(codec ? [codec] : []),
     ]),
   );
@@ -124,11 +135,14 @@ export function createApp(deps: AppDeps): Koa {
   app.use(deps.codec ? codecAuthentication(deps.codec, auth) : auth);
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
+  // Below authentication: a 401 writes nothing (nobody without a valid token can make the trail grow); a 403 does.
+  app.use(auditRefusals(deps.db));
   // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before
   // authentication; the routers' own would answer 501 to a TRACE on an unknown path, which is a 404.
   app.use(webhooks.routes());
   app.use(deliveries.routes());
   app.use(portalSessions.routes());
+  app.use(audit.routes());
   if (codec) app.use(codec.routes());
 
   // Only errors thrown outside the problem-details middleware land here.

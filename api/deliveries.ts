@@ -3,6 +3,7 @@ import * as store from '../db';
 import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from './dependency-errors';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
+import { recordAudit } from './audit';
 import {
   EventNoLongerRetainedError,
   EventNotTrustedError,
@@ -226,21 +227,22 @@ export async function redeliver(
   userId: string,
   projectId: string,
   id: string,
+  actor?: store.AuditActor,
 ): Promise<{ id: string; redeliveryOf: string }> {
   await assertMember(deps.db, projectId, userId);
-  if (!deps.sendLimiter) return redeliverAsOperator(deps, projectId, id);
+  if (!deps.sendLimiter) return redeliverAsOperator(deps, projectId, id, actor);
   // Nothing can start: the call is not counted.
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const delivery = await store.findDelivery(deps.db, projectId, id);
   if (!delivery) throw new DeliveryNotFoundError(id);
   if (delivery.type !== 'TEST') {
     await deps.sendLimiter('redeliver', projectId);
-    return redeliverAsOperator(deps, projectId, id);
+    return redeliverAsOperator(deps, projectId, id, actor);
   }
   const slot = await deps.sendLimiter('test', projectId);
   let started: { id: string; redeliveryOf: string };
   try {
-    started = await redeliverAsOperator(deps, projectId, id);
+    started = await redeliverAsOperator(deps, projectId, id, actor);
   } catch (error) {
     await slot.release();
     throw error;
@@ -255,9 +257,15 @@ export async function redeliverAsOperator(
   deps: DeliveryDeps,
   projectId: string,
   id: string,
+  /** Who asked: the trail records the request with the claim, in its transaction (the start is Temporal's). */
+  actor?: store.AuditActor,
 ): Promise<{ id: string; redeliveryOf: string }> {
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
-  const claimed = await store.claimRedelivery(deps.db, projectId, id);
+  const claimed = await deps.db.transaction(async (trx) => {
+    const row = await store.claimRedelivery(trx, projectId, id);
+    if (row && actor) await recordAudit(trx, actor, { action: 'delivery.redeliver', projectId, deliveryId: id });
+    return row;
+  });
   if (!claimed) {
     const row = await store.findDelivery(deps.db, projectId, id);
     if (!row) throw new DeliveryNotFoundError(id);
@@ -278,11 +286,26 @@ export async function recoverDeliveries(
   userId: string,
   projectId: string,
   body: unknown,
+  actor?: store.AuditActor,
 ): Promise<{ count: number }> {
   await assertMember(deps.db, projectId, userId);
   // After membership: a non-member learns nothing from the validation either.
   const window = validateRecoverBody(body);
-  if (!deps.sendLimiter) return recoverAsOperator(deps, projectId, window);
+  const recorded = async (recovered: { count: number }) => {
+    // The count is known once the redeliveries have started: the row follows them, in a transaction of its own.
+    if (actor)
+      await recordAudit(deps.db, actor, {
+        action: 'deliveries.recover',
+        projectId,
+        changes: {
+          since: window.since,
+          ...(window.until !== undefined && { until: window.until }),
+          count: recovered.count,
+        },
+      });
+    return recovered;
+  };
+  if (!deps.sendLimiter) return recorded(await recoverAsOperator(deps, projectId, window));
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const slot = await deps.sendLimiter('recover', projectId);
   const redelivery = deps.redelivery;
@@ -292,7 +315,7 @@ export async function recoverDeliveries(
   try {
     const recovered = await recoverAsOperator(renewing, projectId, window);
     started = recovered.count;
-    return recovered;
+    return await recorded(recovered);
   } catch (error) {
     if (error instanceof RecoveryInterruptedError) started = error.count;
     throw error;

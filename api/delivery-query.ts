@@ -22,23 +22,30 @@ export class InvalidQueryError extends ApiError {
 }
 
 /** The cursor is opaque to callers: the last item's position (creation time to the microsecond, id), base64url JSON. */
-export const encodeCursor = (position: DeliveryPosition) =>
-  Buffer.from(JSON.stringify([position.createdAt, position.id])).toString('base64url');
+export const encodeCursor = (position: DeliveryPosition) => encodeCursorArray([position.createdAt, position.id]);
 
 /** Longer than any cursor this API writes (a 300-character id and a time). */
 export const MAX_CURSOR_LENGTH = 512;
 
-/** The position a cursor names, or undefined for anything this API did not write (a time it cannot hold, a bad id). */
-function decodeCursor(cursor: string): DeliveryPosition | undefined {
-  if (cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
-  let value: unknown;
+/** Every cursor of this API: an array as base64url JSON, opaque to callers. */
+export const encodeCursorArray = (values: unknown[]) => Buffer.from(JSON.stringify(values)).toString('base64url');
+
+/** The array a cursor holds, or undefined for anything that is not base64url JSON of an array within maxLength. */
+export function decodeCursorArray(cursor: string, maxLength = MAX_CURSOR_LENGTH): unknown[] | undefined {
+  if (cursor.length > maxLength || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
   try {
-    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    return Array.isArray(value) ? value : undefined;
   } catch {
     return undefined;
   }
-  if (!Array.isArray(value) || value.length !== 2) return undefined;
-  const [createdAt, id] = value as unknown[];
+}
+
+/** The position a cursor names, or undefined for anything this API did not write (a time it cannot hold, a bad id). */
+function decodeCursor(cursor: string): DeliveryPosition | undefined {
+  const value = decodeCursorArray(cursor);
+  if (value?.length !== 2) return undefined;
+  const [createdAt, id] = value;
   if (typeof createdAt !== 'string' || !isPositionTime(createdAt)) return undefined;
   if (typeof id !== 'string' || !WEBHOOK_ID_PATTERN.test(id)) return undefined;
   return { createdAt, id };
@@ -95,18 +102,12 @@ export function parseListQuery(query: Record<string, string | string[] | undefin
 }
 
 /** An attempts cursor: the last listed attempt's place in the log, base64url JSON like the list's. */
-export const encodeAttemptsCursor = (seq: number) => Buffer.from(JSON.stringify([seq])).toString('base64url');
+export const encodeAttemptsCursor = (seq: number) => encodeCursorArray([seq]);
 
 function decodeAttemptsCursor(cursor: string): number | undefined {
-  if (cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (!Array.isArray(value) || value.length !== 1) return undefined;
-  const [seq] = value as unknown[];
+  const value = decodeCursorArray(cursor);
+  if (value?.length !== 1) return undefined;
+  const [seq] = value;
   return Number.isSafeInteger(seq) && (seq as number) > 0 ? (seq as number) : undefined;
 }
 

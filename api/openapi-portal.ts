@@ -56,6 +56,7 @@ export const portalPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpera
         ...members,
         '413': ref('responses', 'TooLarge'),
         '415': ref('responses', 'UnsupportedMediaType'),
+        '503': ref('responses', 'Unavailable'),
       },
     },
     delete: {
@@ -64,7 +65,12 @@ export const portalPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpera
       description: 'Every link made so far, by any member, answers 401 from now on; links made afterwards work.',
       tags: ['portal'],
       parameters: [projectIdParameter],
-      responses: { '204': { description: 'Revoked.' }, '400': badPath, ...members },
+      responses: {
+        '204': { description: 'Revoked.' },
+        '400': badPath,
+        ...members,
+        '503': ref('responses', 'Unavailable'),
+      },
     },
   },
 };

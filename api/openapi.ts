@@ -10,6 +10,7 @@ import { MAX_BODY } from './errors';
 import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
 import { json, projectIdParameter, ref } from './openapi-parts';
 import { portalPaths, portalSchemas, portalTag } from './openapi-portal';
+import { auditPaths, auditSchemas, auditTag } from './openapi-audit';
 import { codecBodySchema } from './routes/codec';
 
 // The request bodies below are the very objects ajv compiles (./schemas, the codec route): they cannot drift apart.
@@ -239,8 +240,8 @@ const responses = {
   ),
   Unavailable: {
     ...problemResponse(
-      'The database or Temporal does not answer, or Temporal refused the call (its gRPC status named in detail); ' +
-        'try again after Retry-After seconds.',
+      'The database or Temporal does not answer, Temporal refused the call (its gRPC status named in detail), or ' +
+        'the audit trail could not record the action (nothing was changed); try again after Retry-After seconds.',
     ),
     headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'string' } } },
   },
@@ -288,6 +289,7 @@ const codecOperation = (direction: 'encode' | 'decode', summary: string, invalid
     '403': problemResponse('The caller is not an operator (not in OPERATOR_SUBJECTS, no OPERATOR_ROLE).'),
     '413': ref('responses', 'TooLarge'),
     '415': ref('responses', 'UnsupportedMediaType'),
+    '503': ref('responses', 'Unavailable'),
   },
 });
 
@@ -339,6 +341,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       { name: 'operations', description: 'Public probes and documentation; no token.' },
       { name: 'deliveries', description: 'A project’s delivery log, redelivery, recovery and endpoint health.' },
       portalTag,
+      auditTag,
       ...(options.codec ? [codecDocument.tag] : []),
     ],
     security: [{ bearerAuth: [] }],
@@ -437,6 +440,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
             '404': problemResponse('No such project, or it has no webhook.'),
             '413': ref('responses', 'TooLarge'),
             '415': ref('responses', 'UnsupportedMediaType'),
+            '503': ref('responses', 'Unavailable'),
           },
         },
       },
@@ -474,6 +478,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       },
       ...deliveryPaths,
       ...portalPaths,
+      ...auditPaths,
       ...(options.codec && codecDocument.paths),
       '/healthz': {
         get: {
@@ -547,6 +552,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         NotReadyProblem: notReadyProblemSchema,
         ...deliverySchemas,
         ...portalSchemas,
+        ...auditSchemas,
         ...(options.codec && codecDocument.schemas),
       },
       responses,

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import * as store from '../db';
 import { assertMember } from './registrations';
+import { portalLinkId, recordAudit } from './audit';
 import { compileBody } from './schemas';
 import { PORTAL_CAPABILITIES, type PortalCapability, type PortalTokens } from './portal-tokens';
 
@@ -68,6 +69,7 @@ export async function createPortalSession(
   body: unknown,
   /** Where the link points without PUBLIC_BASE_URL: this server on loopback, never the request's Host header. */
   fallbackOrigin: string,
+  actor: store.AuditActor,
 ): Promise<PortalSessionView> {
   await assertMember(deps.db, projectId, userId);
   // After membership: a non-member learns nothing from the validation either.
@@ -75,19 +77,43 @@ export async function createPortalSession(
     validatePortalSessionBody(body ?? {});
   // One order in every token, whichever the member wrote.
   const capabilities = PORTAL_CAPABILITIES.filter((capability) => asked.includes(capability));
-  const state = await store.portalLinkState(deps.db, projectId, userId);
-  // The link is bound to this membership: a removal in between makes a link that never works.
-  const membership = state?.memberSince ?? '';
-  const { token, expiresAt } = deps.portalTokens.sign(
-    { projectId, capabilities, createdBy: userId, membership, generation: state?.generation ?? 0 },
-    expiresInSeconds,
-  );
+  const { token, expiresAt } = await deps.db.transaction(async (trx) => {
+    const state = await store.portalLinkState(trx, projectId, userId);
+    // The link is bound to this membership: a removal in between makes a link that never works.
+    const membership = state?.memberSince ?? '';
+    const generation = state?.generation ?? 0;
+    const signed = deps.portalTokens.sign(
+      { projectId, capabilities, createdBy: userId, membership, generation },
+      expiresInSeconds,
+    );
+    // The link's id is a digest of its token, the id its requests are recorded under; the token is never written.
+    await recordAudit(trx, actor, {
+      action: 'portal-link.create',
+      projectId,
+      changes: {
+        portalLinkId: portalLinkId(signed.token),
+        capabilities,
+        generation,
+        expiresAt: signed.expiresAt.toISOString(),
+      },
+    });
+    return signed;
+  });
   const base = (deps.publicBaseUrl ?? fallbackOrigin).replace(/\/+$/, '');
   return { url: `${base}/portal#token=${token}`, token, expiresAt: expiresAt.toISOString() };
 }
 
 /** Revokes every link of the project made so far, whoever made it. */
-export async function revokePortalSessions(deps: PortalDeps, userId: string, projectId: string): Promise<void> {
+export async function revokePortalSessions(
+  deps: PortalDeps,
+  userId: string,
+  projectId: string,
+  actor: store.AuditActor,
+): Promise<void> {
   await assertMember(deps.db, projectId, userId);
-  await store.revokePortalLinks(deps.db, projectId);
+  await deps.db.transaction(async (trx) => {
+    await store.revokePortalLinks(trx, projectId);
+    const generation = await store.portalLinkGeneration(trx, projectId);
+    await recordAudit(trx, actor, { action: 'portal-link.revoke', projectId, changes: { generation } });
+  });
 }

@@ -66,7 +66,7 @@ export function createRedeliveryStarter(
     if (!started) throw refuse('later-run', 'the workflow holding its id was started after the delivery was logged');
     const [payload] = started.payloads;
     if (!payload) throw new EventNoLongerRetainedError(delivery.id);
-    if (!plainAccepted && !isEncrypted(payload))
+    if (!plainAccepted && !isEncryptedPayload(payload))
       throw refuse('not-encrypted', 'its input in Temporal is not encrypted with the payload key');
     let input: DeliverWebhookEventInput | undefined;
     try {
@@ -115,21 +115,30 @@ async function loggedRun(client: Client, delivery: DeliveryRow): Promise<{ paylo
       return undefined;
     return { payloads: attributes.input?.payloads ?? [] };
   } catch (error) {
-    // fetchHistory reports an unknown workflow as gRPC NOT_FOUND, not as WorkflowNotFoundError.
-    if (error instanceof WorkflowNotFoundError || (isGrpcServiceError(error) && Number(error.code) === GRPC_NOT_FOUND))
+    // fetchHistory reports an unknown workflow as gRPC NOT_FOUND, not as WorkflowNotFoundError; an unknown namespace
+    // (a misconfigured TEMPORAL_NAMESPACE) is NOT_FOUND too, and Temporal's refusal, not the event's retention.
+    if (
+      error instanceof WorkflowNotFoundError ||
+      (isGrpcServiceError(error) &&
+        Number(error.code) === GRPC_NOT_FOUND &&
+        !/namespace/i.test(`${error.details} ${error.message}`))
+    )
       throw new EventNoLongerRetainedError(delivery.id);
     throw error;
   }
 }
 
 /** Sealed by our codec: a plain payload (a client without the key) says another encoding. */
-function isEncrypted(payload: Payload): boolean {
+export function isEncryptedPayload(payload: Payload): boolean {
   const encoding = payload.metadata?.[METADATA_ENCODING_KEY];
   return encoding !== undefined && encoding !== null && Buffer.from(encoding).toString() === ENCRYPTED_ENCODING;
 }
 
 /** What differs between the logged delivery and the input found for it; undefined when it is the same event. */
-function mismatchWith(delivery: DeliveryRow, input: DeliverWebhookEventInput): string | undefined {
+export function mismatchWith(
+  delivery: Pick<DeliveryRow, 'id' | 'projectId' | 'type' | 'workflowId'>,
+  input: DeliverWebhookEventInput,
+): string | undefined {
   if (input.projectId !== delivery.projectId) return 'other-project';
   if (input.webhookType !== delivery.type) return 'other-type';
   if (input.workflowId !== undefined && input.workflowId !== delivery.workflowId) return 'other-workflow';

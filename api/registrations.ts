@@ -3,6 +3,7 @@ import * as store from '../db';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
 import { recheckPortalLink } from './auth';
+import { recordAudit, withAuditBeforeEffect } from './audit';
 import {
   NotMemberError,
   ProjectNotFoundError,
@@ -72,16 +73,32 @@ export async function registerWebhook(
   deps: RegistrationDeps,
   userId: string,
   body: RegisterWebhookBody,
+  actor: store.AuditActor,
 ): Promise<RegistrationView & { secret: string }> {
   await assertMember(deps.db, body.projectId, userId);
-  const created = await store.createRegistration(deps.db, deps.secretBox, {
-    projectId: body.projectId,
-    url: body.url,
-    types: body.types,
-    ...(body.headers && { headers: body.headers }),
+  const created = await deps.db.transaction(async (trx) => {
+    const made = await store.createRegistration(trx, deps.secretBox, {
+      projectId: body.projectId,
+      url: body.url,
+      types: body.types,
+      ...(body.headers && { headers: body.headers }),
+    });
+    // The unique constraint decides between concurrent registrations.
+    if (!made) throw new RegistrationExistsError();
+    await recordAudit(trx, actor, {
+      action: 'webhook.register',
+      projectId: body.projectId,
+      registrationId: made.row.id,
+      // The secret is revealed once, in this response: recorded as revealed, never its value. Headers by name only.
+      changes: {
+        url: { after: made.row.url },
+        types: { after: made.row.types },
+        ...(made.row.customHeaderNames.length > 0 && { headers: { after: made.row.customHeaderNames } }),
+        secretRevealed: true,
+      },
+    });
+    return made;
   });
-  // The unique constraint decides between concurrent registrations.
-  if (!created) throw new RegistrationExistsError();
   return { ...view(created.row), secret: created.secret };
 }
 
@@ -89,14 +106,30 @@ export async function updateWebhook(
   deps: RegistrationDeps,
   userId: string,
   body: UpdateWebhookBody,
+  actor: store.AuditActor,
 ): Promise<RegistrationView> {
   await assertMember(deps.db, body.projectId, userId);
   await recheckPortalLink();
   const changes = { ...(body.url !== undefined && { url: body.url }), ...(body.types && { types: body.types }) };
   const headers = body.headers && { secretBox: deps.secretBox, values: body.headers };
-  const row = await store.updateRegistration(deps.db, body.projectId, changes, headers);
-  if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
-  return view(row);
+  return deps.db.transaction(async (trx) => {
+    // Locked: the URL and types before are the ones this update replaces, whatever runs beside it.
+    const before = await store.findRegistration(trx, body.projectId, { forUpdate: true });
+    const row = before && (await store.updateRegistration(trx, body.projectId, changes, headers));
+    if (!before || !row) throw new RegistrationNotFoundError('Must register webhook before updating it');
+    await recordAudit(trx, actor, {
+      action: 'webhook.update',
+      projectId: body.projectId,
+      registrationId: row.id,
+      changes: {
+        ...(changes.url !== undefined && { url: { before: before.url, after: row.url } }),
+        ...(changes.types !== undefined && { types: { before: before.types, after: row.types } }),
+        // Values are sealed and never recorded: the names before and after say what was set, replaced or removed.
+        ...(headers && { headers: { before: before.customHeaderNames, after: row.customHeaderNames } }),
+      },
+    });
+    return view(row);
+  });
 }
 
 export async function getWebhook(deps: RegistrationDeps, userId: string, projectId: string): Promise<RegistrationView> {
@@ -106,9 +139,23 @@ export async function getWebhook(deps: RegistrationDeps, userId: string, project
   return view(row);
 }
 
-export async function deleteWebhook(deps: RegistrationDeps, userId: string, projectId: string): Promise<void> {
+export async function deleteWebhook(
+  deps: RegistrationDeps,
+  userId: string,
+  projectId: string,
+  actor: store.AuditActor,
+): Promise<void> {
   await assertMember(deps.db, projectId, userId);
-  if (!(await store.deleteRegistration(deps.db, projectId))) throw noWebhook(projectId);
+  await deps.db.transaction(async (trx) => {
+    const deleted = await store.removeRegistration(trx, projectId);
+    if (!deleted) throw noWebhook(projectId);
+    await recordAudit(trx, actor, {
+      action: 'webhook.delete',
+      projectId,
+      registrationId: deleted.id,
+      changes: { url: { before: deleted.url }, types: { before: deleted.types } },
+    });
+  });
 }
 
 /** Replaces the project's signing secret; the replaced one keeps signing beside it for the overlap. */
@@ -117,12 +164,26 @@ export async function rotateWebhookSecret(
   userId: string,
   projectId: string,
   body: RotateSecretBody,
+  actor: store.AuditActor,
 ): Promise<RotatedSecretView> {
   await assertMember(deps.db, projectId, userId);
   const overlapSeconds = body.overlapSeconds ?? DEFAULT_OVERLAP_SECONDS;
   await recheckPortalLink();
-  const rotated = await store.rotateRegistrationSecret(deps.db, deps.secretBox, projectId, overlapSeconds);
-  if (!rotated) throw noWebhook(projectId);
+  const rotated = await deps.db.transaction(async (trx) => {
+    const done = await store.rotateRegistrationSecret(trx, deps.secretBox, projectId, overlapSeconds);
+    if (!done) throw noWebhook(projectId);
+    await recordAudit(trx, actor, {
+      action: 'webhook.secret.rotate',
+      projectId,
+      registrationId: done.registrationId,
+      changes: {
+        overlapSeconds,
+        previousSecretExpiresAt: done.previousSecretExpiresAt.toISOString(),
+        secretRevealed: true,
+      },
+    });
+    return done;
+  });
   return { secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString() };
 }
 
@@ -131,10 +192,17 @@ export async function testWebhook(
   deps: RegistrationDeps,
   userId: string,
   projectId: string,
+  actor: store.AuditActor,
 ): Promise<TestDeliveryView> {
   await assertMember(deps.db, projectId, userId);
-  if (!(await store.findRegistration(deps.db, projectId))) throw noWebhook(projectId);
-  const outcome = await deps.sendTestEvent(projectId);
+  const registration = await store.findRegistration(deps.db, projectId);
+  if (!registration) throw noWebhook(projectId);
+  // The attempt itself is in Temporal (and the delivery log): the trail records the request once the test limits
+  // have admitted it, right before it is sent (afterAuditRecord in the app).
+  const outcome = await withAuditBeforeEffect(
+    () => recordAudit(deps.db, actor, { action: 'webhook.test', projectId, registrationId: registration.id }),
+    () => deps.sendTestEvent(projectId),
+  );
   if (!outcome.delivered) {
     throw new TestDeliveryFailedError(`The receiver did not acknowledge the TEST event: ${outcome.reason}`, {
       workflowId: outcome.workflowId,

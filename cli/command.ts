@@ -1,8 +1,9 @@
+import { userInfo } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Knex } from 'knex';
 import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
 import { devDatabaseUrl, readRunningStack } from '../dev/stack';
-import { createDb } from '../db';
+import { createDb, type AuditActor } from '../db';
 import { SAFE_ID_RULE, isSafeId } from '../common/contract';
 
 /** Where a command writes: results to out, diagnostics to err. */
@@ -109,4 +110,16 @@ export async function withDb<T>(
   } finally {
     await db.destroy();
   }
+}
+
+/** The operator at this terminal, as the audit trail records the CLI's changes: the OS user. */
+export function cliActor(io: CliIo): AuditActor {
+  let subject: string;
+  try {
+    subject = userInfo().username;
+  } catch {
+    // No passwd entry for the uid (some containers): the environment's name, if any.
+    subject = io.env.USER ?? io.env.LOGNAME ?? 'unknown';
+  }
+  return { kind: 'cli', subject };
 }

@@ -10,6 +10,7 @@ import { eventEmit } from './commands/event';
 import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
 import { secretsReseal } from './commands/secrets';
+import { auditExport, auditPrune, auditVerify } from './commands/audit';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -24,6 +25,9 @@ export const commands: Record<string, CliCommand> = {
   'deliveries redeliver': deliveriesRedeliver,
   'deliveries recover': deliveriesRecover,
   'secrets reseal': secretsReseal,
+  'audit verify': auditVerify,
+  'audit prune': auditPrune,
+  'audit export': auditExport,
 };
 
 export function usage(): string {

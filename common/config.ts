@@ -89,6 +89,8 @@ export interface Config {
   TEMPORAL_TEST_SERVER_PATH?: string;
   /** Delivery log, recovery, alerts and metrics (issue 13). */
   DELIVERY_LOG_RETENTION_DAYS: number;
+  /** How long audit rows are kept: `webhooks audit prune` removes older ones from the oldest end (issue 30). */
+  AUDIT_RETENTION_DAYS: number;
   RECOVER_RATE_PER_SECOND: number;
   /** Members' redeliver and recover calls per project in any minute (held in PostgreSQL for every API process). */
   REDELIVER_CALLS_PER_MINUTE: number;
@@ -214,6 +216,8 @@ const schema: JSONSchemaType<Config> = {
     TEMPORAL_CLI_PATH: optionalString,
     TEMPORAL_TEST_SERVER_PATH: optionalString,
     DELIVERY_LOG_RETENTION_DAYS: int(1, 30, 3650),
+    // Six years: HIPAA's retention of documentation (45 CFR 164.316(b)(2)).
+    AUDIT_RETENTION_DAYS: int(1, 2190, 36_500),
     RECOVER_RATE_PER_SECOND: int(1, 10, 1_000),
     REDELIVER_CALLS_PER_MINUTE: int(1, 60, 10_000),
     RECOVER_CALLS_PER_MINUTE: int(1, 5, 1_000),

@@ -8,3 +8,4 @@ export * from './breakers';
 export * from './send-limits';
 export * from './portal-sessions';
 export * from './alert-state';
+export * from './audit';

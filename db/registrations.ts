@@ -57,8 +57,14 @@ const toRow = (c: Columns): RegistrationRow => ({
   updatedAt: c.updated_at,
 });
 
-export async function findRegistration(db: Db, projectId: string): Promise<RegistrationRow | undefined> {
-  const columns = await db<Columns>(TABLE).where({ project_id: projectId }).first();
+/** The project's registration; `forUpdate` locks its row to the end of the caller's transaction. */
+export async function findRegistration(
+  db: Db,
+  projectId: string,
+  options: { forUpdate?: boolean } = {},
+): Promise<RegistrationRow | undefined> {
+  const query = db<Columns>(TABLE).where({ project_id: projectId }).first();
+  const columns = await (options.forUpdate ? query.forUpdate() : query);
   return columns && toRow(columns);
 }
 
@@ -162,5 +168,11 @@ export function openCustomHeaders(secretBox: SecretBox, row: RegistrationRow): [
 
 /** Deletes the project's registration; returns false when there was none. */
 export async function deleteRegistration(db: Db, projectId: string): Promise<boolean> {
-  return (await db(TABLE).where({ project_id: projectId }).delete()) > 0;
+  return (await removeRegistration(db, projectId)) !== undefined;
+}
+
+/** Deletes the project's registration and returns the row deleted; undefined when there was none. */
+export async function removeRegistration(db: Db, projectId: string): Promise<RegistrationRow | undefined> {
+  const [columns] = await db<Columns>(TABLE).where({ project_id: projectId }).delete().returning('*');
+  return columns && toRow(columns);
 }

@@ -1,6 +1,7 @@
 import { registrationHeadersAad, registrationSecretAad, type SecretBox } from '../common/secrets';
 import type { Db } from './connection';
 import { eraseExpiredPreviousSecrets } from './secret-rotation';
+import { appendAuditEvent, type AuditActor } from './audit';
 
 export interface ResealReport {
   /**
@@ -15,6 +16,8 @@ export interface ResealReport {
 export interface ResealOptions {
   /** Runs once the rows are read and locked, before the first write: tests land a concurrent rotation there. */
   afterRead?: () => Promise<void>;
+  /** Who resealed, and under which key id: the reseal's audit row is written in its transaction. */
+  audit?: { actor: AuditActor; keyId: string };
 }
 
 interface SealedRow {
@@ -38,7 +41,7 @@ interface SealedRow {
 export function resealRegistrationSecrets(
   db: Db,
   secretBox: SecretBox,
-  { afterRead }: ResealOptions = {},
+  { afterRead, audit }: ResealOptions = {},
 ): Promise<ResealReport> {
   return db.transaction(async (trx) => {
     await eraseExpiredPreviousSecrets(trx);
@@ -78,6 +81,13 @@ export function resealRegistrationSecrets(
       await trx('webhook_registrations').where({ id: row.id }).update(update);
       resealed += count;
     }
+    if (audit)
+      await appendAuditEvent(trx, {
+        actor: audit.actor,
+        action: 'secrets.reseal',
+        outcome: 'ok',
+        changes: { total, resealed, keyId: audit.keyId },
+      });
     return { total, resealed };
   });
 }

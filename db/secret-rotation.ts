@@ -1,5 +1,6 @@
 import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../common/secrets';
 import type { Db } from './connection';
+import { appendAuditEvent } from './audit';
 import { findRegistration } from './registrations';
 
 const TABLE = 'webhook_registrations';
@@ -9,6 +10,8 @@ export interface RotatedSecret {
   secret: string;
   /** When the replaced secret stops signing deliveries (the rotation's own time when there is no overlap). */
   previousSecretExpiresAt: Date;
+  /** The registration whose secret was replaced. */
+  registrationId: string;
 }
 
 /**
@@ -44,12 +47,28 @@ export async function rotateRegistrationSecret(
   );
   const [row] = rows;
   // Deleted between the read and the update: as if there had been no webhook.
-  return row && { secret, previousSecretExpiresAt: row.expires_at };
+  return row && { secret, previousSecretExpiresAt: row.expires_at, registrationId: registration.id };
 }
 
-/** Erases previous secrets whose overlap is over, of one registration or of all; returns how many were erased. */
+/**
+ * Erases previous secrets whose overlap is over, of one registration or of all; returns how many were erased. Each
+ * overlap's end is an automatic action: one `system` audit row per registration, in the erase's transaction.
+ */
 export async function eraseExpiredPreviousSecrets(db: Db, registrationId?: string): Promise<number> {
-  const expired = db(TABLE).where('previous_secret_expires_at', '<=', db.fn.now());
-  const scoped = registrationId === undefined ? expired : expired.andWhere({ id: registrationId });
-  return scoped.update({ previous_secret_sealed: null, previous_secret_expires_at: null });
+  return db.transaction(async (trx) => {
+    const expired = trx(TABLE).where('previous_secret_expires_at', '<=', trx.fn.now());
+    const scoped = registrationId === undefined ? expired : expired.andWhere({ id: registrationId });
+    const erased = await scoped
+      .update({ previous_secret_sealed: null, previous_secret_expires_at: null })
+      .returning<{ id: string; project_id: string }[]>(['id', 'project_id']);
+    for (const row of erased)
+      await appendAuditEvent(trx, {
+        actor: { kind: 'system' },
+        action: 'webhook.secret.overlap-ended',
+        outcome: 'ok',
+        projectId: row.project_id,
+        registrationId: row.id,
+      });
+    return erased.length;
+  });
 }

@@ -72,4 +72,11 @@ describe('the codec endpoint’s development opening (DEV_CODEC_WITHOUT_TOKEN)',
   it('never opens /codec/encode: encryption with the payload key always needs an operator’s token', async () => {
     assert.equal(await through(OPEN, { path: '/codec/encode' }), 'token');
   });
+
+  it('from a browser, opens to the allowed origins only (CODEC_CORS_ORIGINS)', async () => {
+    const withUi = { ...OPEN, CODEC_CORS_ORIGINS: 'http://localhost:8080' };
+    assert.equal(await through(withUi, { headers: { origin: 'http://localhost:8080' } }), 'open');
+    for (const origin of ['http://evil.example', 'http://localhost:8081'])
+      assert.equal(await through(withUi, { headers: { origin } }), 'token', origin);
+  });
 });

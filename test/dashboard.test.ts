@@ -3,9 +3,8 @@
 // after deliveries that succeed, fail, open a breaker and give up. Every series a panel names must be in one of the two
 // scrapes, and every panel's query must run in a real Prometheus (Debian's) scraping the same two targets.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,7 +31,7 @@ import {
 import { Registrations, USER, fallEvent, newProjectId, vitalPayload } from './support/deliveries';
 import { decodeOnlyPayloadCodec } from './support/delivery-fixture';
 import { eventually } from './support/eventually';
-import { prometheusPath } from './support/prometheus';
+import { startPrometheus, type PrometheusReply, type RunningPrometheus } from './support/prometheus';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
 import { startBoth } from './support/setup';
@@ -118,17 +117,13 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
   let failing: TestReceiver;
   let worker: WorkerProcess | undefined;
   let api: RunningApi | undefined;
-  let prometheus: ChildProcess | undefined;
-  let prometheusOutput = '';
-  let prometheusPort: number;
+  let prometheus: RunningPrometheus | undefined;
   let dir: string;
   /** Every sample name the API's /metrics and the worker's endpoint served while the deliveries ran. */
   const exported = new Set<string>();
 
-  const query = async <T>(path: string): Promise<{ status: string; error?: string; data?: T }> => {
-    const reply = await fetch(`http://127.0.0.1:${prometheusPort}${path}`);
-    return (await reply.json()) as { status: string; error?: string; data?: T };
-  };
+  const query = async <T>(path: string): Promise<PrometheusReply<T>> =>
+    (await prometheus!.get<T>(path)) ?? { status: 'no answer' };
 
   before(async () => {
     [env, database] = await startBoth(
@@ -185,42 +180,11 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
     const apiMetrics = `http://127.0.0.1:${(api.server.address() as AddressInfo).port}/metrics`;
     const workerMetrics = `http://127.0.0.1:${workerMetricsPort}/metrics`;
 
-    prometheusPort = await freePort();
-    writeFileSync(
-      join(dir, 'prometheus.yml'),
-      JSON.stringify({
-        global: { scrape_interval: '1s', evaluation_interval: '1s' },
-        scrape_configs: [
-          {
-            job_name: 'webhooks-api',
-            authorization: { credentials: METRICS_TOKEN },
-            static_configs: [{ targets: [new URL(apiMetrics).host] }],
-          },
-          { job_name: 'webhooks-worker', static_configs: [{ targets: [new URL(workerMetrics).host] }] },
-        ],
-      }),
-    );
-    prometheus = spawn(
-      prometheusPath(),
-      [
-        `--config.file=${join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${prometheusPort}`,
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    prometheus.stderr?.on(
-      'data',
-      (chunk: Buffer) => (prometheusOutput = (prometheusOutput + chunk.toString()).slice(-4_000)),
-    );
-    await eventually(
-      'both targets scraped',
-      async () => {
-        const targets = await query<{ activeTargets: { health: string }[] }>('/api/v1/targets').catch(() => undefined);
-        return targets?.data?.activeTargets.length === 2 && targets.data.activeTargets.every((t) => t.health === 'up');
-      },
-      30_000,
-    );
+    prometheus = await startPrometheus({
+      dir,
+      api: { port: (api.server.address() as AddressInfo).port, metricsToken: METRICS_TOKEN },
+      workerMetricsPort,
+    });
 
     /** Scrapes both targets as Prometheus does and keeps every sample name; returns the two texts. */
     const scrape = async () => {
@@ -293,10 +257,7 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
   });
 
   after(async () => {
-    if (prometheus && prometheus.exitCode === null) {
-      prometheus.kill('SIGKILL');
-      await new Promise((resolve) => prometheus!.once('exit', resolve));
-    }
+    await prometheus?.stop();
     await killWorker(worker);
     await api?.close();
     await healthy?.close();
@@ -317,10 +278,11 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
     const misspelt = structuredClone(dashboard);
     const target = misspelt.panels.flatMap((p) => [p, ...(p.panels ?? [])]).find((p) => p.targets?.length)!
       .targets![0]!;
-    target.expr = target.expr.replace('webhook_deliveries', 'webhook_deliveries_total');
+    // A name nothing exports: `_total` would be exported by the API when other suites' in-process workers have run.
+    target.expr = target.expr.replace('webhook_deliveries', 'webhook_deliveries_misspelt');
     assert.deepEqual(
       queriesNamingUnexportedSeries(misspelt, exported).map((q) => q.missing),
-      [['webhook_deliveries_total']],
+      [['webhook_deliveries_misspelt']],
     );
   });
 
@@ -330,7 +292,7 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
       const reply = await query<{ result: unknown[] }>(
         `/api/v1/query?query=${encodeURIComponent(withWindow(expr, '5m'))}`,
       );
-      assert.equal(reply.status, 'success', `${panel} ${refId}: ${reply.error}\n${expr}\n${prometheusOutput}`);
+      assert.equal(reply.status, 'success', `${panel} ${refId}: ${reply.error}\n${expr}\n${prometheus!.output()}`);
       if (CORE_PANELS.includes(panel) && !reply.data?.result.length) empty.push(`${panel} ${refId}: ${expr}`);
     }
     assert.deepEqual(empty, [], worker?.output());

@@ -39,7 +39,7 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '503'],
   'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '503'],
   'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '429', '502', '503'],
-  'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415'],
+  'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
@@ -70,10 +70,12 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   ],
   'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404', '429'],
   'GET /metrics': ['200', '401'],
-  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415'],
-  'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404'],
-  'POST /codec/encode': ['200', '400', '401', '403', '413', '415'],
-  'POST /codec/decode': ['200', '400', '401', '403', '413', '415'],
+  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415', '503'],
+  'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404', '503'],
+  'POST /codec/encode': ['200', '400', '401', '403', '413', '415', '503'],
+  'POST /codec/decode': ['200', '400', '401', '403', '413', '415', '503'],
+  'GET /audit': ['200', '400', '401', '403'],
+  'GET /webhooks/project/{projectId}/audit': ['200', '400', '401', '403', '404'],
 };
 
 /** The one subject the test app's operator policy lists. */
@@ -356,7 +358,8 @@ describe('openapi: the document at /openapi.json', () => {
     for (const operation of documentedOperations(served)) {
       const [method, path] = operation.split(' ') as [string, string];
       const security = served.paths[path]![method.toLowerCase() as HttpMethod]!.security;
-      if (path.startsWith('/webhooks') || path.startsWith('/codec')) assert.equal(security, undefined, operation);
+      if (path.startsWith('/webhooks') || path.startsWith('/codec') || path === '/audit')
+        assert.equal(security, undefined, operation);
       else assert.deepEqual(security, [], operation);
     }
   });
@@ -534,11 +537,24 @@ describe('openapi: the document at /openapi.json', () => {
           logger: pino({ level: 'silent' }),
           auth: { mode: 'secret', secret: TEST_JWT_SECRET },
           sendTestEvent: () => Promise.reject(new DependencyUnavailableError('Temporal')),
+          codec: {
+            codec: new EncryptionCodec(keyRing('k1')),
+            operators: { subjects: new Set([OPERATOR]) },
+            corsOrigins: [],
+          },
         }).callback(),
       );
       try {
         const base = down.url;
         const p = 'p-down';
+        const ROTATE = 'POST /webhooks/project/{projectId}/secret/rotate';
+        const SESSIONS = '/webhooks/project/{projectId}/portal-sessions';
+        await expect(ROTATE, 503, { base, path: at(ROTATE.slice(5), p), user: 'alice', body: {} });
+        await expect(`POST ${SESSIONS}`, 503, { base, path: at(SESSIONS, p), user: 'alice', body: {} });
+        await expect(`DELETE ${SESSIONS}`, 503, { base, path: at(SESSIONS, p), user: 'alice' });
+        // The codec needs no database but its audit row: no row, no answer.
+        for (const operation of ['POST /codec/encode', 'POST /codec/decode'])
+          await expect(operation, 503, { base, user: OPERATOR, body: { payloads: [] } });
         await expect(REGISTER, 503, { base, user: 'alice', body: body(p) });
         await expect(UPDATE, 503, { base, user: 'alice', body: { projectId: p, types: ['VITAL_THRESHOLD'] } });
         await expect(GET, 503, { base, path: at(GET.slice(4), p), user: 'alice' });
@@ -761,6 +777,30 @@ describe('openapi: the document at /openapi.json', () => {
       const undecodable = await expect(DECODE, 400, { user: OPERATOR, body: { payloads: foreign } });
       assert.match(String(undecodable.detail), /key "k9", which is not in this process's PAYLOAD_ENCRYPTION_KEYS/);
       assert.equal(undecodable.errors, undefined);
+    });
+
+    it('audit trail: 200, 400, 401, 403 (and 404 for a project)', async () => {
+      const AUDIT = 'GET /audit';
+      const PROJECT_AUDIT = 'GET /webhooks/project/{projectId}/audit';
+      const p = await project('alice');
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const all = await expect(AUDIT, 200, { path: `/audit?projectId=${p}&limit=1`, user: OPERATOR });
+      assert.equal((all.items as { action: string }[])[0]?.action, 'webhook.register');
+      await expect(AUDIT, 400, { path: '/audit?limit=500', user: OPERATOR });
+      await expect(AUDIT, 401);
+      await expect(AUDIT, 403, { user: 'alice' });
+      const own = await expect(PROJECT_AUDIT, 200, {
+        path: at('/webhooks/project/{projectId}/audit', p),
+        user: 'alice',
+      });
+      assert.equal((own.items as unknown[]).length, 1);
+      await expect(PROJECT_AUDIT, 400, {
+        path: `${at('/webhooks/project/{projectId}/audit', p)}?cursor=x`,
+        user: 'alice',
+      });
+      await expect(PROJECT_AUDIT, 401, { path: at('/webhooks/project/{projectId}/audit', p) });
+      await expect(PROJECT_AUDIT, 403, { path: at('/webhooks/project/{projectId}/audit', p), user: 'mallory' });
+      await expect(PROJECT_AUDIT, 404, { path: '/webhooks/project/no-such-project/audit', user: 'alice' });
     });
 
     it('gave every response the document lists', () => {

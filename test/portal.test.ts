@@ -494,4 +494,30 @@ describe('portal links: made by members, scoped to one project and its capabilit
       /PORTAL_FRAME_ANCESTORS must match/,
     );
   });
+
+  it('drops every trailing slash of PUBLIC_BASE_URL from the link', async () => {
+    const slashes = await listenLocal(
+      createApp({
+        db: t.db,
+        secretBox: createSecretBox(ring[0]!.key),
+        logger: pino({ level: 'silent' }),
+        auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+        sendTestEvent: () => Promise.reject(new Error('unused')),
+        portal: { tokens, publicBaseUrl: 'https://hooks.example.com/base//' },
+      }).callback(),
+    );
+    try {
+      const p = await project();
+      const made = await fetch(`${slashes.url}/webhooks/project/${p}/portal-sessions`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(made.status, 201);
+      const { url, token } = (await made.json()) as { url: string; token: string };
+      assert.equal(url, `https://hooks.example.com/base/portal#token=${token}`);
+    } finally {
+      await slashes.close();
+    }
+  });
 });

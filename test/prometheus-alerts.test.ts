@@ -3,9 +3,8 @@
 // A receiver goes down: the failing-endpoint and breaker alerts reach `firing` in Prometheus's own API; it comes back
 // and they resolve. The rules are the shipped ones with their `for:` durations shortened (alertRulesForTest).
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +16,7 @@ import { emitWebhookEvent } from '../client/emit';
 import { loadConfig } from '../common/config';
 import { freePort } from '../dev/ports';
 import { killWorker, spawnWorker, type WorkerProcess } from './faults/support';
-import { alertRulesForTest, prometheusPath } from './support/prometheus';
+import { alertRulesForTest, startPrometheus, type RunningPrometheus } from './support/prometheus';
 import { Registrations, fallEvent, newProjectId } from './support/deliveries';
 import { decodeOnlyPayloadCodec } from './support/delivery-fixture';
 import { eventually } from './support/eventually';
@@ -40,8 +39,7 @@ describe('alerting rules in a real Prometheus scraping the API and a worker', fu
   let receiver: TestReceiver;
   let worker: WorkerProcess | undefined;
   let api: RunningApi | undefined;
-  let prometheus: ChildProcess | undefined;
-  let prometheusOutput = '';
+  let prometheus: RunningPrometheus | undefined;
   let dir: string;
 
   before(async () => {
@@ -55,10 +53,7 @@ describe('alerting rules in a real Prometheus scraping the API and a worker', fu
     dir = mkdtempSync(join(tmpdir(), 'prometheus-alerts-'));
   });
   after(async () => {
-    if (prometheus && prometheus.exitCode === null) {
-      prometheus.kill('SIGKILL');
-      await new Promise((resolve) => prometheus!.once('exit', resolve));
-    }
+    await prometheus?.stop();
     await killWorker(worker);
     await api?.close();
     await receiver?.close();
@@ -105,58 +100,22 @@ describe('alerting rules in a real Prometheus scraping the API and a worker', fu
       pino({ level: 'silent' }),
       { sendTestEvent: () => Promise.reject(new Error('not used')) },
     );
-    const apiPort = (api.server.address() as AddressInfo).port;
 
-    const prometheusPort = await freePort();
-    writeFileSync(join(dir, 'rules.yml'), alertRulesForTest('1s'));
-    writeFileSync(
-      join(dir, 'prometheus.yml'),
-      JSON.stringify({
-        global: { scrape_interval: '1s', evaluation_interval: '1s' },
-        rule_files: [join(dir, 'rules.yml')],
-        scrape_configs: [
-          {
-            job_name: 'webhooks-api',
-            authorization: { credentials: METRICS_TOKEN },
-            static_configs: [{ targets: [`127.0.0.1:${apiPort}`] }],
-          },
-          { job_name: 'webhooks-worker', static_configs: [{ targets: [`127.0.0.1:${workerMetricsPort}`] }] },
-        ],
-      }),
-    );
-    prometheus = spawn(
-      prometheusPath(),
-      [
-        `--config.file=${join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${prometheusPort}`,
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    prometheus.stderr?.on(
-      'data',
-      (chunk: Buffer) => (prometheusOutput = (prometheusOutput + chunk.toString()).slice(-4_000)),
-    );
+    prometheus = await startPrometheus({
+      dir,
+      api: { port: (api.server.address() as AddressInfo).port, metricsToken: METRICS_TOKEN },
+      workerMetricsPort,
+      rules: alertRulesForTest('1s'),
+    });
     const query = async <T>(path: string): Promise<T | undefined> => {
-      const reply = await fetch(`http://127.0.0.1:${prometheusPort}${path}`).catch(() => undefined);
-      if (!reply?.ok) return undefined;
-      return ((await reply.json()) as { data: T }).data;
+      const reply = await prometheus!.get<T>(path);
+      return reply?.status === 'success' ? reply.data : undefined;
     };
     const alerts = async () => (await query<{ alerts: PrometheusAlert[] }>('/api/v1/alerts'))?.alerts ?? [];
     const firing = async (alertname: string) =>
       (await alerts()).some(
         (a) => a.labels.alertname === alertname && a.labels.project === projectId && a.state === 'firing',
       );
-
-    // Both targets up, as Prometheus sees them.
-    await eventually(
-      'both targets scraped',
-      async () => {
-        const targets = await query<{ activeTargets: { health: string }[] }>('/api/v1/targets');
-        return targets?.activeTargets.length === 2 && targets.activeTargets.every((t) => t.health === 'up');
-      },
-      30_000,
-    );
 
     const client = new Client({
       connection: env.connection,
@@ -192,6 +151,6 @@ describe('alerting rules in a real Prometheus scraping the API and a worker', fu
       'temporal_workflow_task_schedule_to_start_latency_bucket{job="webhooks-worker",le="1000"}',
       'http_requests_total{job="webhooks-api"}',
     ])
-      assert.notDeepEqual(await series(match), [], `${match}\n${prometheusOutput}\n${worker.output()}`);
+      assert.notDeepEqual(await series(match), [], `${match}\n${prometheus.output()}\n${worker.output()}`);
   });
 });

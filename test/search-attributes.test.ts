@@ -221,6 +221,16 @@ describe('a namespace without the ProjectId and WebhookType search attributes (b
         assert.equal(fx.receiver.requests.length, 0);
       });
 
+      it('a redelivery on an unknown namespace: 503 naming Temporal, not 410 (the event is not past retention)', async () => {
+        const { projectId } = await project();
+        const id = await delivered(projectId);
+        const base = await api(false, { TEMPORAL_NAMESPACE: 'no-such-namespace' });
+        const reply = await call(base, 'POST', `/webhooks/project/${projectId}/deliveries/${id}/redeliver`);
+        assert.equal(reply.status, 503, JSON.stringify(reply.body));
+        assert.equal(reply.body.detail, 'Temporal refused the request (NOT_FOUND)');
+        assert.equal((await store.findDelivery(fx.database.db, projectId, id))?.status, 'delivered', 'claim released');
+      });
+
       it('a task queue name over the server’s length limit, eager start on the worker’s NativeConnection', async () => {
         const { projectId } = await project();
         const base = await api(true, { TEMPORAL_TASK_QUEUE: 'q'.repeat(1_001) });

@@ -1,12 +1,21 @@
 import { Router, type RouterContext } from '@koa/router';
 import type { Context as KoaContext, Middleware } from 'koa';
 import Ajv from 'ajv';
-import type { PayloadCodec } from '@temporalio/common';
+import type { Payload, PayloadCodec } from '@temporalio/common';
 import { isDevelopment, type Config } from '../../common/config';
-import { PayloadDecryptionError, payloadFromJson, payloadToJson, type JsonPayload } from '../../common/payload-codec';
+import type { Knex } from 'knex';
+import {
+  KEY_ID_METADATA_KEY,
+  PayloadDecryptionError,
+  payloadFromJson,
+  payloadToJson,
+  type JsonPayload,
+} from '../../common/payload-codec';
 import { ApiError, InvalidRequestError } from '../errors';
+import { auditActor, recordAudit } from '../audit';
+import type { PortalGrant } from '../portal-tokens';
 
-type Context = RouterContext<{ user?: unknown; localCodecCaller?: boolean }>;
+type Context = RouterContext<{ user?: unknown; portal?: PortalGrant; localCodecCaller?: boolean }>;
 
 /** Who may read decoded payloads: listed subjects, or tokens carrying the operator role. Project members are not. */
 export interface OperatorPolicy {
@@ -187,8 +196,24 @@ const validateBody = new Ajv({ allErrors: true, allowUnionTypes: true }).compile
   codecBodySchema,
 );
 
-/** Temporal's remote codec protocol (`{payloads: [...]}` both ways), for operators only. */
-export function codecRouter(deps: CodecDeps): Router {
+/** The namespace the Temporal UI names in X-Namespace, when it is one (anything else is not recorded). */
+const NAMESPACE = /^[\w.-]{1,200}$/;
+
+/** The key ids of sealed payloads (the plaintext ones have none), each once, in order. */
+const keyIds = (payloads: Payload[]): string[] => [
+  ...new Set(
+    payloads.flatMap((payload) => {
+      const id = payload.metadata?.[KEY_ID_METADATA_KEY];
+      return id ? [Buffer.from(id).toString('utf8')] : [];
+    }),
+  ),
+];
+
+/**
+ * Temporal's remote codec protocol (`{payloads: [...]}` both ways), for operators only. Each call leaves an audit row
+ * (the operator, how many payloads, their key ids, the namespace) before its answer: no read without its record.
+ */
+export function codecRouter(deps: CodecDeps, db: Knex): Router {
   const transform = (direction: 'encode' | 'decode') => async (ctx: Context) => {
     if (!ctx.state.localCodecCaller && !isOperator(deps.operators, ctx.state.user ?? {})) throw new NotOperatorError();
     const body: unknown = ctx.request.body;
@@ -199,6 +224,21 @@ export function codecRouter(deps: CodecDeps): Router {
     const payloads = body.payloads.map(payloadFromJson);
     try {
       const result = await deps.codec[direction](payloads);
+      const namespace = ctx.get('X-Namespace');
+      await recordAudit(
+        db,
+        ctx.state.localCodecCaller
+          ? { ...auditActor(ctx), kind: 'system', subject: 'local-codec-caller' }
+          : auditActor(ctx),
+        {
+          action: `codec.${direction}`,
+          changes: {
+            payloads: payloads.length,
+            keyIds: keyIds(direction === 'decode' ? payloads : result),
+            ...(NAMESPACE.test(namespace) && { namespace }),
+          },
+        },
+      );
       ctx.body = { payloads: result.map(payloadToJson) };
     } catch (error) {
       if (error instanceof PayloadDecryptionError) throw new UndecodablePayloadError(error.message);

@@ -1,11 +1,13 @@
 import { Router, type RouterContext } from '@koa/router';
 import { callerId, portalGuard } from '../auth';
+import { auditActor } from '../audit';
+import type { PortalGrant } from '../portal-tokens';
 import { WEBHOOK_ID_PATTERN } from '../../common/contract';
 import * as deliveries from '../deliveries';
 import { InvalidParameterError } from '../errors';
 import { projectIdParam } from '../schemas';
 
-type Context = RouterContext<{ user?: unknown }>;
+type Context = RouterContext<{ user?: unknown; portal?: PortalGrant }>;
 
 /** A project's delivery log, redelivery, recovery and endpoint health, for its members. */
 export function deliveriesRouter(deps: deliveries.DeliveryDeps): Router {
@@ -27,11 +29,17 @@ export function deliveriesRouter(deps: deliveries.DeliveryDeps): Router {
       ctx.body = await deliveries.listAttempts(deps, callerId(ctx.state), project(ctx), deliveryId(ctx), ctx.query);
     },
     redeliver: async (ctx: Context) => {
-      ctx.body = await deliveries.redeliver(deps, callerId(ctx.state), project(ctx), deliveryId(ctx));
+      ctx.body = await deliveries.redeliver(deps, callerId(ctx.state), project(ctx), deliveryId(ctx), auditActor(ctx));
       ctx.status = 202;
     },
     recover: async (ctx: Context) => {
-      ctx.body = await deliveries.recoverDeliveries(deps, callerId(ctx.state), project(ctx), ctx.request.body);
+      ctx.body = await deliveries.recoverDeliveries(
+        deps,
+        callerId(ctx.state),
+        project(ctx),
+        ctx.request.body,
+        auditActor(ctx),
+      );
       ctx.status = 202;
     },
     health: async (ctx: Context) => {

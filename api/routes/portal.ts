@@ -2,10 +2,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Router, type RouterContext } from '@koa/router';
 import { callerId } from '../auth';
+import { auditActor } from '../audit';
 import { createPortalSession, revokePortalSessions, type PortalDeps } from '../portal';
 import { projectIdParam } from '../schemas';
+import type { PortalGrant } from '../portal-tokens';
 
-type Context = RouterContext<{ user?: unknown }>;
+type Context = RouterContext<{ user?: unknown; portal?: PortalGrant }>;
 
 /** Members make and revoke links to their project's portal. Portal tokens cannot: these routes have no guard. */
 export function portalSessionsRouter(deps: PortalDeps): Router {
@@ -19,11 +21,12 @@ export function portalSessionsRouter(deps: PortalDeps): Router {
       ctx.request.body,
       // Without PUBLIC_BASE_URL (development only): this server on loopback, whatever Host the caller sent.
       `http://127.0.0.1:${ctx.req.socket.localPort}`,
+      auditActor(ctx),
     );
     ctx.status = 201;
   });
   router.delete('/', async (ctx: Context) => {
-    await revokePortalSessions(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
+    await revokePortalSessions(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId), auditActor(ctx));
     ctx.status = 204;
   });
   return router;

@@ -1,5 +1,6 @@
 import { Router, type RouterContext } from '@koa/router';
 import { callerId, portalGuard } from '../auth';
+import { auditActor } from '../audit';
 import * as registrations from '../registrations';
 import { projectIdParam, validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
 import type { WebhookUrlPolicy } from '../../common/webhook-url';
@@ -19,6 +20,7 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
         deps,
         callerId(ctx.state),
         validateRegisterBody(ctx.request.body, deps.webhookUrlPolicy),
+        auditActor(ctx),
       );
       ctx.status = 201;
     },
@@ -27,6 +29,7 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
         deps,
         callerId(ctx.state),
         validateUpdateBody(ctx.request.body, deps.webhookUrlPolicy),
+        auditActor(ctx),
       );
     },
     get: async (ctx: Context) => {
@@ -34,7 +37,12 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
       ctx.body = { ...view, url: shownUrl(view.url, ctx.state) };
     },
     delete: async (ctx: Context) => {
-      await registrations.deleteWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
+      await registrations.deleteWebhook(
+        deps,
+        callerId(ctx.state),
+        projectIdParam(ctx.params.projectId),
+        auditActor(ctx),
+      );
       ctx.status = 204;
     },
     rotateSecret: async (ctx: Context) => {
@@ -44,10 +52,16 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
         callerId(ctx.state),
         projectIdParam(ctx.params.projectId),
         body,
+        auditActor(ctx),
       );
     },
     test: async (ctx: Context) => {
-      ctx.body = await registrations.testWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
+      ctx.body = await registrations.testWebhook(
+        deps,
+        callerId(ctx.state),
+        projectIdParam(ctx.params.projectId),
+        auditActor(ctx),
+      );
     },
   };
 

@@ -3,8 +3,8 @@ import { parseListQuery, recoverAsOperator, redeliverAsOperator } from '../../ap
 import { validateRecoverBody } from '../../api/delivery-schemas';
 import { createRedeliveryStarter } from '../../api/redelivery';
 import { connectTemporalClient } from '../../common/temporal-connection';
-import { listDeliveries } from '../../db';
-import { CliError, UsageError, parseCommandArgs, withDb, type CliCommand, type CliIo } from '../command';
+import { appendAuditEvent, listDeliveries } from '../../db';
+import { CliError, UsageError, cliActor, parseCommandArgs, withDb, type CliCommand, type CliIo } from '../command';
 
 /** A refusal of the delivery domain (404, 409, 410), printed as the API would word it. */
 function asCliError(error: unknown): unknown {
@@ -69,7 +69,7 @@ export const deliveriesRedeliver: CliCommand = {
   summary: 'send a delivered or failed event again with its X-Webhook-Id; prints the redelivery’s workflow id',
   async run(args, io) {
     const [projectId, id] = parseCommandArgs(args, {}, ['projectId', 'id']).positionals as [string, string];
-    const started = await withRedelivery(io, (deps) => redeliverAsOperator(deps, projectId, id));
+    const started = await withRedelivery(io, (deps) => redeliverAsOperator(deps, projectId, id, cliActor(io)));
     io.out(started.id);
   },
 };
@@ -88,7 +88,22 @@ export const deliveriesRecover: CliCommand = {
     } catch (error) {
       throw error instanceof ApiError ? new UsageError(error.detail) : error;
     }
-    const { count } = await withRedelivery(io, (deps) => recoverAsOperator(deps, positionals[0]!, window));
+    const { count } = await withRedelivery(io, async (deps) => {
+      const recovered = await recoverAsOperator(deps, positionals[0]!, window);
+      // The count is known once the redeliveries have started: the row follows them, as the API's does.
+      await appendAuditEvent(deps.db, {
+        actor: cliActor(io),
+        action: 'deliveries.recover',
+        outcome: 'ok',
+        projectId: positionals[0]!,
+        changes: {
+          since: window.since,
+          ...(window.until !== undefined && { until: window.until }),
+          count: recovered.count,
+        },
+      });
+      return recovered;
+    });
     io.out(`${count} failed deliveries of project ${positionals[0]} redelivering`);
   },
 };

@@ -1,5 +1,5 @@
-import { addProject } from '../../db';
-import { type CliCommand, parseCommandArgs, withDb } from '../command';
+import { addProject, appendAuditEvent } from '../../db';
+import { cliActor, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const projectAdd: CliCommand = {
   usage: 'project add <projectId> [--name <name>]',
@@ -7,7 +7,13 @@ export const projectAdd: CliCommand = {
   async run(args, io) {
     const { values, positionals } = parseCommandArgs(args, { name: { type: 'string' } }, ['projectId']);
     const [projectId] = positionals as [string];
-    const added = await withDb(io, (db) => addProject(db, projectId, values.name));
+    const added = await withDb(io, (db) =>
+      db.transaction(async (trx) => {
+        const made = await addProject(trx, projectId, values.name);
+        if (made) await appendAuditEvent(trx, { actor: cliActor(io), action: 'project.add', outcome: 'ok', projectId });
+        return made;
+      }),
+    );
     io.out(added ? `Project ${projectId} added` : `Project ${projectId} already exists`);
   },
 };

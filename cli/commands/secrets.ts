@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { DEV_SECRET_KEY_FILE, createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
 import { resealRegistrationSecrets } from '../../db';
-import { CliError, type CliCommand, parseCommandArgs, withDb } from '../command';
+import { CliError, cliActor, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const secretsReseal: CliCommand = {
   usage: 'secrets reseal',
@@ -23,7 +23,9 @@ export const secretsReseal: CliCommand = {
         );
       const ring = resolveSecretKeyRing(config, logger);
       try {
-        return { ...(await resealRegistrationSecrets(db, createSecretBox(ring))), keyId: ring[0]!.id };
+        const keyId = ring[0]!.id;
+        const audit = { actor: cliActor(io), keyId };
+        return { ...(await resealRegistrationSecrets(db, createSecretBox(ring), { audit })), keyId };
       } catch (error) {
         throw new CliError((error as Error).message);
       }

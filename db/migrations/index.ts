@@ -9,7 +9,8 @@ import * as sendLimits from './007_send_limits';
 import * as portalLinks from './008_portal_links';
 import * as deliveryRun from './009_delivery_run';
 import * as deliveryLogIndexes from './010_delivery_log_indexes';
-import * as customHeaders from './011_custom_headers';
+import * as auditEvents from './011_audit_events';
+import * as customHeaders from './012_custom_headers';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -23,7 +24,8 @@ const migrations: Record<string, Knex.Migration> = {
   '008_portal_links': portalLinks,
   '009_delivery_run': deliveryRun,
   '010_delivery_log_indexes': deliveryLogIndexes,
-  '011_custom_headers': customHeaders,
+  '011_audit_events': auditEvents,
+  '012_custom_headers': customHeaders,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

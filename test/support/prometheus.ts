@@ -1,6 +1,9 @@
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
+import { freePort } from '../../dev/ports';
+import { eventually } from './eventually';
 
 /** The shipped rules, their unit tests and the scrape example (deploy/prometheus/). */
 export const PROMETHEUS_DEPLOY_DIR = join(__dirname, '..', '..', 'deploy', 'prometheus');
@@ -22,4 +25,86 @@ export function alertRulesForTest(forDuration: string): string {
   const rules = parse(readFileSync(ALERT_RULES_PATH, 'utf8')) as RulesFile;
   for (const group of rules.groups) for (const rule of group.rules) if (rule.for) rule.for = forDuration;
   return stringify(rules);
+}
+
+/** A Prometheus answer as its HTTP API gives it. */
+export interface PrometheusReply<T> {
+  status: string;
+  error?: string;
+  data?: T;
+}
+
+export interface RunningPrometheus {
+  /** The last 4,000 characters of its log, for failure messages. */
+  output(): string;
+  /** GET on its HTTP API (`/api/v1/…`); undefined while it does not answer. */
+  get<T>(path: string): Promise<PrometheusReply<T> | undefined>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A real Prometheus in `dir` scraping the API's /metrics (with its METRICS_TOKEN) and a worker's metrics port every
+ * second, evaluating `rules` (a rules file's text) when given; resolves once both targets are up.
+ */
+export async function startPrometheus(options: {
+  dir: string;
+  api: { port: number; metricsToken: string };
+  workerMetricsPort: number;
+  rules?: string;
+}): Promise<RunningPrometheus> {
+  const { dir } = options;
+  const port = await freePort();
+  if (options.rules !== undefined) writeFileSync(join(dir, 'rules.yml'), options.rules);
+  writeFileSync(
+    join(dir, 'prometheus.yml'),
+    JSON.stringify({
+      global: { scrape_interval: '1s', evaluation_interval: '1s' },
+      ...(options.rules !== undefined && { rule_files: [join(dir, 'rules.yml')] }),
+      scrape_configs: [
+        {
+          job_name: 'webhooks-api',
+          authorization: { credentials: options.api.metricsToken },
+          static_configs: [{ targets: [`127.0.0.1:${options.api.port}`] }],
+        },
+        { job_name: 'webhooks-worker', static_configs: [{ targets: [`127.0.0.1:${options.workerMetricsPort}`] }] },
+      ],
+    }),
+  );
+  const child = spawn(
+    prometheusPath(),
+    [
+      `--config.file=${join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let output = '';
+  child.stderr?.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4_000)));
+  const running: RunningPrometheus = {
+    output: () => output,
+    async get<T>(path: string) {
+      const reply = await fetch(`http://127.0.0.1:${port}${path}`).catch(() => undefined);
+      return reply && ((await reply.json().catch(() => undefined)) as PrometheusReply<T> | undefined);
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
+  try {
+    await eventually(
+      'both targets scraped',
+      async () => {
+        const targets = (await running.get<{ activeTargets: { health: string }[] }>('/api/v1/targets'))?.data;
+        return targets?.activeTargets.length === 2 && targets.activeTargets.every((t) => t.health === 'up');
+      },
+      30_000,
+    );
+  } catch (error) {
+    await running.stop();
+    throw error;
+  }
+  return running;
 }

@@ -1,0 +1,104 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash } from 'node:crypto';
+import type { Middleware } from 'koa';
+import type { Knex } from 'knex';
+import * as store from '../db';
+import { ApiError } from './errors';
+import { unavailableDependency } from './dependency-errors';
+import type { PortalGrant } from './portal-tokens';
+
+/** The audit trail could not take the action's row: the action is rolled back with it. */
+export class AuditUnavailableError extends ApiError {
+  constructor() {
+    super(503, 'The audit trail could not be written; nothing was changed. Try again later');
+  }
+}
+
+/** A portal link's id in the trail: a digest of its token (the token itself is never written). */
+export const portalLinkId = (token: string): string => createHash('sha256').update(token).digest('hex').slice(0, 32);
+
+interface ActorContext {
+  state: { user?: unknown; portal?: PortalGrant };
+  ip: string;
+  get(field: string): string;
+  response: { get(field: string): string };
+}
+
+/** Who is calling, as the trail records it: the token's sub and iss, or the portal link and its capabilities. */
+export function auditActor(ctx: ActorContext): store.AuditActor {
+  const request = { requestId: ctx.response.get('X-Request-Id') || undefined, callerAddress: ctx.ip || undefined };
+  const grant = ctx.state.portal;
+  if (grant) {
+    const token = /^Bearer (\S+)$/i.exec(ctx.get('Authorization'))?.[1];
+    return {
+      kind: 'portal-link',
+      subject: grant.createdBy,
+      ...(token !== undefined && { portalLinkId: portalLinkId(token) }),
+      portalCapabilities: [...grant.capabilities],
+      ...request,
+    };
+  }
+  const user = ctx.state.user as { sub?: unknown; iss?: unknown } | undefined;
+  return {
+    kind: 'member',
+    ...(typeof user?.sub === 'string' && { subject: user.sub }),
+    ...(typeof user?.iss === 'string' && { issuer: user.iss }),
+    ...request,
+  };
+}
+
+/** Writes the action's row in the action's transaction; a failed write fails the action (503) and rolls it back. */
+export async function recordAudit(
+  db: Knex | Knex.Transaction,
+  actor: store.AuditActor,
+  event: Omit<store.AuditEventInput, 'actor' | 'outcome'> & { outcome?: store.AuditOutcome },
+): Promise<void> {
+  try {
+    await store.appendAuditEvent(db, { outcome: 'ok', ...event, actor });
+  } catch (error) {
+    // The database not answering is named as such (the error middleware's 503); any other failure is the trail's.
+    if (unavailableDependency(error)) throw error;
+    throw Object.assign(new AuditUnavailableError(), { cause: error });
+  }
+}
+
+/** A 403 on an authenticated route leaves a refused row with the subject refused, its project and route. */
+export function auditRefusals(db: Knex): Middleware<{ user?: unknown; portal?: PortalGrant }> {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.status !== 403) throw error;
+      const params = (ctx as unknown as { params?: Record<string, string> }).params;
+      const bodyProject = (ctx.request as { body?: { projectId?: unknown } }).body?.projectId;
+      const projectId = params?.projectId ?? (typeof bodyProject === 'string' ? bodyProject : undefined);
+      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? ctx.path;
+      await recordAudit(db, auditActor(ctx), {
+        action: 'access.refused',
+        outcome: 'refused',
+        ...(projectId !== undefined && projectId.length <= 200 && { projectId }),
+        changes: { method: ctx.method, route },
+      });
+      throw error;
+    }
+  };
+}
+
+/** The audit row a request writes right before its side effect, once the limits in front of it have admitted it. */
+const recordBeforeEffect = new AsyncLocalStorage<() => Promise<void>>();
+
+/** Runs `work`; `record` is written by the effect wrapped in afterAuditRecord, right before it runs. */
+export function withAuditBeforeEffect<T>(record: () => Promise<void>, work: () => Promise<T>): Promise<T> {
+  return recordBeforeEffect.run(record, work);
+}
+
+/**
+ * `effect`, run only once the current request's audit row is written: a call a limit refuses (429) writes none, and
+ * a row that cannot be written stops the effect (503).
+ */
+export function afterAuditRecord<A extends unknown[], R>(effect: (...args: A) => Promise<R>) {
+  return async (...args: A): Promise<R> => {
+    await recordBeforeEffect.getStore()?.();
+    return effect(...args);
+  };
+}
