@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from '../api/app';
 import { portalLinkId } from '../api/audit';
@@ -509,6 +511,43 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       await t.db.raw('DROP FUNCTION refuse_audit()');
     }
     assert.equal((await rows(p)).length, 1, 'only the registration');
+  });
+
+  it('writes through the writer the bench gives createApp instead (no row), which no configuration sets', async () => {
+    const p = await project();
+    const given: store.AuditEventInput[] = [];
+    const benchApp = createApp({
+      db: t.db,
+      secretBox,
+      logger: pino({ level: 'silent' }),
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => Promise.resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf-test' }),
+      auditWriter: (_db, event) => Promise.resolve(void given.push(event)),
+    });
+    const local = await listenLocal(benchApp.callback());
+    try {
+      const reply = await fetch(`${local.url}/webhooks/register`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+        body: JSON.stringify({ projectId: p, url: 'https://receiver.example/a', types: ['FALL_DETECTION'] }),
+      });
+      assert.equal(reply.status, 201);
+    } finally {
+      await local.close();
+    }
+    assert.deepEqual(
+      given.map((event) => [event.action, event.projectId, event.actor.subject]),
+      [['webhook.register', p, 'alice']],
+    );
+    assert.equal((await rows(p)).length, 0, 'no row through the bench’s writer');
+    // The same action on this suite's app (as a server builds it) writes its row.
+    assert.equal(
+      (await call('PATCH', '/webhooks', { body: { projectId: p, types: ['VITAL_THRESHOLD'] } })).status,
+      200,
+    );
+    assert.equal((await onlyNewRow(p, 0, 'webhook.update')).actor_subject, 'alice');
+    // The server builds its app from the configuration, which has no such setting.
+    assert.doesNotMatch(readFileSync(join(__dirname, '..', 'api', 'server.ts'), 'utf8'), /auditWriter/);
   });
 
   it('keeps one valid chain with two API processes (two pools) writing at once', async () => {
