@@ -53,7 +53,10 @@ async function listen(app: Koa): Promise<{ url: string; server: Server }> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
-/** POST /webhooks/test/project/:id, each call on the next project of a pool larger than the connections (one TEST in flight per project). */
+/**
+ * POST /webhooks/test/project/:id, each call on the next project of a pool far larger than the connections: one TEST
+ * is in flight per project, and a project's turn comes again only after the whole pool's.
+ */
 async function testCalls(apiUrl: string, token: string, projectIds: string[], seconds: number): Promise<ApiResult> {
   let next = 0;
   const result = await autocannon({
@@ -126,7 +129,7 @@ export async function auditStage(
     const variants: AuditVariant[] = ['audit', 'no-audit'];
     const testProjects: Record<AuditVariant, string[]> = { audit: [], 'no-audit': [] };
     for (const variant of variants)
-      for (let i = 0; i < 4 * API_CONNECTIONS; i += 1)
+      for (let i = 0; i < 20 * API_CONNECTIONS; i += 1)
         testProjects[variant].push(await project(`${variant}-test-${i}`, true));
     const urls = {} as Record<AuditVariant, string>;
     for (const variant of variants) {
@@ -178,8 +181,7 @@ export async function auditStage(
           let result: ApiResult;
           if (operation === 'register') {
             const pool: string[] = [];
-            for (let i = 0; i < 4 * API_CONNECTIONS; i += 1)
-              pool.push(await project(`${variant}-r${round}-${i}`, false));
+            for (let i = 0; i < 256; i += 1) pool.push(await project(`${variant}-r${round}-${i}`, false));
             result = await apiRegisterDeleteCycle(url, member, pool, options.seconds);
           } else if (operation === 'test')
             result = await testCalls(url, member, testProjects[variant], options.seconds);
