@@ -331,6 +331,40 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.ok(!all.includes(token) && !all.includes(rotated.body.secret as string), 'neither the token nor the secret');
   });
 
+  it('records what a read-only link was refused (an action, the trail) under its id and capabilities', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    const minted = await call('POST', `/webhooks/project/${p}/portal-sessions`, { body: { capabilities: ['read'] } });
+    assert.equal(minted.status, 201, minted.text);
+    const token = minted.body.token as string;
+    assert.equal((await call('POST', `/webhooks/test/project/${p}`, { token })).status, 403);
+    assert.equal((await call('GET', `/webhooks/project/${p}/audit`, { token })).status, 403);
+    const refused = (await rows(p)).slice(2);
+    assert.deepEqual(
+      refused.map((row) => [
+        row.action,
+        row.outcome,
+        row.actor_kind,
+        row.actor_subject,
+        row.portal_link_id,
+        row.portal_capabilities,
+        row.changes,
+      ]),
+      [
+        ['POST', '/webhooks/test/project/:projectId'],
+        ['GET', '/webhooks/project/:projectId/audit'],
+      ].map(([method, route]) => [
+        'access.refused',
+        'refused',
+        'portal-link',
+        'alice',
+        portalLinkId(token),
+        ['read'],
+        { method, route },
+      ]),
+    );
+  });
+
   it('records a 403 on a project route as refused, with the subject; a 401 writes nothing', async () => {
     const p = await project();
     const refused = await call('DELETE', `/webhooks/project/${p}`, { token: hsToken('mallory', { issuer: ISSUER }) });
