@@ -67,11 +67,15 @@ const TABLE = 'webhook_circuit_breakers';
  * is this one statement; the breaker's first probe after it opened is the half-open transition, claimed in a
  * transaction of its own with its audit row (claimFirstProbe).
  */
-export async function admitAttempt(
+export function admitAttempt(db: Db, registrationId: string, probeLeaseMs: number): Promise<BreakerAdmission> {
+  return admit(db, registrationId, probeLeaseMs, false);
+}
+
+async function admit(
   db: Db,
   registrationId: string,
   probeLeaseMs: number,
-  firstProbeTried = false,
+  firstProbeTried: boolean,
 ): Promise<BreakerAdmission> {
   const { rows } = await db.raw<{
     rows: (Pick<Columns, 'last_failure' | 'last_status_code'> & {
@@ -103,7 +107,7 @@ export async function admitAttempt(
   if (openMs <= 0 && row.unprobed && !firstProbeTried) {
     if (await claimFirstProbe(db, registrationId, probeLeaseMs)) return { state: 'probe' };
     // Another attempt claimed it, or the breaker changed meanwhile: as it is now.
-    return admitAttempt(db, registrationId, probeLeaseMs, true);
+    return admit(db, registrationId, probeLeaseMs, true);
   }
   const lastFailure = lastFailureOf(row);
   // Half-open and another attempt is probing: ask again once its lease would have expired.
