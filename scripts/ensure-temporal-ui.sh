@@ -2,7 +2,8 @@
 # Makes the Temporal UI server available for `npm run test:production`: built from its Go module (the UI's assets are
 # embedded in it; the temporalio/ui image runs the same binary) at the version compose's temporalio/ui image names,
 # into a stable cache folder, only when missing. A fresh build takes a minute or two; later runs reuse it. Prints the
-# folder on stdout (its `server` runs as `server --root DIR --env NAME start` with DIR/config/NAME.yaml).
+# folder on stdout: DIR/server and DIR/config/docker.yaml, the module's configuration template that the image runs
+# (`server --root DIR --env docker start`, configured by the same TEMPORAL_* variables as compose's temporal-ui).
 set -eu
 TEMPORAL_UI_VERSION=v2.54.1
 dir="${TEMPORAL_UI_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/webhook-service/temporal-ui-$TEMPORAL_UI_VERSION}"
@@ -20,5 +21,11 @@ if [ ! -x "$dir/server" ]; then
   GOTOOLCHAIN=auto GOBIN="$scratch" CGO_ENABLED=0 go install "$module@$TEMPORAL_UI_VERSION" >&2
   mv "$scratch/server" "$dir/server"
   rmdir "$scratch"
+fi
+if [ ! -f "$dir/config/docker.yaml" ]; then
+  source_dir=$(GOTOOLCHAIN=auto GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "github.com/temporalio/ui-server/v2@$TEMPORAL_UI_VERSION")
+  mkdir -p "$dir/config"
+  cp "$source_dir/config/docker.yaml" "$dir/config/docker.yaml.part"
+  mv "$dir/config/docker.yaml.part" "$dir/config/docker.yaml"
 fi
 echo "$dir"
