@@ -240,8 +240,9 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       new Agent({ connect: { ca: [...rootCertificates, readFileSync(receiverCerts.internodeCa, 'utf8')] } }),
     );
     database = await createTestDatabase();
+    const uiEnsured = Date.now();
     const uiDir = ensureTemporalUi();
-    figures['ensure UI server built (cached)'] = Date.now() - started;
+    figures['ensure UI server built (cached)'] = Date.now() - uiEnsured;
     const uiPort = await freePort();
     uiUrl = `http://127.0.0.1:${uiPort}`;
     const uiClient = {
@@ -711,6 +712,12 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     const codecCalls: string[] = [];
     const refused: string[] = [];
     refusedRequests.set(page, refused);
+    /** The header names of each codec POST (the CORS preflight must allow them all). */
+    const codecHeaders: string[][] = [];
+    page.on('request', (request) => {
+      if (request.url().startsWith(`${codecFront.url}/codec/`) && request.method() === 'POST')
+        codecHeaders.push(Object.keys(request.headers()));
+    });
     page.on('response', (response) => {
       if (response.status() >= 400) refused.push(`${response.status()} ${new URL(response.url()).pathname}`);
       if (response.url().startsWith(`${codecFront.url}/codec/`))
@@ -724,18 +731,22 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page.waitForURL((url) => url.origin === uiUrl && !url.pathname.startsWith('/auth'), { timeout: 30_000 });
     });
-    return { context, page, codecCalls };
+    return { context, page, codecCalls, codecHeaders };
   }
 
   let failedFall: { projectId: string; workflowId: string } | undefined;
 
-  it('in Chromium: an operator signs in at the provider, finds a failed FALL_DETECTION by ProjectId and reads it decoded', async () => {
-    // Registered for vital signs only: the fall fails at once, not subscribed (a failure message to read).
+  /** A FALL_DETECTION for a project registered for vital signs only: it fails at once, with a message to read. */
+  async function failedFallDelivery() {
     const { projectId } = await registeredProject(api1, ['VITAL_THRESHOLD']);
     const workflowId = await emit(projectId, 'FALL_DETECTION');
     await assert.rejects(monitoring.workflow.getHandle(workflowId).result());
-    failedFall = { projectId, workflowId };
-    const { context, page, codecCalls } = await signedInUi(OPERATOR);
+    return { projectId, workflowId };
+  }
+
+  it('in Chromium: an operator signs in at the provider, finds a failed FALL_DETECTION by ProjectId and reads it decoded', async () => {
+    const { projectId, workflowId } = (failedFall = await failedFallDelivery());
+    const { context, page, codecCalls, codecHeaders } = await signedInUi(OPERATOR);
     try {
       await onPage(page, async () => {
         const query = encodeURIComponent(`ProjectId="${projectId}"`);
@@ -766,8 +777,15 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
           .first()
           .waitFor();
         assert.ok(codecCalls.includes('POST 200'), calls);
-        // Write actions are off: nothing to terminate, cancel, reset or signal with.
-        for (const action of [/terminate/i, /request cancellation/i, /reset/i, /send a signal/i])
+        // The UI sends the access token and the ID token (Authorization-Extras): the codec's CORS allows both.
+        assert.ok(
+          codecHeaders.some((names) => names.includes('authorization') && names.includes('authorization-extras')),
+          JSON.stringify(codecHeaders),
+        );
+        // Write actions are off: Reset is shown but disabled, and nothing terminates, cancels or signals.
+        const reset = page.getByRole('button', { name: /^reset$/i });
+        if (await reset.count()) assert.ok(await reset.first().isDisabled(), 'Reset is disabled');
+        for (const action of [/terminate/i, /request cancellation/i, /send a signal/i])
           assert.equal(await page.getByRole('button', { name: action }).count(), 0, String(action));
       });
     } finally {
@@ -782,11 +800,14 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     try {
       await onPage(page, async () => {
         await page.goto(`${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}`);
-        // No permission in Temporal: the frontend refuses the member's token, and the UI shows no event.
-        await page
-          .getByText(/unauthorized|permission|not found|error/i)
-          .first()
-          .waitFor({ timeout: 30_000 });
+        // No permission in Temporal: the frontend refuses the member's token (403) and the UI sends the member back
+        // to sign in, showing no event.
+        await page.waitForURL((url) => url.pathname === '/login', { timeout: 30_000 });
+        const refused = refusedRequests.get(page) ?? [];
+        assert.ok(
+          refused.some((request) => request.startsWith('403 /api/v1/namespaces/default/workflows')),
+          refused.join(', '),
+        );
         assert.equal(await page.getByText(fallPayload.email).count(), 0, 'no event shown');
         assert.ok(!codecCalls.includes('POST 200'), `nothing decoded: ${codecCalls.join(', ')}`);
         // The same token the UI holds for the member (Temporal's audience), at the codec: 403, not an operator.
@@ -902,21 +923,46 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     }
   });
 
-  it('access tokens that live a minute are renewed before they expire: deliveries flow across several expiries', async function () {
+  it('access tokens that live a minute are renewed before they expire: deliveries and an operator’s UI session go on across several expiries', async function () {
     this.timeout(600_000);
     const { projectId, receiver: target, secret } = await registeredProject(api1);
     const renewedIn = (service: ServiceProcess) => service.tokenRenewals;
     const renewedBefore = allProcesses().map(renewedIn);
     const issuedBefore = new Map(idp.issued);
+    // An operator's UI session from before the flow (on a delivery sealed with the payload key of now): it must
+    // outlive the access token it began with.
+    const { workflowId } = await failedFallDelivery();
+    const operatorUi = await signedInUi(OPERATOR);
+    const failedPage = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}`;
+    const readsDecoded = (page: Page) =>
+      onPage(page, () =>
+        page
+          .getByTestId('input-and-result')
+          .getByRole('textbox', { name: 'Input', exact: true })
+          .filter({ hasText: fallPayload.email })
+          .waitFor({ timeout: 60_000 }),
+      );
+    await operatorUi.page.goto(failedPage);
+    await readsDecoded(operatorUi.page);
     const emitted: string[] = [];
     const started = Date.now();
-    // Two lifetimes and a little: every token a process held when the flow began expires during it.
-    while (Date.now() - started < ACCESS_TOKEN_SECONDS * 2_000 + 10_000) {
+    // A lifetime and a half: every token a process held when the flow began expires during it, and each process
+    // renews at least three times (every half lifetime).
+    while (Date.now() - started < ACCESS_TOKEN_SECONDS * 1_500 + 5_000) {
       emitted.push(await emit(projectId, 'FALL_DETECTION'));
       await sleep(2_000);
     }
     await untilDelivered(target, emitted, 60_000);
     assert.equal(assertAllDelivered(target, emitted, secret).duplicates, 0);
+    // Access tokens later the operator's session still reads, decoded (the UI renews through its refresh token).
+    const decodedBefore = operatorUi.codecCalls.filter((call) => call === 'POST 200').length;
+    try {
+      await operatorUi.page.goto(failedPage);
+      await readsDecoded(operatorUi.page);
+      assert.ok(operatorUi.codecCalls.filter((call) => call === 'POST 200').length > decodedBefore, 'decoded again');
+    } finally {
+      await operatorUi.context.close();
+    }
     // The API's own Temporal client too: a test event goes through API 2 on its renewed token.
     const tested = await call(api2, 'POST', `/webhooks/test/project/${projectId}`);
     assert.equal(tested.status, 200, JSON.stringify(tested.body));
