@@ -20,11 +20,16 @@ type TemporalSettings = Pick<
   | 'TEMPORAL_TLS_SERVER_NAME'
 >;
 
-/** Connection options for the configured Temporal (TLS and API key optional, for a hosted Temporal). */
-export function temporalConnectionOptions(config: TemporalSettings): ConnectionOptions {
+/**
+ * Connection options for the configured Temporal (TLS and API key optional, for a hosted Temporal). A bearer token,
+ * an API key or the identity provider's, never travels in plaintext: either turns TLS on.
+ */
+export function temporalConnectionOptions(
+  config: TemporalSettings & Partial<Pick<TokenSettings, 'TEMPORAL_OAUTH_TOKEN_URL'>>,
+): ConnectionOptions {
   const mtls = config.TEMPORAL_TLS_CERT_PATH && config.TEMPORAL_TLS_KEY_PATH;
   const tls =
-    mtls || config.TEMPORAL_TLS_CA_PATH || config.TEMPORAL_API_KEY
+    mtls || config.TEMPORAL_TLS_CA_PATH || config.TEMPORAL_API_KEY || config.TEMPORAL_OAUTH_TOKEN_URL
       ? {
           serverNameOverride: config.TEMPORAL_TLS_SERVER_NAME,
           serverRootCACertificate: config.TEMPORAL_TLS_CA_PATH ? readFileSync(config.TEMPORAL_TLS_CA_PATH) : undefined,

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { loadConfig } from '../common/config';
+import { temporalConnectionOptions } from '../common/temporal-connection';
 import {
   fetchClientCredentialsToken,
   renewalDelayMs,
@@ -167,6 +168,18 @@ describe('Temporal access tokens by client credentials', () => {
       startTokenRefresher({ fetchToken: () => Promise.reject(new Error('invalid_client')) }),
       /invalid_client/,
     );
+  });
+
+  it('a connection that carries the provider’s tokens is TLS, like one with an API key', () => {
+    const plain = temporalConnectionOptions({ TEMPORAL_ADDRESS: 'temporal:7233' });
+    assert.equal(plain.tls, undefined);
+    const withTokens = temporalConnectionOptions({ TEMPORAL_ADDRESS: 'temporal:7233', ...SETTINGS });
+    assert.deepEqual(withTokens.tls, {
+      serverNameOverride: undefined,
+      serverRootCACertificate: undefined,
+      clientCertPair: undefined,
+    });
+    assert.ok(temporalConnectionOptions({ TEMPORAL_API_KEY: 'k' }).tls);
   });
 
   it('config: the token endpoint needs the client’s id and secret, excludes TEMPORAL_API_KEY, and is https in production', () => {
