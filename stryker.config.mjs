@@ -11,6 +11,7 @@ export default {
   mutate: [
     'activities/retry-after.ts',
     'common/signature.ts',
+    'common/temporal-token.ts',
     'activities/ssrf.ts',
     'common/webhook-url.ts',
     'common/config.ts',
@@ -37,6 +38,7 @@ export default {
     spec: [
       'test/retry-after.test.ts',
       'test/signature.test.ts',
+      'test/temporal-token.test.ts',
       'test/standard-webhooks.test.ts',
       'test/ssrf.test.ts',
       'test/egress-proxy.test.ts',

@@ -12,7 +12,8 @@ import { isPortalToken, type PortalCapability, type PortalGrant, type PortalToke
 interface Claims {
   /** Checked when set. */
   issuer?: string;
-  audience?: string;
+  /** Any one of them (JWT_AUDIENCE lists them comma-separated). */
+  audience?: string | string[];
 }
 
 /** How callers' bearer tokens are verified: a shared HS256 secret, or an identity provider's JWKS. */
@@ -35,7 +36,12 @@ export function authOptionsFromConfig(
   config: Pick<Config, 'JWT_SECRET' | 'JWT_JWKS_URI' | 'JWT_ISSUER' | 'JWT_AUDIENCE'> &
     Partial<Pick<Config, 'JWT_MAX_AGE'>>,
 ): AuthOptions {
-  const claims: Claims = { issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE };
+  // Several audiences: the API's own, and Temporal's, whose token the Temporal UI passes to the codec endpoint.
+  const audiences = config.JWT_AUDIENCE?.split(',').map((audience) => audience.trim());
+  const claims: Claims = {
+    issuer: config.JWT_ISSUER,
+    audience: audiences && audiences.length > 1 ? audiences : config.JWT_AUDIENCE,
+  };
   if (config.JWT_SECRET) return { mode: 'secret', secret: config.JWT_SECRET, ...claims };
   if (config.JWT_JWKS_URI)
     return {

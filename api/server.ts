@@ -52,17 +52,26 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     );
   const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!, dbPoolOptions(config));
   const db = deps.db ?? ownDb!;
-  const ownTemporal = deps.temporal ? undefined : lazyTemporalClient(config);
+  const ownTemporal = deps.temporal
+    ? undefined
+    : lazyTemporalClient(config, logger.child({ component: 'temporal-token' }));
   const temporal = deps.temporal ?? (() => ownTemporal!.get());
-  const readiness = readinessConnection(temporalConnectionOptions(config));
+  const readiness = readinessConnection({
+    ...temporalConnectionOptions(config),
+    // Behind Temporal's authorizer the probe reads search attributes with the client's token.
+    ...(config.TEMPORAL_OAUTH_TOKEN_URL && ownTemporal && { apiKey: () => ownTemporal.accessToken() }),
+  });
   const searchAttributes = searchAttributesCheck(readiness, config.TEMPORAL_NAMESPACE, logger);
   /** Closes what startApi opened, each whatever happens to the others. */
   const closeOwned = async () => {
     await Promise.allSettled([readiness.close(), ownTemporal?.close(), ownDb?.destroy()]);
   };
   try {
-    // Says at start what missing search attributes cost (or, with Temporal down, at the first /readyz that reaches it).
-    void searchAttributes().catch(() => undefined);
+    // Says at start what missing search attributes cost (or, with Temporal down, at the first /readyz that reaches it);
+    // behind the authorizer, once the client has its token.
+    void (config.TEMPORAL_OAUTH_TOKEN_URL && ownTemporal ? ownTemporal.get() : Promise.resolve())
+      .then(() => searchAttributes())
+      .catch(() => undefined);
     const applied = await migrateToLatest(db);
     logger.info({ applied }, 'database migrations applied');
     const sendTestEvent: SendTestEvent =

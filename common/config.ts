@@ -23,6 +23,14 @@ export interface Config {
   TEMPORAL_NAMESPACE: string;
   TEMPORAL_TASK_QUEUE: string;
   TEMPORAL_API_KEY?: string;
+  /** Temporal's authorizer: access tokens by client credentials from this OAuth 2.0 token endpoint, renewed. */
+  TEMPORAL_OAUTH_TOKEN_URL?: string;
+  TEMPORAL_OAUTH_CLIENT_ID?: string;
+  TEMPORAL_OAUTH_CLIENT_SECRET?: string;
+  /** Sent as `scope`, `resource` (RFC 8707) and `audience` (Auth0 and others) when set. */
+  TEMPORAL_OAUTH_SCOPE?: string;
+  TEMPORAL_OAUTH_RESOURCE?: string;
+  TEMPORAL_OAUTH_AUDIENCE?: string;
   TEMPORAL_TLS_CERT_PATH?: string;
   TEMPORAL_TLS_KEY_PATH?: string;
   TEMPORAL_TLS_CA_PATH?: string;
@@ -167,6 +175,12 @@ const schema: JSONSchemaType<Config> = {
     TEMPORAL_NAMESPACE: { type: 'string', minLength: 1, default: 'default' },
     TEMPORAL_TASK_QUEUE: { type: 'string', minLength: 1, default: DEFAULT_TASK_QUEUE },
     TEMPORAL_API_KEY: optionalString,
+    TEMPORAL_OAUTH_TOKEN_URL: { type: 'string', pattern: '^https?://', nullable: true },
+    TEMPORAL_OAUTH_CLIENT_ID: optionalString,
+    TEMPORAL_OAUTH_CLIENT_SECRET: optionalString,
+    TEMPORAL_OAUTH_SCOPE: optionalString,
+    TEMPORAL_OAUTH_RESOURCE: optionalString,
+    TEMPORAL_OAUTH_AUDIENCE: optionalString,
     TEMPORAL_TLS_CERT_PATH: optionalString,
     TEMPORAL_TLS_KEY_PATH: optionalString,
     TEMPORAL_TLS_CA_PATH: optionalString,
@@ -289,6 +303,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   if (config.JWT_SECRET && config.JWT_JWKS_URI) problems.push('set only one of JWT_SECRET and JWT_JWKS_URI');
   if (Boolean(config.TEMPORAL_TLS_CERT_PATH) !== Boolean(config.TEMPORAL_TLS_KEY_PATH))
     problems.push('TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH go together');
+  if (config.TEMPORAL_OAUTH_TOKEN_URL) {
+    if (!config.TEMPORAL_OAUTH_CLIENT_ID || !config.TEMPORAL_OAUTH_CLIENT_SECRET)
+      problems.push(
+        'TEMPORAL_OAUTH_CLIENT_ID and TEMPORAL_OAUTH_CLIENT_SECRET are required with TEMPORAL_OAUTH_TOKEN_URL',
+      );
+    if (config.TEMPORAL_API_KEY) problems.push('set only one of TEMPORAL_API_KEY and TEMPORAL_OAUTH_TOKEN_URL');
+  } else if (config.TEMPORAL_OAUTH_CLIENT_ID || config.TEMPORAL_OAUTH_CLIENT_SECRET)
+    problems.push(
+      'TEMPORAL_OAUTH_TOKEN_URL is required with TEMPORAL_OAUTH_CLIENT_ID and TEMPORAL_OAUTH_CLIENT_SECRET',
+    );
   // A schedule that could end a delivery early: a give-up window shorter than one attempt, a cap below the start.
   if (config.DELIVERY_MAX_INTERVAL_MS < config.DELIVERY_INITIAL_INTERVAL_MS)
     problems.push('DELIVERY_MAX_INTERVAL_MS must be at least DELIVERY_INITIAL_INTERVAL_MS');
@@ -338,6 +362,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     if (!config.JWT_AUDIENCE) problems.push('JWT_AUDIENCE is required in production when JWT_JWKS_URI is set');
     if (!/^https:\/\//i.test(config.JWT_JWKS_URI)) problems.push('JWT_JWKS_URI must be an https:// URL in production');
   }
+  // The client secret travels to it.
+  if (production && config.TEMPORAL_OAUTH_TOKEN_URL && !/^https:\/\//i.test(config.TEMPORAL_OAUTH_TOKEN_URL))
+    problems.push('TEMPORAL_OAUTH_TOKEN_URL must be an https:// URL in production');
   // A poll holds a slot: more pollers than slots would only wait for one.
   if ((config.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS ?? 0) > config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS)
     problems.push('WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_WORKFLOW_TASKS');

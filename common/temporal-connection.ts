@@ -3,6 +3,12 @@ import { Client, Connection, type ConnectionLike, type ConnectionOptions } from 
 import type { Config } from './config';
 import type { PayloadCodec } from '@temporalio/common';
 import { encryptedDataConverter, payloadCodecFromConfig } from './payload-codec';
+import {
+  fetchClientCredentialsToken,
+  startTokenRefresher,
+  type TokenRefresher,
+  type TokenSettings,
+} from './temporal-token';
 
 type TemporalSettings = Pick<
   Config,
@@ -14,11 +20,16 @@ type TemporalSettings = Pick<
   | 'TEMPORAL_TLS_SERVER_NAME'
 >;
 
-/** Connection options for the configured Temporal (TLS and API key optional, for a hosted Temporal). */
-export function temporalConnectionOptions(config: TemporalSettings): ConnectionOptions {
+/**
+ * Connection options for the configured Temporal (TLS and API key optional, for a hosted Temporal). A bearer token,
+ * an API key or the identity provider's, never travels in plaintext: either turns TLS on.
+ */
+export function temporalConnectionOptions(
+  config: TemporalSettings & Partial<Pick<TokenSettings, 'TEMPORAL_OAUTH_TOKEN_URL'>>,
+): ConnectionOptions {
   const mtls = config.TEMPORAL_TLS_CERT_PATH && config.TEMPORAL_TLS_KEY_PATH;
   const tls =
-    mtls || config.TEMPORAL_TLS_CA_PATH || config.TEMPORAL_API_KEY
+    mtls || config.TEMPORAL_TLS_CA_PATH || config.TEMPORAL_API_KEY || config.TEMPORAL_OAUTH_TOKEN_URL
       ? {
           serverNameOverride: config.TEMPORAL_TLS_SERVER_NAME,
           serverRootCACertificate: config.TEMPORAL_TLS_CA_PATH ? readFileSync(config.TEMPORAL_TLS_CA_PATH) : undefined,
@@ -30,18 +41,63 @@ export function temporalConnectionOptions(config: TemporalSettings): ConnectionO
   return { address: config.TEMPORAL_ADDRESS ?? 'localhost:7233', tls, apiKey: config.TEMPORAL_API_KEY };
 }
 
+/** Where renewals and failed renewals of the access token are reported (a pino logger fits). */
+export interface TokenLog {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+/**
+ * With TEMPORAL_OAUTH_TOKEN_URL: the first access token for Temporal's authorizer (rejects when the provider refuses
+ * the credentials, so the process fails at start) and its renewals, each handed to `onRenewed`; otherwise undefined.
+ */
+export async function temporalTokenRefresher(
+  config: TokenSettings,
+  log?: TokenLog,
+  onRenewed?: (token: string) => void | Promise<void>,
+): Promise<TokenRefresher | undefined> {
+  if (!config.TEMPORAL_OAUTH_TOKEN_URL) return undefined;
+  return startTokenRefresher({
+    fetchToken: () => fetchClientCredentialsToken(config),
+    onRenewed,
+    onRenewedLog: (renewals, lifetimeMs) =>
+      log?.info({ renewals, expiresInSeconds: lifetimeMs / 1000 }, 'Temporal access token renewed'),
+    onError: (error, retryInMs) =>
+      log?.warn(
+        { err: error.message, retryInMs },
+        'Temporal access token renewal failed; the current one still serves',
+      ),
+  });
+}
+
 /**
  * A client that encrypts what it sends and decrypts what it reads (PAYLOAD_ENCRYPTION_KEYS), failure messages
  * included, like the worker. A production worker refuses events from a client that does not.
  */
 export async function connectTemporalClient(
-  config: TemporalSettings & Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
+  config: TemporalSettings &
+    Partial<TokenSettings> &
+    Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
   /** Added to the configured connection options (timeouts, channel arguments). */
   connectOptions: Partial<ConnectionOptions> = {},
   /** Read from the configuration unless a caller that read it earlier (to fail at start) hands it over. */
   payloadCodec: PayloadCodec = payloadCodecFromConfig(config),
 ): Promise<Client> {
-  const connection = await Connection.connect({ ...temporalConnectionOptions(config), ...connectOptions });
+  // A caller that keeps its own token source hands it over as connectOptions.apiKey.
+  const tokens = connectOptions.apiKey ? undefined : await temporalTokenRefresher(config);
+  const connection = await Connection.connect({
+    ...temporalConnectionOptions(config),
+    // Read on every call, so each call carries the newest token.
+    ...(tokens && { apiKey: () => tokens.current() }),
+    ...connectOptions,
+  }).catch((error: unknown) => {
+    tokens?.stop();
+    throw error;
+  });
+  if (tokens) {
+    const close = connection.close.bind(connection);
+    connection.close = () => (tokens.stop(), close());
+  }
   return temporalClientOn(connection, config, payloadCodec);
 }
 

@@ -199,6 +199,19 @@ describe('auth: bearer tokens', () => {
       assertUnauthorized(await strict(jwks.sign('alice', { ...ok, audience: 'other' })));
     });
 
+    it('accepts any of several audiences (JWT_AUDIENCE=api,temporal: the Temporal UI’s token at the codec)', async () => {
+      const { audience } = authOptionsFromConfig({
+        JWT_JWKS_URI: jwks.jwksUri,
+        JWT_AUDIENCE: 'urn:webhooks:api, urn:webhooks:temporal',
+      });
+      assert.deepEqual(audience, ['urn:webhooks:api', 'urn:webhooks:temporal']);
+      const either = await serve({ mode: 'jwks', jwksUri: jwks.jwksUri, audience });
+      assert.equal((await either(jwks.sign('alice', { audience: 'urn:webhooks:api' }))).status, 200);
+      assert.equal((await either(jwks.sign('alice', { audience: 'urn:webhooks:temporal' }))).status, 200);
+      assertUnauthorized(await either(jwks.sign('alice', { audience: 'urn:webhooks' })));
+      assertUnauthorized(await either(jwks.sign('alice', { audience: 'urn:webhooks:api, urn:webhooks:temporal' })));
+    });
+
     it('refuses a token older than JWT_MAX_AGE (1 h by default) whatever its exp, and one without iat', async () => {
       const now = Math.floor(Date.now() / 1000);
       const aged = (iat: number | undefined) =>

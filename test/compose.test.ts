@@ -9,6 +9,7 @@ import { parse } from 'yaml';
 import { loadConfig } from '../common/config';
 import { temporalCliPath } from '../dev/temporal-binaries';
 import * as production from './production/topology';
+import * as productionUi from './production/temporal-ui';
 
 const root = join(__dirname, '..');
 const run = promisify(execFile);
@@ -54,6 +55,19 @@ const userEnv = {
   PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
   METRICS_TOKEN: 'm'.repeat(24),
   PUBLIC_BASE_URL: 'https://hooks.example.com',
+  // The identity provider (docs/operators.md, "Your identity provider").
+  TEMPORAL_JWKS_URI: 'https://idp.example.com/jwks',
+  TEMPORAL_OAUTH_TOKEN_URL: 'https://idp.example.com/token',
+  TEMPORAL_OAUTH_RESOURCE: 'urn:webhooks:temporal',
+  WEBHOOKS_OAUTH_CLIENT_ID: 'webhooks',
+  WEBHOOKS_OAUTH_CLIENT_SECRET: 's'.repeat(24),
+  TEMPORAL_ADMIN_OAUTH_CLIENT_ID: 'admin-tools',
+  TEMPORAL_ADMIN_OAUTH_CLIENT_SECRET: 'a'.repeat(24),
+  TEMPORAL_AUTH_PROVIDER_URL: 'https://idp.example.com',
+  TEMPORAL_AUTH_CLIENT_ID: 'temporal-ui',
+  TEMPORAL_AUTH_CLIENT_SECRET: 'u'.repeat(24),
+  TEMPORAL_AUTH_CALLBACK_URL: 'http://localhost:8080/auth/sso/callback',
+  TEMPORAL_CODEC_ENDPOINT: 'https://hooks.example.com/codec',
 };
 
 /**
@@ -122,6 +136,8 @@ describe('docker-compose.yml', () => {
 
   it('runs the Temporal UI the pinned CLI embeds, as docs/operators.md names it', async () => {
     assert.equal(service('temporal-ui').image, `temporalio/ui:${production.TEMPORAL_UI_VERSION}`);
+    // The UI server test:production builds and signs in through (scripts/ensure-temporal-ui.sh) is that version.
+    assert.equal(productionUi.TEMPORAL_UI_SERVER_VERSION, production.TEMPORAL_UI_VERSION);
     const cli = temporalCliPath();
     assert.ok(cli, 'the Temporal CLI is installed (scripts/ensure-temporal-binaries.sh)');
     const { stdout } = await run(cli, ['--version']);
@@ -208,19 +224,36 @@ describe('docker-compose.yml', () => {
       webhookSecretKeys: 'w1:k',
       payloadEncryptionKeys: 'p1:k',
       extraCaCerts: '/c/ca.pem',
+      oauth: { tokenUrl: 'https://i/token', clientId: 'c', clientSecret: 's', resource: 'urn:r' },
     };
     const api = { port: 1, jwksUri: 'https://i', issuer: 'i', audience: 'a', metricsToken: 't' };
+    const auth = { jwksUri: 'https://i/jwks', jwksCa: '/c/idp-ca.pem' };
     const names = (env: object, except: string[] = []) =>
       Object.keys(env)
         .filter((n) => !except.includes(n))
         .sort();
     const composeNames = (name: string) => names(service(name).environment ?? {});
     assert.deepEqual(
-      names(production.temporalServerEnvironment(pg, databases, certs, ports), production.TEST_ONLY_SERVER_VARIABLES),
+      names(
+        production.temporalServerEnvironment(pg, databases, certs, ports, auth),
+        production.TEST_ONLY_SERVER_VARIABLES,
+      ),
       composeNames('temporal'),
     );
     assert.deepEqual(names(production.schemaEnvironment(pg, databases)), composeNames('temporal-schema'));
-    assert.deepEqual(names(production.adminToolsEnvironment('h:7233', certs)), composeNames('temporal-init'));
+    assert.deepEqual(
+      names(production.namespaceSetupEnvironment('h:7233', certs, app.oauth)),
+      composeNames('temporal-init'),
+    );
+    const ui = productionUi.temporalUiEnvironment({
+      temporalAddress: 'h:7233',
+      certs,
+      port: 1,
+      codecEndpoint: 'https://a/codec',
+      oidc: { issuer: 'https://i', clientId: 'c', clientSecret: 's', callbackUrl: 'http://u/auth/sso/callback' },
+      providerCa: '/c/idp-ca.pem',
+    });
+    assert.deepEqual(names(ui, productionUi.TEST_ONLY_UI_VARIABLES), composeNames('temporal-ui'));
     // API and worker: every variable the test sets is one compose sets (compose has more optional ones).
     for (const [name, env] of [
       ['api', production.apiEnvironment(app, api)],
@@ -266,13 +299,11 @@ describe('docker-compose.yml', () => {
     const databases = { DBNAME: 'temporal', VISIBILITY_DBNAME: 'temporal_visibility' };
     const ports = {} as production.TemporalPorts;
     const server = tls(resolvedEnvironment('temporal', userEnv));
-    assert.deepEqual(server, tls(production.temporalServerEnvironment(pg, databases, certs, ports)));
-    // Internode ports trust the internode CA alone; the frontend the clients' CA (and the server's own certificate).
+    const auth = { jwksUri: 'https://i/jwks', jwksCa: '/certs/idp-ca.pem' };
+    assert.deepEqual(server, tls(production.temporalServerEnvironment(pg, databases, certs, ports, auth)));
+    // Internode ports (the internal frontend's too) trust the internode CA alone; the frontend the clients' CA alone.
     assert.equal(server.TEMPORAL_TLS_SERVER_CA_CERT, certs.internodeCa);
-    assert.deepEqual(
-      [server.TEMPORAL_TLS_CLIENT1_CA_CERT, server.TEMPORAL_TLS_CLIENT2_CA_CERT],
-      [certs.ca, certs.internodeCa],
-    );
+    assert.deepEqual([server.TEMPORAL_TLS_CLIENT1_CA_CERT, server.TEMPORAL_TLS_CLIENT2_CA_CERT], [certs.ca, certs.ca]);
     assert.deepEqual(
       tls(resolvedEnvironment('temporal-init', userEnv)),
       tls(production.adminToolsEnvironment('temporal:7233', certs)),
@@ -284,8 +315,79 @@ describe('docker-compose.yml', () => {
       webhookSecretKeys: 'w1:k',
       payloadEncryptionKeys: 'p1:k',
       extraCaCerts: '',
+      oauth: { tokenUrl: 'https://i/token', clientId: 'c', clientSecret: 's', resource: 'urn:r' },
     });
     for (const name of ['api', 'worker']) assert.deepEqual(tls(resolvedEnvironment(name, userEnv)), tls(app), name);
+  });
+
+  it('locks every door as test:production proves: the authorizer, the internal frontend, tokens, the UI signed in', () => {
+    const certs = {
+      dir: '/certs',
+      ca: '/certs/ca.pem',
+      internodeCa: '/certs/internode-ca.pem',
+      of: (n: string) => ({ cert: `/certs/${n}.pem`, key: `/certs/${n}.key` }),
+    };
+    const pg = production.postgresServerOf('postgres://u:p@h:5432/d');
+    const auth = { jwksUri: userEnv.TEMPORAL_JWKS_URI, jwksCa: '' };
+    const suite = production.temporalServerEnvironment(
+      pg,
+      { DBNAME: '', VISIBILITY_DBNAME: '' },
+      certs,
+      {} as never,
+      auth,
+    );
+    const server = resolvedEnvironment('temporal', userEnv);
+    for (const name of [
+      'TEMPORAL_AUTH_AUTHORIZER',
+      'TEMPORAL_AUTH_CLAIM_MAPPER',
+      'TEMPORAL_JWT_KEY_SOURCE1',
+      'USE_INTERNAL_FRONTEND',
+      'TEMPORAL_SERVICES',
+    ])
+      assert.equal(server[name], suite[name], name);
+    assert.equal(server.TEMPORAL_AUTH_AUTHORIZER, 'default');
+    assert.equal(server.TEMPORAL_AUTH_CLAIM_MAPPER, 'default');
+    assert.match(server.TEMPORAL_SERVICES!, /(^|,)internal-frontend(,|$)/);
+    assert.ok(!('TEMPORAL_ALLOW_NO_AUTH' in server), 'no TEMPORAL_ALLOW_NO_AUTH');
+    assert.throws(
+      () => resolvedEnvironment('temporal', { ...userEnv, TEMPORAL_JWKS_URI: '' }),
+      /TEMPORAL_JWKS_URI/,
+      'no server without the JWKS of an identity provider',
+    );
+    // The API and the workers get their tokens by client credentials; the namespace set-up with its admin client.
+    for (const name of ['api', 'worker']) {
+      const config = loadConfig(resolvedEnvironment(name, userEnv));
+      assert.equal(config.TEMPORAL_OAUTH_TOKEN_URL, userEnv.TEMPORAL_OAUTH_TOKEN_URL, name);
+      assert.equal(config.TEMPORAL_OAUTH_CLIENT_ID, userEnv.WEBHOOKS_OAUTH_CLIENT_ID, name);
+      assert.equal(config.TEMPORAL_OAUTH_RESOURCE, userEnv.TEMPORAL_OAUTH_RESOURCE, name);
+    }
+    const init = resolvedEnvironment('temporal-init', userEnv);
+    assert.equal(init.TEMPORAL_OAUTH_CLIENT_ID, userEnv.TEMPORAL_ADMIN_OAUTH_CLIENT_ID);
+    assert.match(readFileSync(join(root, 'deploy', 'temporal-namespace.sh'), 'utf8'), /grant_type=client_credentials/);
+    // The UI: signed in, read-only, and decoding through an https codec endpoint with the access token, as the suite.
+    const ui = resolvedEnvironment('temporal-ui', userEnv);
+    const suiteUi = productionUi.temporalUiEnvironment({
+      temporalAddress: '',
+      certs,
+      port: 1,
+      codecEndpoint: '',
+      oidc: { issuer: '', clientId: '', clientSecret: '', callbackUrl: '' },
+      providerCa: '',
+    });
+    for (const name of [
+      'TEMPORAL_AUTH_ENABLED',
+      'TEMPORAL_AUTH_TYPE',
+      'TEMPORAL_CODEC_PASS_ACCESS_TOKEN',
+      'TEMPORAL_DISABLE_WRITE_ACTIONS',
+      'TEMPORAL_AUTH_SCOPES',
+      'TEMPORAL_TLS_ENABLE_HOST_VERIFICATION',
+    ])
+      assert.equal(ui[name], suiteUi[name], name);
+    assert.match(ui.TEMPORAL_CODEC_ENDPOINT!, /^https:\/\//);
+    assert.throws(
+      () => resolvedEnvironment('temporal-ui', { ...userEnv, TEMPORAL_CODEC_ENDPOINT: '' }),
+      /TEMPORAL_CODEC_ENDPOINT/,
+    );
   });
 
   it('temporal-ui serves on 127.0.0.1:8080 only, against the temporal service', () => {
@@ -301,7 +403,7 @@ describe('docker-compose.yml', () => {
   it('temporal-ui is read-only and decodes through the API codec endpoint with the signed-in operator token', () => {
     const ui = resolvedEnvironment('temporal-ui', userEnv);
     assert.equal(ui.TEMPORAL_DISABLE_WRITE_ACTIONS, 'true');
-    assert.equal(ui.TEMPORAL_CODEC_ENDPOINT, 'http://localhost:3000/codec');
+    assert.equal(ui.TEMPORAL_CODEC_ENDPOINT, userEnv.TEMPORAL_CODEC_ENDPOINT);
     assert.equal(ui.TEMPORAL_CODEC_PASS_ACCESS_TOKEN, 'true');
     const api = loadConfig(resolvedEnvironment('api', userEnv));
     assert.equal(api.CODEC_CORS_ORIGINS, 'http://localhost:8080', 'the API lets the UI origin call /codec');
@@ -469,6 +571,8 @@ describe('docker-compose.yml', () => {
     const api = loadConfig(resolvedEnvironment('api', userEnv));
     assert.equal(api.JWT_SECRET, userEnv.JWT_SECRET);
     const jwks = {
+      ...userEnv,
+      JWT_SECRET: '',
       POSTGRES_PASSWORD: 'pw',
       WEBHOOK_SECRET_KEY: userEnv.WEBHOOK_SECRET_KEY,
       PAYLOAD_ENCRYPTION_KEYS: userEnv.PAYLOAD_ENCRYPTION_KEYS,

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin } from '../activities';
-import { temporalConnectionOptions } from '../common/temporal-connection';
+import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
@@ -129,7 +129,21 @@ export async function startWorker(
       'deliveries leave through the egress proxy',
     );
   const { address, tls } = temporalConnectionOptions(config);
-  const connection = await NativeConnection.connect({ address, tls, apiKey: config.TEMPORAL_API_KEY });
+  // The connection takes each renewed token before the one it carries expires (polls and calls alike).
+  const renewing: { connection?: NativeConnection } = {};
+  const tokenLog = logger.child({ component: 'temporal-token' });
+  const tokens = await temporalTokenRefresher(config, tokenLog, (token) => renewing.connection?.setApiKey(token));
+  const firstToken = tokens?.current();
+  const connection = await NativeConnection.connect({
+    address,
+    tls,
+    apiKey: firstToken ?? config.TEMPORAL_API_KEY,
+  }).catch((error: unknown) => {
+    tokens?.stop();
+    throw error;
+  });
+  renewing.connection = connection;
+  if (tokens && tokens.current() !== firstToken) await connection.setApiKey(tokens.current());
   const db = createDb(config.DATABASE_URL, {
     ...dbPoolOptions(config),
     max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20),
@@ -154,6 +168,7 @@ export async function startWorker(
   );
   /** Closes what the worker opened, each whatever happens to the others. */
   const closeAll = async () => {
+    tokens?.stop();
     stopSecretSweep();
     stopRetention();
     await stopResumer();

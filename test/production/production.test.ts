@@ -5,12 +5,13 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, rootCertificates } from 'node:tls';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporal as proto } from '@temporalio/proto';
 import { Webhook } from 'standardwebhooks';
+import { Agent, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici';
 import { emitWebhookEvent } from '../../client/emit';
 import type { SubscribableType } from '../../common/contract';
 import { connectTemporalClient } from '../../common/temporal-connection';
@@ -24,15 +25,20 @@ import {
   type FaultReceiver,
 } from '../faults/support';
 import { USER, fallPayload, vitalPayload } from '../support/deliveries';
-import { rsaKey, signWith, startJwksServer, type JwksServer, type SigningKey } from '../support/jwks-server';
+import jwt from 'jsonwebtoken';
+import { rsaKey } from '../support/jwks-server';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
 import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startIdentityProvider, type IdentityProvider } from './identity-provider';
+import { ensureTemporalUi, startTemporalUi, startTlsFront, temporalUiEnvironment } from './temporal-ui';
 import {
   adminToolsEnvironment,
   apiEnvironment,
   apiProcess,
   ensureTemporalServer,
   makeCertificates,
+  oauthEnvironment,
   postgresServerOf,
   root,
   startTemporalServer,
@@ -41,15 +47,31 @@ import {
   workerProcess,
   type AppSettings,
   type Certificates,
+  type OAuthClient,
   type ServiceProcess,
 } from './topology';
 
 const exec = promisify(execFile);
-const ISSUER = 'https://idp.test';
-const AUDIENCE = 'webhooks-api';
+/** The resource indicators, each access token's audience: Temporal's frontend and the API. */
+const TEMPORAL_RESOURCE = 'urn:webhooks:temporal';
+const API_RESOURCE = 'urn:webhooks:api';
+/** Another application of the same identity provider. */
+const OTHER_RESOURCE = 'urn:scheduling:api';
 const METRICS_TOKEN = randomBytes(24).toString('hex');
 const OPERATOR = 'ops-anna';
 const MEMBER = 'nurse-lead';
+const PASSWORDS: Record<string, string> = {
+  [OPERATOR]: randomBytes(12).toString('hex'),
+  [MEMBER]: randomBytes(12).toString('hex'),
+};
+/** How long access tokens live: every process renews its own several times during the suite. */
+const ACCESS_TOKEN_SECONDS = Number(process.env.PRODUCTION_ACCESS_TOKEN_SECONDS ?? 60);
+/** Each caller of Temporal and the least it needs (docs/operators.md, "Who may do what in Temporal"). */
+const PROCESS_PERMISSIONS = {
+  webhooks: ['default:write'],
+  monitoring: ['default:write'],
+  'admin-tools': ['default:admin'],
+};
 
 const key32 = () => randomBytes(32);
 const stringHeaders = (request: ReceivedRequest): Record<string, string> =>
@@ -106,8 +128,12 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
   let intruders: Certificates;
   let receiverCerts: Certificates;
   let temporal: Awaited<ReturnType<typeof startTemporalServer>>;
-  let jwks: JwksServer;
-  let signingKey: SigningKey;
+  let idp: IdentityProvider;
+  let ui: ServiceProcess;
+  let uiUrl: string;
+  let codecFront: Awaited<ReturnType<typeof startTlsFront>>;
+  let browser: Browser;
+  const oauthClients = {} as Record<keyof typeof PROCESS_PERMISSIONS, OAuthClient>;
   let settings: AppSettings;
   let monitoring: Client;
   let api1: ServiceProcess;
@@ -118,13 +144,21 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
   let receiverTls: { key: Buffer; cert: Buffer };
 
   const apiUrl = (api: ServiceProcess) => `http://127.0.0.1:${api.env.PORT}`;
-  const token = (sub: string, key = signingKey) => signWith(key, sub, { issuer: ISSUER, audience: AUDIENCE });
+  /** People's access tokens for the API, from signing in at the provider; a new sign-in once half their life is gone. */
+  const signedIn = new Map<string, { token: string; at: number }>();
+  async function token(sub: string): Promise<string> {
+    const held = signedIn.get(sub);
+    if (held && Date.now() - held.at < (ACCESS_TOKEN_SECONDS * 1000) / 2) return held.token;
+    const fresh = { token: await idp.signIn(sub, PASSWORDS[sub]!, API_RESOURCE), at: Date.now() };
+    signedIn.set(sub, fresh);
+    return fresh.token;
+  }
 
   async function call(api: ServiceProcess, method: string, path: string, body?: unknown, sub = MEMBER) {
     const response = await fetch(apiUrl(api) + path, {
       method,
       headers: {
-        authorization: `Bearer ${token(sub)}`,
+        authorization: `Bearer ${await token(sub)}`,
         ...(body !== undefined && { 'content-type': 'application/json' }),
       },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -167,12 +201,14 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       TEMPORAL_TLS_CERT_PATH: certs.of('monitoring').cert,
       TEMPORAL_TLS_KEY_PATH: certs.of('monitoring').key,
       TEMPORAL_TLS_SERVER_NAME: 'temporal',
+      ...oauthEnvironment(oauthClients.monitoring),
       PAYLOAD_ENCRYPTION_KEYS: payloadKeys,
       NODE_ENV: 'production',
       DATA_DIR: '',
     });
 
   const allProcesses = () => [api1, api2, ...workers];
+  const globalDispatcher: Dispatcher = getGlobalDispatcher();
 
   /** Restarts each process in turn with `change` applied to its environment: one down at a time, as a rollout. */
   async function rollingRestart(change: Record<string, string>) {
@@ -198,11 +234,55 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       key: readFileSync(receiverCerts.of('receiver').key),
       cert: readFileSync(receiverCerts.of('receiver').cert),
     };
+    // The monitoring system (this process) reaches the identity provider's token endpoint as the services do with
+    // NODE_EXTRA_CA_CERTS: trusting the test CA that signed its certificate.
+    setGlobalDispatcher(
+      new Agent({ connect: { ca: [...rootCertificates, readFileSync(receiverCerts.internodeCa, 'utf8')] } }),
+    );
     database = await createTestDatabase();
-    temporal = await startTemporalServer(serverDir, postgresServerOf(database.url), certs);
+    const uiEnsured = Date.now();
+    const uiDir = ensureTemporalUi();
+    figures['ensure UI server built (cached)'] = Date.now() - uiEnsured;
+    const uiPort = await freePort();
+    uiUrl = `http://127.0.0.1:${uiPort}`;
+    const uiClient = {
+      clientId: 'temporal-ui',
+      clientSecret: randomBytes(16).toString('hex'),
+      redirectUri: `${uiUrl}/auth/sso/callback`,
+    };
+    const processes = Object.entries(PROCESS_PERMISSIONS).map(([clientId, permissions]) => ({
+      clientId,
+      clientSecret: randomBytes(16).toString('hex'),
+      permissions,
+    }));
+    idp = await startIdentityProvider({
+      tls: { ...receiverTls, ca: readFileSync(receiverCerts.internodeCa) },
+      people: [
+        // The UI asks cluster-wide calls (ListNamespaces, GetClusterInfo) and sends a refused reader to sign in again.
+        { name: OPERATOR, password: PASSWORDS[OPERATOR]!, permissions: ['temporal-system:read'] },
+        { name: MEMBER, password: PASSWORDS[MEMBER]!, permissions: [] },
+      ],
+      processes,
+      browserClients: [uiClient],
+      accessTokenSeconds: ACCESS_TOKEN_SECONDS,
+      temporalResource: TEMPORAL_RESOURCE,
+      apiResource: API_RESOURCE,
+      otherResources: [OTHER_RESOURCE],
+    });
+    for (const { clientId, clientSecret } of processes)
+      oauthClients[clientId as keyof typeof PROCESS_PERMISSIONS] = {
+        tokenUrl: idp.tokenUrl,
+        clientId,
+        clientSecret,
+        resource: TEMPORAL_RESOURCE,
+      };
+    figures['identity provider'] = Date.now() - started;
+    temporal = await startTemporalServer(serverDir, postgresServerOf(database.url), certs, {
+      jwksUri: idp.jwksUri,
+      jwksCa: receiverCerts.internodeCa,
+      admin: oauthClients['admin-tools'],
+    });
     figures['Temporal server: schema, start, namespace'] = Date.now() - started;
-    jwks = await startJwksServer(receiverTls);
-    signingKey = jwks.rsa;
     const payloadKeys = `p1:${key32().toString('base64')}`;
     settings = {
       databaseUrl: database.url,
@@ -211,17 +291,20 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       webhookSecretKeys: `w1:${key32().toString('hex')}`,
       payloadEncryptionKeys: payloadKeys,
       extraCaCerts: receiverCerts.internodeCa,
+      oauth: oauthClients.webhooks,
     };
     for (let i = 0; i < 2; i += 1) apiPorts.push(await freePort());
     const apiSettings = (port: number) => ({
       port,
-      jwksUri: jwks.jwksUri,
-      issuer: ISSUER,
-      audience: AUDIENCE,
+      jwksUri: idp.jwksUri,
+      issuer: idp.issuer,
+      // The API's own tokens, and Temporal's, which the UI passes to the codec endpoint.
+      audience: `${API_RESOURCE},${TEMPORAL_RESOURCE}`,
       metricsToken: METRICS_TOKEN,
     });
-    api1 = apiProcess('api-1', { ...apiEnvironment(settings, apiSettings(apiPorts[0]!)), OPERATOR_SUBJECTS: OPERATOR });
-    api2 = apiProcess('api-2', { ...apiEnvironment(settings, apiSettings(apiPorts[1]!)), OPERATOR_SUBJECTS: OPERATOR });
+    const operatorSettings = { OPERATOR_SUBJECTS: OPERATOR, CODEC_CORS_ORIGINS: uiUrl };
+    api1 = apiProcess('api-1', { ...apiEnvironment(settings, apiSettings(apiPorts[0]!)), ...operatorSettings });
+    api2 = apiProcess('api-2', { ...apiEnvironment(settings, apiSettings(apiPorts[1]!)), ...operatorSettings });
     workers = [
       workerProcess('worker-1', workerEnvironment(settings)),
       workerProcess('worker-2', workerEnvironment(settings)),
@@ -232,6 +315,22 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     await Promise.all([api2.start(), ...workers.map((w) => w.start())]);
     monitoring = await monitoringClient(payloadKeys);
     figures['2 API + 2 worker processes'] = Date.now() - started;
+    started = Date.now();
+    // The ingress in front of API 1: the UI passes the operator's token to an https codec endpoint only.
+    codecFront = await startTlsFront(() => apiUrl(api1), receiverTls);
+    ui = await startTemporalUi(
+      uiDir,
+      temporalUiEnvironment({
+        temporalAddress: temporal.address,
+        certs,
+        port: uiPort,
+        codecEndpoint: `${codecFront.url}/codec`,
+        oidc: { issuer: idp.issuer, ...uiClient, callbackUrl: uiClient.redirectUri },
+        providerCa: receiverCerts.internodeCa,
+      }),
+    );
+    browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium' });
+    figures['Temporal UI server and Chromium'] = Date.now() - started;
   });
 
   afterEach(function () {
@@ -239,11 +338,14 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
   });
 
   after(async () => {
+    setGlobalDispatcher(globalDispatcher);
     await monitoring?.connection.close();
-    await Promise.allSettled([api1, api2, ...(workers ?? [])].filter(Boolean).map((s) => s.kill()));
+    await browser?.close();
+    await Promise.allSettled([api1, api2, ui, ...(workers ?? [])].filter(Boolean).map((s) => s.kill()));
+    await codecFront?.close();
     await temporal?.process.kill();
     await Promise.allSettled(receivers.map((r) => r.close()));
-    await jwks?.close();
+    await idp?.close();
     await temporal?.dropDatabases();
     await database?.destroy();
     for (const made of [certs, intruders, receiverCerts]) if (made) rmSync(made.dir, { recursive: true, force: true });
@@ -260,7 +362,8 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     const projectId = `prod-${randomUUID().slice(0, 8)}`;
     await addProject(database.db, projectId);
     await addMember(database.db, projectId, MEMBER);
-    const wrongAudience = signWith(signingKey, MEMBER, { issuer: ISSUER, audience: 'another-app' });
+    // The same provider's token for another application.
+    const wrongAudience = await idp.signIn(MEMBER, PASSWORDS[MEMBER]!, OTHER_RESOURCE);
     const refused = await fetch(`${apiUrl(api2)}/webhooks/project/${projectId}`, {
       headers: { authorization: `Bearer ${wrongAudience}` },
     });
@@ -344,6 +447,86 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
         assert.equal(outcome, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', `${client} on ${role} (${port})`);
       }
     }
+  });
+
+  /** A call's gRPC status: 0 when it succeeds (7 is PERMISSION_DENIED). */
+  const grpcStatus = (call: () => Promise<unknown>): Promise<number> =>
+    call().then(
+      () => 0,
+      (error: { code?: number }) => error.code ?? -1,
+    );
+
+  it('a valid client certificate without a token, or with a token of a key the server does not trust, gets health only', async () => {
+    const tls = {
+      serverNameOverride: 'temporal',
+      serverRootCACertificate: readFileSync(certs.internodeCa),
+      clientCertPair: { crt: readFileSync(certs.of('monitoring').cert), key: readFileSync(certs.of('monitoring').key) },
+    };
+    // Under the provider's kid, with every permission there is, signed by a key the provider never published.
+    const forged = jwt.sign(
+      { sub: 'monitoring', permissions: ['default:admin', 'temporal-system:admin'] },
+      rsaKey('forger').privateKey,
+      { algorithm: 'RS256', keyid: idp.signingKid(), expiresIn: 600, audience: TEMPORAL_RESOURCE },
+    );
+    const calls = (connection: Connection): Record<string, () => Promise<unknown>> => ({
+      list: () => connection.workflowService.listWorkflowExecutions({ namespace: 'default' }),
+      describeNamespace: () => connection.workflowService.describeNamespace({ namespace: 'default' }),
+      start: () =>
+        connection.workflowService.startWorkflowExecution({
+          namespace: 'default',
+          workflowId: `intruder-${randomUUID()}`,
+          workflowType: { name: 'deliverWebhookEvent' },
+          taskQueue: { name: 'webhooks' },
+          requestId: randomUUID(),
+        }),
+      pollActivities: () =>
+        connection.workflowService.pollActivityTaskQueue({ namespace: 'default', taskQueue: { name: 'webhooks' } }),
+      searchAttributes: () => connection.operatorService.listSearchAttributes({ namespace: 'default' }),
+      clusterInfo: () => connection.workflowService.getClusterInfo({}),
+    });
+    const outcomes: Record<string, Record<string, number>> = {};
+    for (const [what, apiKey] of [
+      ['no token', undefined],
+      ['forged token', forged],
+    ] as const) {
+      const connection = Connection.lazy({ address: temporal.address, tls, ...(apiKey && { apiKey }) });
+      try {
+        const seen: Record<string, number> = {};
+        seen.health = await grpcStatus(() => connection.healthService.check({}));
+        for (const [name, call] of Object.entries(calls(connection))) seen[name] = await grpcStatus(call);
+        outcomes[what] = seen;
+      } finally {
+        await connection.close();
+      }
+    }
+    const denied = { list: 7, describeNamespace: 7, start: 7, pollActivities: 7, searchAttributes: 7, clusterInfo: 7 };
+    // A token whose signature fails is refused before any method is looked at, health included.
+    assert.deepEqual(outcomes, { 'no token': { health: 0, ...denied }, 'forged token': { health: 7, ...denied } });
+  });
+
+  it('an operator’s token lists and shows deliveries through the CLI but is refused terminate, signal and start', async () => {
+    const { projectId, receiver: target } = await registeredProject(api1);
+    const workflowId = await emit(projectId, 'FALL_DETECTION');
+    await untilDelivered(target, [workflowId], 30_000);
+    const cli = (apiKey: string, ...args: string[]) =>
+      exec(temporalCli(), args, {
+        env: { ...process.env, ...adminToolsEnvironment(temporal.address, certs), TEMPORAL_API_KEY: apiKey },
+        timeout: 30_000,
+      });
+    const operator = await idp.signIn(OPERATOR, PASSWORDS[OPERATOR]!, TEMPORAL_RESOURCE);
+    await cli(operator, 'workflow', 'list', '--limit', '5');
+    const shown = await cli(operator, 'workflow', 'describe', '--workflow-id', workflowId);
+    assert.match(shown.stdout, /Completed/i);
+    const refused = (error: { stderr?: string }) => /unauthorized|permission/i.test(error.stderr ?? '');
+    for (const args of [
+      ['workflow', 'terminate', '--workflow-id', workflowId, '--reason', 'operator'],
+      ['workflow', 'signal', '--workflow-id', workflowId, '--name', 'resume'],
+      ['workflow', 'start', '--type', 'deliverWebhookEvent', '--task-queue', 'webhooks', '--workflow-id', randomUUID()],
+    ])
+      await assert.rejects(cli(operator, ...args), refused, args.slice(0, 2).join(' '));
+    // A project member has no permission in Temporal: not even a list.
+    const member = await idp.signIn(MEMBER, PASSWORDS[MEMBER]!, TEMPORAL_RESOURCE);
+    await assert.rejects(cli(member, 'workflow', 'list', '--limit', '1'), refused, 'member: list');
   });
 
   /** Stops both workers, queues what `emitBacklog` emits, then lets one worker with one slot drain it in order. */
@@ -506,6 +689,147 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     assert.ok(target.requests.every((request) => independentSignatureValid(secret, request)));
   });
 
+  /** The browser's refused requests, by page: what a failed step's message shows. */
+  const refusedRequests = new WeakMap<Page, string[]>();
+
+  /** Runs `steps` on the page; a failure says where the browser was, what it showed and which requests failed. */
+  async function onPage<T>(page: Page, steps: () => Promise<T>): Promise<T> {
+    try {
+      return await steps();
+    } catch (error) {
+      const shown = await page.innerText('body').catch(() => '');
+      (error as Error).message +=
+        `\n  at ${page.url()}, showing: ${shown.slice(0, 1_500).replace(/\s+/g, ' ')}` +
+        `\n  refused requests: ${(refusedRequests.get(page) ?? []).slice(-20).join(', ')}`;
+      throw error;
+    }
+  }
+
+  /** A browser session signed in at the identity provider's page through the UI's "Continue to SSO". */
+  async function signedInUi(name: string) {
+    const context = await browser.newContext({ ignoreHTTPSErrors: true });
+    const page = await context.newPage();
+    const codecCalls: string[] = [];
+    const refused: string[] = [];
+    refusedRequests.set(page, refused);
+    /** The header names of each codec POST (the CORS preflight must allow them all). */
+    const codecHeaders: string[][] = [];
+    page.on('request', (request) => {
+      if (request.url().startsWith(`${codecFront.url}/codec/`) && request.method() === 'POST')
+        codecHeaders.push(Object.keys(request.headers()));
+    });
+    page.on('response', (response) => {
+      if (response.status() >= 400) refused.push(`${response.status()} ${new URL(response.url()).pathname}`);
+      if (response.url().startsWith(`${codecFront.url}/codec/`))
+        codecCalls.push(`${response.request().method()} ${response.status()}`);
+    });
+    await onPage(page, async () => {
+      await page.goto(`${uiUrl}/`);
+      await page.getByRole('button', { name: /Continue to SSO/i }).click();
+      await page.getByLabel('Name').fill(name);
+      await page.getByLabel('Password').fill(PASSWORDS[name]!);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL((url) => url.origin === uiUrl && !url.pathname.startsWith('/auth'), { timeout: 30_000 });
+    });
+    return { context, page, codecCalls, codecHeaders };
+  }
+
+  let failedFall: { projectId: string; workflowId: string } | undefined;
+
+  /** A FALL_DETECTION for a project registered for vital signs only: it fails at once, with a message to read. */
+  async function failedFallDelivery() {
+    const { projectId } = await registeredProject(api1, ['VITAL_THRESHOLD']);
+    const workflowId = await emit(projectId, 'FALL_DETECTION');
+    await assert.rejects(monitoring.workflow.getHandle(workflowId).result());
+    return { projectId, workflowId };
+  }
+
+  it('in Chromium: an operator signs in at the provider, finds a failed FALL_DETECTION by ProjectId and reads it decoded', async () => {
+    const { projectId, workflowId } = (failedFall = await failedFallDelivery());
+    const { context, page, codecCalls, codecHeaders } = await signedInUi(OPERATOR);
+    try {
+      await onPage(page, async () => {
+        const query = encodeURIComponent(`ProjectId="${projectId}"`);
+        const row = page.getByRole('link', { name: workflowId });
+        for (let tries = 0; ; tries += 1) {
+          await page.goto(`${uiUrl}/namespaces/default/workflows?query=${query}`);
+          if (
+            await row.waitFor({ timeout: 5_000 }).then(
+              () => true,
+              () => tries >= 5,
+            )
+          )
+            break;
+        }
+        await row.first().click();
+        const input = page.getByTestId('input-and-result').getByRole('textbox', { name: 'Input', exact: true });
+        await input
+          .filter({ hasText: /"webhookType"/ })
+          .waitFor({ timeout: 60_000 })
+          .catch(() => undefined);
+        const shown = await input.innerText();
+        const calls = `codec calls: ${codecCalls.join(', ') || 'none'}`;
+        assert.match(shown, /"webhookType":\s*"FALL_DETECTION"/, calls);
+        assert.ok(shown.includes(projectId) && shown.includes(fallPayload.email), 'the decoded event of this delivery');
+        // The failure message, encrypted in Temporal like the event, decoded too.
+        await page
+          .getByText(`Project ${projectId} has not registered a webhook for event: FALL_DETECTION`)
+          .first()
+          .waitFor();
+        assert.ok(codecCalls.includes('POST 200'), calls);
+        // The UI sends the access token and the ID token (Authorization-Extras): the codec's CORS allows both.
+        assert.ok(
+          codecHeaders.some((names) => names.includes('authorization') && names.includes('authorization-extras')),
+          JSON.stringify(codecHeaders),
+        );
+        // Write actions are off: Reset is shown but disabled, and nothing terminates, cancels or signals.
+        const reset = page.getByRole('button', { name: /^reset$/i });
+        if (await reset.count()) assert.ok(await reset.first().isDisabled(), 'Reset is disabled');
+        for (const action of [/terminate/i, /request cancellation/i, /send a signal/i])
+          assert.equal(await page.getByRole('button', { name: action }).count(), 0, String(action));
+      });
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('in Chromium: a project member who signs in reads nothing, decoded or not, and the codec refuses the member’s token', async () => {
+    assert.ok(failedFall, 'the operator’s scenario ran first');
+    const { workflowId } = failedFall;
+    const { context, page, codecCalls } = await signedInUi(MEMBER);
+    try {
+      await onPage(page, async () => {
+        await page.goto(`${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}`);
+        // No permission in Temporal: the frontend refuses the member's token (403) and the UI sends the member back
+        // to sign in, showing no event.
+        await page.waitForURL((url) => url.pathname === '/login', { timeout: 30_000 });
+        const refused = refusedRequests.get(page) ?? [];
+        assert.ok(
+          refused.some((request) => request.startsWith('403 /api/v1/namespaces/default/workflows')),
+          refused.join(', '),
+        );
+        assert.equal(await page.getByText(fallPayload.email).count(), 0, 'no event shown');
+        assert.ok(!codecCalls.includes('POST 200'), `nothing decoded: ${codecCalls.join(', ')}`);
+        // The same token the UI holds for the member (Temporal's audience), at the codec: 403, not an operator.
+        const token = await idp.signIn(MEMBER, PASSWORDS[MEMBER]!, TEMPORAL_RESOURCE);
+        const decoded = await page.evaluate(
+          async ({ url, bearer }) => {
+            const response = await fetch(url, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+              body: JSON.stringify({ payloads: [] }),
+            });
+            return response.status;
+          },
+          { url: `${codecFront.url}/codec/decode`, bearer: token },
+        );
+        assert.equal(decoded, 403);
+      });
+    } finally {
+      await context.close();
+    }
+  });
+
   // Needs the reseal of previous secrets (issue 21, sec-rotation): a registration inside an overlap keeps its
   // replaced secret sealed under the old key otherwise, and dropping that key loses its deliveries.
   it('every key rotated end to end while events flow: no delivery lost or failed', async function () {
@@ -552,13 +876,19 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       monitoring = await monitoringClient(`${p2},${p1}`);
       stopFlow = startFlow();
 
-      // 4. The identity provider publishes a new signing key beside the old, signs with it, then drops the old.
-      const next = rsaKey('rsa-rotated-key');
-      jwks.publish([signingKey, next]);
-      signingKey = next;
+      // 4. The identity provider publishes a new signing key beside the old; signs with it once Temporal has read it
+      //    (Temporal reads the JWKS on a timer, never for an unknown kid: TEMPORAL_JWT_KEY_REFRESH); drops the old one
+      //    once every process has renewed its token (renewal comes at half a minute-long token's life).
+      const oldKid = idp.signingKid();
+      idp.rotateKey('publish');
+      await sleep(6_000);
+      idp.rotateKey('sign');
+      signedIn.clear();
+      assert.notEqual(idp.signingKid(), oldKid);
       for (const api of [api1, api2])
         assert.equal((await call(api, 'GET', `/webhooks/project/${projectId}`)).status, 200, `${api.name}: new key`);
-      jwks.publish([next]);
+      await sleep((ACCESS_TOKEN_SECONDS * 1000) / 2 + 5_000);
+      idp.rotateKey('retire');
       for (const api of [api1, api2])
         assert.equal((await call(api, 'GET', `/webhooks/project/${projectId}`)).status, 200, `${api.name}: new key`);
 
@@ -591,5 +921,73 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     } finally {
       await stopFlow();
     }
+  });
+
+  it('access tokens that live a minute are renewed before they expire: deliveries flow across several expiries, and an operator signs in again with one click', async function () {
+    this.timeout(600_000);
+    const { projectId, receiver: target, secret } = await registeredProject(api1);
+    const renewedIn = (service: ServiceProcess) => service.tokenRenewals;
+    const renewedBefore = allProcesses().map(renewedIn);
+    const issuedBefore = new Map(idp.issued);
+    // An operator's UI session from before the flow (on a delivery sealed with the payload key of now): it must
+    // outlive the access token it began with.
+    const { workflowId } = await failedFallDelivery();
+    const operatorUi = await signedInUi(OPERATOR);
+    const failedPage = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}`;
+    const readsDecoded = (page: Page) =>
+      onPage(page, () =>
+        page
+          .getByTestId('input-and-result')
+          .getByRole('textbox', { name: 'Input', exact: true })
+          .filter({ hasText: fallPayload.email })
+          .waitFor({ timeout: 60_000 }),
+      );
+    await operatorUi.page.goto(failedPage);
+    await readsDecoded(operatorUi.page);
+    const emitted: string[] = [];
+    const started = Date.now();
+    // A lifetime and a half: every token a process held when the flow began expires during it, and each process
+    // renews at least three times (every half lifetime).
+    while (Date.now() - started < ACCESS_TOKEN_SECONDS * 1_500 + 5_000) {
+      emitted.push(await emit(projectId, 'FALL_DETECTION'));
+      await sleep(2_000);
+    }
+    await untilDelivered(target, emitted, 60_000);
+    assert.equal(assertAllDelivered(target, emitted, secret).duplicates, 0);
+    // Access tokens later, the operator's next page: Temporal refuses the expired token with 403 (PermissionDenied)
+    // and UI 2.54.1 renews only on a 401, so it asks for a sign-in again. One click: the provider still knows the
+    // operator (no password asked), and the page reads decoded again.
+    const decodedBefore = operatorUi.codecCalls.filter((call) => call === 'POST 200').length;
+    try {
+      const { page } = operatorUi;
+      await page.goto(failedPage);
+      await onPage(page, async () => {
+        await page.waitForURL((url) => url.pathname === '/login', { timeout: 30_000 });
+        await page.getByRole('button', { name: /Continue to SSO/i }).click();
+        await page.waitForURL((url) => url.origin === uiUrl && url.pathname !== '/login', { timeout: 30_000 });
+      });
+      assert.ok(
+        (refusedRequests.get(page) ?? []).some((request) => request.startsWith('403 /api/v1/namespaces')),
+        'the expired token was refused',
+      );
+      await page.goto(failedPage);
+      await readsDecoded(page);
+      assert.ok(operatorUi.codecCalls.filter((call) => call === 'POST 200').length > decodedBefore, 'decoded again');
+    } finally {
+      await operatorUi.context.close();
+    }
+    // The API's own Temporal client too: a test event goes through API 2 on its renewed token.
+    const tested = await call(api2, 'POST', `/webhooks/test/project/${projectId}`);
+    assert.equal(tested.status, 200, JSON.stringify(tested.body));
+    const renewals = allProcesses().map((service, i) => renewedIn(service) - renewedBefore[i]!);
+    for (const [i, service] of allProcesses().entries())
+      assert.ok(renewals[i]! >= 3, `${service.name} renewed its token ${renewals[i]} times during the flow`);
+    const issued = Object.fromEntries(
+      [...idp.issued].map(([client, count]) => [client, count - (issuedBefore.get(client) ?? 0)]),
+    );
+    assert.ok((issued.monitoring ?? 0) >= 3, `the monitoring system renewed: ${JSON.stringify(issued)}`);
+    figures['token renewals during the flow, per process'] = Math.min(...renewals);
+    figures['events emitted during the flow'] = emitted.length;
+    process.stdout.write(`      tokens issued during the flow, by client: ${JSON.stringify(issued)}\n`);
   });
 });

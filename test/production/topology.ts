@@ -86,6 +86,9 @@ export interface TemporalPorts {
   FRONTEND_GRPC_PORT: string;
   FRONTEND_HTTP_PORT: string;
   FRONTEND_MEMBERSHIP_PORT: string;
+  INTERNAL_FRONTEND_GRPC_PORT: string;
+  INTERNAL_FRONTEND_HTTP_PORT: string;
+  INTERNAL_FRONTEND_MEMBERSHIP_PORT: string;
   HISTORY_GRPC_PORT: string;
   HISTORY_MEMBERSHIP_PORT: string;
   MATCHING_GRPC_PORT: string;
@@ -98,6 +101,9 @@ export const TEST_ONLY_SERVER_VARIABLES = [
   'FRONTEND_GRPC_PORT',
   'FRONTEND_HTTP_PORT',
   'FRONTEND_MEMBERSHIP_PORT',
+  'INTERNAL_FRONTEND_GRPC_PORT',
+  'INTERNAL_FRONTEND_HTTP_PORT',
+  'INTERNAL_FRONTEND_MEMBERSHIP_PORT',
   'HISTORY_GRPC_PORT',
   'HISTORY_MEMBERSHIP_PORT',
   'MATCHING_GRPC_PORT',
@@ -105,6 +111,10 @@ export const TEST_ONLY_SERVER_VARIABLES = [
   'WORKER_GRPC_PORT',
   'WORKER_MEMBERSHIP_PORT',
   'BIND_ON_IP',
+  // The identity provider's certificate is signed by a test CA: the server trusts it through Go's SSL_CERT_FILE.
+  'SSL_CERT_FILE',
+  // The suite rotates the provider's signing key: the server reads the new JWKS within seconds, not compose's minute.
+  'TEMPORAL_JWT_KEY_REFRESH',
 ];
 
 /** A free port below 32768: the server stores membership ports in a smallint column. */
@@ -142,12 +152,19 @@ export const schemaEnvironment = (pg: PostgresServer, databases: TemporalDatabas
   ...databases,
 });
 
+/** Where the server reads the keys that sign access tokens, and the CA of that endpoint's certificate. */
+export interface TemporalAuth {
+  jwksUri: string;
+  jwksCa: string;
+}
+
 /** The server's environment, read by its embedded config template exactly as in the temporalio/server image. */
 export const temporalServerEnvironment = (
   pg: PostgresServer,
   databases: TemporalDatabases,
   certs: Certificates,
   ports: TemporalPorts,
+  auth: TemporalAuth,
 ): Record<string, string> => ({
   DB: 'postgres12',
   DB_PORT: pg.port,
@@ -164,17 +181,39 @@ export const temporalServerEnvironment = (
   TEMPORAL_TLS_SERVER_CERT: certs.of('temporal').cert,
   TEMPORAL_TLS_SERVER_KEY: certs.of('temporal').key,
   TEMPORAL_TLS_INTERNODE_SERVER_NAME: 'temporal',
-  // The frontend: the same certificate (the server's worker role checks it against the internode CA), and client
-  // certificates of the clients' CA, or of the internode CA (the worker role's own system workers call it).
+  // The frontend: the same certificate, and client certificates of the clients' CA only (listed twice: the template
+  // names two CA files). The server's own system workers call the internal frontend, over internode TLS.
   TEMPORAL_TLS_FRONTEND_CERT: certs.of('temporal').cert,
   TEMPORAL_TLS_FRONTEND_KEY: certs.of('temporal').key,
   TEMPORAL_TLS_CLIENT1_CA_CERT: certs.ca,
-  TEMPORAL_TLS_CLIENT2_CA_CERT: certs.internodeCa,
+  TEMPORAL_TLS_CLIENT2_CA_CERT: certs.ca,
   TEMPORAL_TLS_FRONTEND_SERVER_NAME: 'temporal',
-  // Who may call is decided by the client certificate (signed by the clients' CA): no further authorizer.
-  TEMPORAL_ALLOW_NO_AUTH: 'true',
+  USE_INTERNAL_FRONTEND: 'true',
+  TEMPORAL_SERVICES: 'frontend,internal-frontend,history,matching,worker',
+  // Who may do what is decided by the caller's access token: the stock JWT claim mapper reads its `permissions`
+  // (`<namespace>:<read|write|admin>`) once its signature checks against the identity provider's JWKS; the default
+  // authorizer allows by those roles. No token, or another signer's: health checks only.
+  TEMPORAL_AUTH_AUTHORIZER: 'default',
+  TEMPORAL_AUTH_CLAIM_MAPPER: 'default',
+  TEMPORAL_JWT_KEY_SOURCE1: auth.jwksUri,
+  TEMPORAL_JWT_KEY_REFRESH: '5s',
+  SSL_CERT_FILE: auth.jwksCa,
   BIND_ON_IP: '127.0.0.1',
   ...ports,
+});
+
+/** A process's client at the identity provider: its access tokens come by client credentials. */
+export interface OAuthClient {
+  tokenUrl: string;
+  clientId: string;
+  clientSecret: string;
+  resource: string;
+}
+export const oauthEnvironment = (client: OAuthClient): Record<string, string> => ({
+  TEMPORAL_OAUTH_TOKEN_URL: client.tokenUrl,
+  TEMPORAL_OAUTH_CLIENT_ID: client.clientId,
+  TEMPORAL_OAUTH_CLIENT_SECRET: client.clientSecret,
+  TEMPORAL_OAUTH_RESOURCE: client.resource,
 });
 
 /** The Temporal CLI's connection (deploy/temporal-namespace.sh), as compose's temporal-init service sets it. */
@@ -187,6 +226,12 @@ export const adminToolsEnvironment = (address: string, certs: Certificates, name
   TEMPORAL_TLS_SERVER_NAME: 'temporal',
 });
 
+/** The namespace set-up (deploy/temporal-namespace.sh), as compose's temporal-init service runs it: the admin's token. */
+export const namespaceSetupEnvironment = (address: string, certs: Certificates, admin: OAuthClient) => ({
+  ...adminToolsEnvironment(address, certs),
+  ...oauthEnvironment(admin),
+});
+
 export interface AppSettings {
   databaseUrl: string;
   temporalAddress: string;
@@ -195,6 +240,8 @@ export interface AppSettings {
   payloadEncryptionKeys: string;
   /** The CA that signed the receivers' certificates, trusted through NODE_EXTRA_CA_CERTS. */
   extraCaCerts: string;
+  /** The API's and the workers' client at the identity provider. */
+  oauth: OAuthClient;
 }
 
 /** What API and worker share (compose's x-app-environment). */
@@ -209,6 +256,7 @@ export const appEnvironment = (s: AppSettings): Record<string, string> => ({
   TEMPORAL_TLS_CERT_PATH: s.certs.of('webhooks').cert,
   TEMPORAL_TLS_KEY_PATH: s.certs.of('webhooks').key,
   TEMPORAL_TLS_SERVER_NAME: 'temporal',
+  ...oauthEnvironment(s.oauth),
   WEBHOOK_SECRET_KEYS: s.webhookSecretKeys,
   PAYLOAD_ENCRYPTION_KEYS: s.payloadEncryptionKeys,
   NODE_EXTRA_CA_CERTS: s.extraCaCerts,
@@ -259,6 +307,8 @@ const until = async (condition: () => boolean | Promise<boolean>, what: string, 
 /** One process of the topology: started, stopped, restarted with another environment. */
 export class ServiceProcess {
   process: WorkerProcess | undefined;
+  /** Access-token renewals it logged, across restarts (its output keeps only its tail). */
+  tokenRenewals = 0;
   constructor(
     readonly name: string,
     private readonly command: string,
@@ -270,6 +320,9 @@ export class ServiceProcess {
   async start(timeoutMs = 60_000): Promise<void> {
     const started = spawnProcess(this.command, this.args, this.env);
     this.process = started;
+    started.child.stdout?.on('data', (chunk: Buffer) => {
+      this.tokenRenewals += chunk.toString().split('Temporal access token renewed').length - 1;
+    });
     await until(
       () => {
         if (started.child.exitCode !== null) assert.fail(`${this.name} exited: ${started.output()}`);
@@ -311,6 +364,7 @@ export async function startTemporalServer(
   serverDir: string,
   pg: PostgresServer,
   certs: Certificates,
+  auth: TemporalAuth & { admin: OAuthClient },
 ): Promise<{ address: string; ports: TemporalPorts; process: ServiceProcess; dropDatabases(): Promise<void> }> {
   const suffix = randomBytes(4).toString('hex');
   const databases = { DBNAME: `temporal_prod_${suffix}`, VISIBILITY_DBNAME: `temporal_prod_${suffix}_visibility` };
@@ -321,7 +375,7 @@ export async function startTemporalServer(
     'temporal server',
     join(serverDir, 'server'),
     ['start'],
-    temporalServerEnvironment(pg, databases, certs, ports),
+    temporalServerEnvironment(pg, databases, certs, ports, auth),
     () => true,
   );
   await server.start();
@@ -332,7 +386,13 @@ export async function startTemporalServer(
     await Promise.race([
       exited,
       run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
-        env: { ...process.env, ...adminToolsEnvironment(address, certs), TEMPORAL_CLI: temporalCli() },
+        env: {
+          ...process.env,
+          // The namespace's set-up is the one admin caller: the script fetches its token (curl trusts the provider).
+          ...namespaceSetupEnvironment(address, certs, auth.admin),
+          CURL_CA_BUNDLE: auth.jwksCa,
+          TEMPORAL_CLI: temporalCli(),
+        },
         timeout: 120_000,
       }),
     ]);
