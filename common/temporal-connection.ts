@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { Client, Connection, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client';
 import type { Config } from './config';
 import type { PayloadCodec } from '@temporalio/common';
 import { encryptedDataConverter, payloadCodecFromConfig } from './payload-codec';
+import { tracingEnabled } from './tracing';
 
 type TemporalSettings = Pick<
   Config,
@@ -58,5 +60,7 @@ export function temporalClientOn(
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     dataConverter: encryptedDataConverter(payloadCodec),
+    // With tracing on, starts carry the caller's trace context to the workflow (Temporal's OpenTelemetry interceptor).
+    ...(tracingEnabled() && { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } }),
   });
 }
