@@ -350,7 +350,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
     problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
   // The standard OpenTelemetry variables (read by the SDK itself): checked here, so a typo fails the start.
-  problems.push(...telemetrySettings(env).problems);
+  const telemetry = telemetrySettings(env);
+  problems.push(...telemetry.problems);
+  if (telemetry.metrics && config.WORKER_METRICS_PORT !== undefined)
+    problems.push(
+      'set WORKER_METRICS_PORT or the OTLP metrics variables, not both: the worker exports its metrics one way',
+    );
   if (problems.length > 0 && nodeEnvDefaulted)
     problems.unshift(
       'NODE_ENV is not set, so this process runs as production (NODE_ENV=development for generated keys)',

@@ -64,3 +64,29 @@ export function telemetrySettings(env: Env): TelemetrySettings {
   // The shared variables are read for both signals: each problem said once.
   return { traces, metrics, problems: [...new Set(problems)] };
 }
+
+/** Where and how often the worker's Temporal runtime sends its metrics over OTLP/HTTP. */
+export interface OtlpMetricsExporter {
+  url: string;
+  headers: Record<string, string>;
+  intervalMs: number;
+}
+
+/**
+ * The OTLP metrics exporter the standard variables describe: OTEL_EXPORTER_OTLP_METRICS_ENDPOINT as it is, else
+ * OTEL_EXPORTER_OTLP_ENDPOINT with /v1/metrics, else the local collector; headers from OTEL_EXPORTER_OTLP_[METRICS_]HEADERS
+ * (`key=value,…`, URL-encoded); every OTEL_METRIC_EXPORT_INTERVAL ms (60 s by default).
+ */
+export function otlpMetricsExporter(env: Env): OtlpMetricsExporter {
+  const value = (name: string) => env[name]?.trim() || undefined;
+  const base = value('OTEL_EXPORTER_OTLP_ENDPOINT')?.replace(/\/+$/, '');
+  const url = value('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') ?? `${base ?? 'http://localhost:4318'}/v1/metrics`;
+  const headers: Record<string, string> = {};
+  for (const name of ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_METRICS_HEADERS'])
+    for (const pair of (value(name) ?? '').split(',')) {
+      const at = pair.indexOf('=');
+      if (at > 0) headers[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(pair.slice(at + 1).trim());
+    }
+  const interval = Number(value('OTEL_METRIC_EXPORT_INTERVAL'));
+  return { url, headers, intervalMs: Number.isInteger(interval) && interval > 0 ? interval : 60_000 };
+}

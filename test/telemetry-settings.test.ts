@@ -1,7 +1,7 @@
 // The OTEL_* variables' standard semantics as this service reads them, and what a delivery's span may carry.
 import assert from 'node:assert/strict';
 import { loadConfig } from '../common/config';
-import { telemetrySettings } from '../common/telemetry-settings';
+import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry-settings';
 import { deliverySpanAttributes, receiverAttributes, workflowSpanAttributes } from '../common/span-attributes';
 
 const ENDPOINT = 'http://127.0.0.1:4318';
@@ -88,8 +88,43 @@ describe('telemetry settings (OTEL_* variables)', () => {
     assert.deepEqual(problems({ OTEL_TRACES_SAMPLER: 'always_on', OTEL_TRACES_SAMPLER_ARG: 'x' }), []);
   });
 
+  it("sends the worker's metrics where the OTLP metrics variables say, every OTEL_METRIC_EXPORT_INTERVAL", () => {
+    assert.deepEqual(otlpMetricsExporter({}), {
+      url: 'http://localhost:4318/v1/metrics',
+      headers: {},
+      intervalMs: 60_000,
+    });
+    assert.equal(otlpMetricsExporter({ OTEL_EXPORTER_OTLP_ENDPOINT: `${ENDPOINT}//` }).url, `${ENDPOINT}/v1/metrics`);
+    assert.equal(
+      otlpMetricsExporter({
+        OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT,
+        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'https://metrics.example/otlp',
+      }).url,
+      'https://metrics.example/otlp',
+    );
+    assert.deepEqual(
+      otlpMetricsExporter({
+        OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-tenant = t1,broken',
+        OTEL_EXPORTER_OTLP_METRICS_HEADERS: 'x-tenant=t2,=nothing',
+      }).headers,
+      { authorization: 'Bearer abc', 'x-tenant': 't2' },
+    );
+    assert.equal(otlpMetricsExporter({ OTEL_METRIC_EXPORT_INTERVAL: '500' }).intervalMs, 500);
+    for (const interval of ['0', '-5', '1.5', 'soon'])
+      assert.equal(otlpMetricsExporter({ OTEL_METRIC_EXPORT_INTERVAL: interval }).intervalMs, 60_000);
+  });
+
   it('fails the start with the others when config is loaded, and takes DELIVERY_TRACEPARENT', () => {
     assert.throws(() => loadConfig({ OTEL_TRACES_SAMPLER: 'sometimes' }), /OTEL_TRACES_SAMPLER must be one of/);
+    assert.throws(
+      () => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, WORKER_METRICS_PORT: '9464' }),
+      /set WORKER_METRICS_PORT or the OTLP metrics variables, not both/,
+    );
+    assert.equal(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, OTEL_METRICS_EXPORTER: 'none', WORKER_METRICS_PORT: '9464' })
+        .WORKER_METRICS_PORT,
+      9464,
+    );
     assert.equal(loadConfig({}).DELIVERY_TRACEPARENT, true);
     assert.equal(loadConfig({ DELIVERY_TRACEPARENT: 'false' }).DELIVERY_TRACEPARENT, false);
   });

@@ -3,7 +3,8 @@
 // making the first attempt and its POST (500), the wait before the retry, the second attempt as an activity and its
 // POST (200); each span's parent; the receiver's traceparent naming the second POST; the worker's log line of the
 // failed attempt naming the trace. Then a walk over every span's attributes and events fails on any value of the
-// event's payload, the registration's secret or the URL's path and query.
+// event's payload, the registration's secret or the URL's path and query. The traced history replays; the worker's
+// metrics reached the same OTLP endpoint.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -91,8 +92,9 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
       // A fixed test key, so the recorded history replays elsewhere (test/replay.test.ts).
       PAYLOAD_ENCRYPTION_KEYS: TRACED_HISTORY_PAYLOAD_KEYS,
       OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint,
-      // Spans leave within 200 ms instead of 5 s.
+      // Spans leave within 200 ms instead of 5 s, metrics every 500 ms instead of every minute.
       OTEL_BSP_SCHEDULE_DELAY: '200',
+      OTEL_METRIC_EXPORT_INTERVAL: '500',
     };
     worker = spawnWorker({
       ...otel,
@@ -293,6 +295,26 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
     await Worker.runReplayHistory(replay, history, workflowId);
     if (process.env.RECORD_HISTORIES === '1')
       writeFileSync(HISTORY, temporal.api.history.v1.History.encode(history).finish());
+
+    // The same endpoint took the worker's metrics over OTLP: the delivery counters of /metrics and the SDK's own.
+    const metrics = await eventually(
+      'the delivery counters over OTLP',
+      async () => {
+        const text = await fetch(jaeger.metricsUrl).then((response) => response.text());
+        return /^webhook_delivery_attempts(_total)?\{[^}]*result="delivered"[^}]*\} 1$/m.test(text) ? text : undefined;
+      },
+      30_000,
+    );
+    assert.match(
+      metrics,
+      /^webhook_delivery_attempts(_total)?\{[^}]*result="failed"[^}]*type="FALL_DETECTION"[^}]*\} 1$/m,
+    );
+    assert.match(
+      metrics,
+      /^webhook_deliveries(_total)?\{[^}]*outcome="delivered"[^}]*type="FALL_DETECTION"[^}]*\} 1$/m,
+    );
+    assert.match(metrics, /^webhook_delivery_latency(_seconds)?_bucket\{/m);
+    assert.match(metrics, /^temporal_workflow_completed(_total)?\{/m);
 
     // The trace drawn from what Jaeger's query API returned, photographed in Chromium for docs/operators.md.
     if (process.env.TRACE_SCREENSHOT === '1' && existsSync(CHROMIUM)) {

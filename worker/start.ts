@@ -21,6 +21,7 @@ import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
 import { unencryptedActivityInputGuard } from './unencrypted-guard';
 import { installTracing } from '../common/tracing-sdk';
+import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry-settings';
 import { WORKFLOW_INTERCEPTOR_MODULE, tracingActivityInterceptors, workflowSpanSinks } from './tracing';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
@@ -116,6 +117,7 @@ export async function startWorker(
     config.WORKER_METRICS_PORT === undefined
       ? undefined
       : { host: config.WORKER_METRICS_HOST, port: config.WORKER_METRICS_PORT },
+    telemetrySettings(process.env).metrics ? otlpMetricsExporter(process.env) : undefined,
   );
   // Spans of the workflow, activities and POSTs, exported over OTLP when the OTEL_* variables say so.
   const tracing = installTracing('webhook-worker');

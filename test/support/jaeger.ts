@@ -1,5 +1,6 @@
 // A real Jaeger v2 (all-in-one: OTLP/HTTP in, in-memory storage, the query API out) on free loopback ports, built
-// from its Go module by scripts/ensure-jaeger.sh. For the tracing test and the bench's traced runs.
+// from its Go module by scripts/ensure-jaeger.sh. Jaeger v2 is an OpenTelemetry Collector: the same OTLP receiver
+// also takes metrics, which its Prometheus exporter serves for the test to read.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,8 @@ export interface RunningJaeger {
   otlpEndpoint: string;
   /** Jaeger's query API (and UI, when its assets are built in): /api/traces, /api/services. */
   queryUrl: string;
+  /** The OTLP metrics received, in Prometheus text format. */
+  metricsUrl: string;
   output(): string;
   stop(): Promise<void>;
 }
@@ -23,7 +26,7 @@ export function jaegerBinary(): string {
 }
 
 /** Jaeger v2's collector-style configuration: OTLP/HTTP receiver, memory store, query API; no other listener. */
-function jaegerConfig(otlpPort: number, queryPort: number, queryGrpcPort: number): string {
+function jaegerConfig(otlpPort: number, queryPort: number, queryGrpcPort: number, metricsPort: number): string {
   return `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -31,6 +34,9 @@ function jaegerConfig(otlpPort: number, queryPort: number, queryGrpcPort: number
       receivers: [otlp]
       processors: [batch]
       exporters: [jaeger_storage_exporter]
+    metrics:
+      receivers: [otlp]
+      exporters: [prometheus]
   telemetry:
     metrics:
       level: none
@@ -62,14 +68,21 @@ processors:
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
+  prometheus:
+    endpoint: 127.0.0.1:${metricsPort}
 `;
 }
 
 export async function startJaeger(binary = jaegerBinary()): Promise<RunningJaeger> {
-  const [otlpPort, queryPort, queryGrpcPort] = [await freePort(), await freePort(), await freePort()];
+  const [otlpPort, queryPort, queryGrpcPort, metricsPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const dir = mkdtempSync(join(tmpdir(), 'jaeger-'));
   const config = join(dir, 'config.yaml');
-  writeFileSync(config, jaegerConfig(otlpPort, queryPort, queryGrpcPort));
+  writeFileSync(config, jaegerConfig(otlpPort, queryPort, queryGrpcPort, metricsPort));
   const lines: string[] = [];
   const child: ChildProcess = spawn(binary, ['--config', config], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout?.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
@@ -96,7 +109,8 @@ export async function startJaeger(binary = jaegerBinary()): Promise<RunningJaege
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  return { otlpEndpoint: `http://127.0.0.1:${otlpPort}`, queryUrl, output, stop };
+  const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+  return { otlpEndpoint: `http://127.0.0.1:${otlpPort}`, queryUrl, metricsUrl, output, stop };
 }
 
 /** A span as Jaeger's query API (/api/traces) returns it. */
