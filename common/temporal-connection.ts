@@ -1,5 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { Client, Connection, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  type ClientOptions,
+  type ConnectionLike,
+  type ConnectionOptions,
+} from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client';
 import type { Config } from './config';
 import type { PayloadCodec } from '@temporalio/common';
@@ -60,7 +66,13 @@ export function temporalClientOn(
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     dataConverter: encryptedDataConverter(payloadCodec),
-    // With tracing on, starts carry the caller's trace context to the workflow (Temporal's OpenTelemetry interceptor).
-    ...(tracingEnabled() && { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } }),
+    ...tracingClientInterceptors(),
   });
 }
+
+/**
+ * With tracing on, a client's starts carry the caller's trace context to the workflow (Temporal's OpenTelemetry
+ * interceptor); off, no interceptor. For a Client built by hand (the bench).
+ */
+export const tracingClientInterceptors = (): Pick<ClientOptions, 'interceptors'> =>
+  tracingEnabled() ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {};
