@@ -62,3 +62,13 @@ export function workflowSpanAttributes(info: {
     temporalNamespace: info.namespace,
   };
 }
+
+/**
+ * Whether a W3C traceparent (`00-<trace id>-<span id>-<flags>`) says its trace is sampled (flags bit 0). An unsampled
+ * or unreadable one records nothing downstream.
+ */
+export function sampledTraceparent(traceparent: unknown): boolean {
+  if (typeof traceparent !== 'string') return false;
+  const match = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-([0-9a-f]{2})$/.exec(traceparent.trim());
+  return match !== null && (parseInt(match[1]!, 16) & 1) === 1;
+}

@@ -2,7 +2,12 @@
 import assert from 'node:assert/strict';
 import { loadConfig } from '../common/config';
 import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry-settings';
-import { deliverySpanAttributes, receiverAttributes, workflowSpanAttributes } from '../common/span-attributes';
+import {
+  deliverySpanAttributes,
+  receiverAttributes,
+  sampledTraceparent,
+  workflowSpanAttributes,
+} from '../common/span-attributes';
 
 const ENDPOINT = 'http://127.0.0.1:4318';
 
@@ -181,5 +186,15 @@ describe('span attributes', () => {
       temporalTaskQueue: 'webhooks',
       temporalNamespace: 'default',
     });
+  });
+
+  it('reads the sampled flag of a W3C traceparent, and nothing else as sampled', () => {
+    const id = `00-${'a'.repeat(32)}-${'b'.repeat(16)}`;
+    assert.equal(sampledTraceparent(`${id}-01`), true);
+    assert.equal(sampledTraceparent(` ${id}-03 `), true);
+    assert.equal(sampledTraceparent(`${id}-00`), false);
+    assert.equal(sampledTraceparent(`${id}-02`), false);
+    for (const bad of [undefined, 1, '', `${id}-1`, `${id}-0x`, `${id.toUpperCase()}-01`, `x${id}-01`, `${id}-01-00`])
+      assert.equal(sampledTraceparent(bad), false, String(bad));
   });
 });
