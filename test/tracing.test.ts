@@ -329,4 +329,94 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
       }
     }
   });
+
+  it("follows the emitter's sampling: an event it did not sample records no span anywhere, its receiver told so", async () => {
+    await killWorker(worker);
+    const registrations = new Registrations(database.db);
+    const projectId = newProjectId();
+    await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+    const taskQueue = uniqueTaskQueue('tracing-unsampled');
+    const otel = {
+      PAYLOAD_ENCRYPTION_KEYS: TRACED_HISTORY_PAYLOAD_KEYS,
+      OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      OTEL_METRICS_EXPORTER: 'none',
+    };
+    worker = spawnWorker({
+      ...otel,
+      DATABASE_URL: database.url,
+      TEMPORAL_ADDRESS: env.address,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      WEBHOOK_SECRET_KEY: registrations.key,
+      ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+    });
+    const before = receiver.requests.length;
+    const eventId = `unsampled-${randomUUID()}`;
+    const cli = spawnProcess(
+      process.execPath,
+      [
+        '--require',
+        'tsx/cjs',
+        join(__dirname, '..', 'cli', 'index.ts'),
+        'event',
+        'emit',
+        projectId,
+        'FALL_DETECTION',
+        '--user',
+        payload.userUUID,
+        '--data',
+        JSON.stringify(payload),
+        '--id',
+        eventId,
+      ],
+      // The emitter samples nothing (as 90 % of events under parentbased_traceidratio 0.1); the worker samples all.
+      {
+        ...otel,
+        OTEL_TRACES_SAMPLER: 'always_off',
+        NODE_ENV: 'development',
+        TEMPORAL_ADDRESS: env.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+      },
+    );
+    assert.equal((await cli.exited).code, 0, cli.output());
+    const [request] = (await receiver.waitForRequests(before + 1, 60_000)).slice(before);
+    assert.match(String(request?.headers.traceparent), /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/, 'not sampled');
+
+    // A traced event emitted after it reaches Jaeger, so the batch the worker would have sent the other in is there.
+    const marker = `sampled-${randomUUID()}`;
+    const traced = spawnProcess(
+      process.execPath,
+      [
+        '--require',
+        'tsx/cjs',
+        join(__dirname, '..', 'cli', 'index.ts'),
+        'event',
+        'emit',
+        projectId,
+        'FALL_DETECTION',
+        '--user',
+        payload.userUUID,
+        '--data',
+        JSON.stringify(payload),
+        '--id',
+        marker,
+      ],
+      { ...otel, NODE_ENV: 'development', TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: taskQueue },
+    );
+    assert.equal((await traced.exited).code, 0, traced.output());
+    await eventually(
+      'the sampled event in Jaeger',
+      async () =>
+        (await findTraces(jaeger.queryUrl, 'webhook-worker', { 'webhook.id': `webhook-event-${marker}` })).some(
+          (trace) => trace.spans.some((span) => span.operationName === 'POST'),
+        ),
+      60_000,
+    );
+    for (const service of ['webhooks-cli', 'webhook-worker'])
+      assert.deepEqual(
+        await findTraces(jaeger.queryUrl, service, { 'webhook.id': `webhook-event-${eventId}` }),
+        [],
+        `${service} recorded a span of the unsampled event`,
+      );
+  });
 });
