@@ -28,7 +28,7 @@ interface Traced {
 
 /**
  * Loaded for a traced run only. In the worker's reusable V8 context each workflow run evaluates the modules it loads
- * for itself (a module cache per run): OpenTelemetry's SDK loaded for every cached delivery cost 0.3 MB and 5 ms of
+ * for itself (a module cache per run): OpenTelemetry's SDK loaded for every cached delivery cost ~0.25 MB and ~4 ms of
  * CPU each (bench/README.md), so an untraced run never loads it.
  */
 function loadTracing(): Traced {
