@@ -2,7 +2,7 @@ import Ajv, { type JSONSchemaType } from 'ajv';
 import { DEFAULT_TASK_QUEUE } from './contract';
 import { PAYLOAD_KEY_RING_PATTERN, parsePayloadKeyRing } from './payload-codec';
 import { isDevelopment, type NodeEnv } from './node-env';
-import { telemetrySettings } from './telemetry-settings';
+import { otlpMetricsNamed, telemetrySettings } from './telemetry-settings';
 
 export { isDevelopment } from './node-env';
 
@@ -350,9 +350,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
     problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
   // The standard OpenTelemetry variables (read by the SDK itself): checked here, so a typo fails the start.
-  const telemetry = telemetrySettings(env);
-  problems.push(...telemetry.problems);
-  if (telemetry.metrics && config.WORKER_METRICS_PORT !== undefined)
+  problems.push(...telemetrySettings(env).problems);
+  // The shared OTLP endpoint alone leaves a worker's Prometheus endpoint as it is; OTLP metrics asked for by name clash.
+  if (config.WORKER_METRICS_PORT !== undefined && otlpMetricsNamed(env))
     problems.push(
       'set WORKER_METRICS_PORT or the OTLP metrics variables, not both: the worker exports its metrics one way',
     );

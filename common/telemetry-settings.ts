@@ -65,6 +65,19 @@ export function telemetrySettings(env: Env): TelemetrySettings {
   return { traces, metrics, problems: [...new Set(problems)] };
 }
 
+/**
+ * Whether OTLP metrics are asked for by name (OTEL_METRICS_EXPORTER=otlp, or a metrics endpoint), not only implied by
+ * the shared OTEL_EXPORTER_OTLP_ENDPOINT: a worker with WORKER_METRICS_PORT keeps its Prometheus endpoint then.
+ */
+export function otlpMetricsNamed(env: Env): boolean {
+  const value = (name: string) => env[name]?.trim() || undefined;
+  const exporters = (value('OTEL_METRICS_EXPORTER') ?? '').toLowerCase().split(',');
+  return (
+    telemetrySettings(env).metrics &&
+    (exporters.some((name) => name.trim() === 'otlp') || value('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') !== undefined)
+  );
+}
+
 /** Where and how often the worker's Temporal runtime sends its metrics over OTLP/HTTP. */
 export interface OtlpMetricsExporter {
   url: string;

@@ -1,7 +1,7 @@
 // The OTEL_* variables' standard semantics as this service reads them, and what a delivery's span may carry.
 import assert from 'node:assert/strict';
 import { loadConfig } from '../common/config';
-import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry-settings';
+import { otlpMetricsExporter, otlpMetricsNamed, telemetrySettings } from '../common/telemetry-settings';
 import {
   deliverySpanAttributes,
   receiverAttributes,
@@ -119,11 +119,30 @@ describe('telemetry settings (OTEL_* variables)', () => {
       assert.equal(otlpMetricsExporter({ OTEL_METRIC_EXPORT_INTERVAL: interval }).intervalMs, 60_000);
   });
 
+  it('tells OTLP metrics asked for by name from those the shared endpoint implies', () => {
+    assert.equal(otlpMetricsNamed({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT }), false);
+    assert.equal(otlpMetricsNamed({ OTEL_METRICS_EXPORTER: 'otlp' }), true);
+    assert.equal(otlpMetricsNamed({ OTEL_METRICS_EXPORTER: ' none, OTLP' }), false);
+    assert.equal(otlpMetricsNamed({ OTEL_METRICS_EXPORTER: 'OTLP ' }), true);
+    assert.equal(otlpMetricsNamed({ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: ENDPOINT }), true);
+    assert.equal(otlpMetricsNamed({ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: ENDPOINT, OTEL_SDK_DISABLED: 'true' }), false);
+    assert.equal(otlpMetricsNamed({}), false);
+  });
+
   it('fails the start with the others when config is loaded, and takes DELIVERY_TRACEPARENT', () => {
     assert.throws(() => loadConfig({ OTEL_TRACES_SAMPLER: 'sometimes' }), /OTEL_TRACES_SAMPLER must be one of/);
-    assert.throws(
-      () => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, WORKER_METRICS_PORT: '9464' }),
-      /set WORKER_METRICS_PORT or the OTLP metrics variables, not both/,
+    for (const named of [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, OTEL_METRICS_EXPORTER: 'otlp' },
+      { OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: `${ENDPOINT}/v1/metrics` },
+    ])
+      assert.throws(
+        () => loadConfig({ ...named, WORKER_METRICS_PORT: '9464' }),
+        /set WORKER_METRICS_PORT or the OTLP metrics variables, not both/,
+      );
+    // The shared endpoint alone (for traces, say) leaves the Prometheus endpoint as it is.
+    assert.equal(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, WORKER_METRICS_PORT: '9464' }).WORKER_METRICS_PORT,
+      9464,
     );
     assert.equal(
       loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, OTEL_METRICS_EXPORTER: 'none', WORKER_METRICS_PORT: '9464' })

@@ -117,7 +117,10 @@ export async function startWorker(
     config.WORKER_METRICS_PORT === undefined
       ? undefined
       : { host: config.WORKER_METRICS_HOST, port: config.WORKER_METRICS_PORT },
-    telemetrySettings(process.env).metrics ? otlpMetricsExporter(process.env) : undefined,
+    // Over OTLP when the OTEL_* variables say so and no Prometheus endpoint was asked for (config refuses both named).
+    config.WORKER_METRICS_PORT === undefined && telemetrySettings(process.env).metrics
+      ? otlpMetricsExporter(process.env)
+      : undefined,
   );
   // Spans of the workflow, activities and POSTs, exported over OTLP when the OTEL_* variables say so.
   const tracing = installTracing('webhook-worker');
