@@ -33,10 +33,13 @@ export default {
     'api/portal-tokens.ts',
     'api/routes/portal.ts',
     'api/routes/codec.ts',
+    'common/telemetry-settings.ts',
+    'common/span-attributes.ts',
   ],
   mochaOptions: {
     spec: [
       'test/retry-after.test.ts',
+      'test/telemetry-settings.test.ts',
       'test/signature.test.ts',
       'test/temporal-token.test.ts',
       'test/standard-webhooks.test.ts',

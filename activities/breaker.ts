@@ -1,3 +1,4 @@
+import { trace } from '@opentelemetry/api';
 import { ApplicationFailure } from '@temporalio/activity';
 import { ISOLATION_DEFAULTS } from '../common/config';
 import {
@@ -8,6 +9,7 @@ import {
   type DeliveryDeferredDetails,
 } from '../common/contract';
 import type { Logger } from '../common/logger';
+import { ATTRIBUTE } from '../common/span-attributes';
 import {
   addBreakerWaiter,
   admitAttempt,
@@ -72,6 +74,8 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
       const admission = isTest
         ? { state: 'closed' as const, failures: 0 }
         : await admitAttempt(db, registrationId, thresholds.probeLeaseMs);
+      // Stryker disable next-line all: the attempt span's breaker state is read back from Jaeger by test/tracing.test.ts.
+      trace.getActiveSpan()?.setAttribute(ATTRIBUTE.breakerState, admission.state);
       if (admission.state === 'open') {
         if (target.waitToken === undefined)
           throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);

@@ -4,16 +4,21 @@ import { createDeliveryLog, createRecordDeliveryOutcome } from './delivery-log';
 import type { ActivityDeps } from './deps';
 import type { DeliveryAttemptInput } from '../common/contract';
 import { createPlanDelivery } from './plan';
+import { traceAttempts } from './tracing';
+import { tracingEnabled } from '../common/tracing';
 
 export type { ActivityConfig, ActivityDeps } from './deps';
 export type { AlertOptions, OperatorAlert } from './alerts';
 export { deliveryRegistry } from './metrics';
 export { createWebhookHttpClient, egressProxy, proxyOrigin, type WebhookHttpClient } from './http';
 export { ForbiddenTargetError, forbiddenRange } from './ssrf';
+export { traceHttpClient } from './tracing';
 
 export function createActivities(deps: ActivityDeps) {
   const deliveryLog = createDeliveryLog(deps);
-  const attempt = createAttempt(deps, deliveryLog);
+  const untraced = createAttempt(deps, deliveryLog);
+  // With tracing on, each attempt (the lookup's first one included) gets its span; off, the function is untouched.
+  const attempt = tracingEnabled() ? traceAttempts(untraced) : untraced;
   return {
     planDelivery: createPlanDelivery({ ...deps, deliveryLog, attempt }),
     // The activity reads the registration afresh at every attempt: a DELETE or a re-registration takes effect.

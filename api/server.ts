@@ -5,6 +5,7 @@ import { loadConfig, type Config } from '../common/config';
 import { createLogger, prettyLogs, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { onShutdownSignal } from '../common/signals';
+import { installTracing } from '../common/tracing-sdk';
 import type { SendTestEvent } from './test-event';
 import { createDb, dbPoolOptions, migrateToLatest } from '../db';
 import { temporalConnectionOptions } from '../common/temporal-connection';
@@ -50,6 +51,8 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     logger.warn(
       'DEV_CODEC_WITHOUT_TOKEN=true: /codec decodes for callers on this machine without a token (development)',
     );
+  // The starts of tests and redeliveries traced from the API, when the OTEL_* variables say so.
+  const tracing = installTracing('webhook-api');
   const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!, dbPoolOptions(config));
   const db = deps.db ?? ownDb!;
   const ownTemporal = deps.temporal
@@ -64,7 +67,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
   const searchAttributes = searchAttributesCheck(readiness, config.TEMPORAL_NAMESPACE, logger);
   /** Closes what startApi opened, each whatever happens to the others. */
   const closeOwned = async () => {
-    await Promise.allSettled([readiness.close(), ownTemporal?.close(), ownDb?.destroy()]);
+    await Promise.allSettled([readiness.close(), ownTemporal?.close(), ownDb?.destroy(), tracing?.flush()]);
   };
   try {
     // Says at start what missing search attributes cost (or, with Temporal down, at the first /readyz that reaches it);

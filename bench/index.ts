@@ -8,7 +8,8 @@ import { cpus, loadavg, platform, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import jwt from 'jsonwebtoken';
-import { temporalConnectionOptions } from '../common/temporal-connection';
+import { temporalConnectionOptions, tracingClientInterceptors } from '../common/temporal-connection';
+import { installTracing } from '../common/tracing-sdk';
 import { loadConfig, type Config } from '../common/config';
 import { ENCRYPTED_ENCODING, payloadCodecFromConfig } from '../common/payload-codec';
 import { eventWorkflowId } from '../client/emit';
@@ -209,9 +210,12 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     .getClusterInfo({})
     .then((info) => info.serverVersion || undefined)
     .catch(() => undefined);
+  // With OTEL_* set, the bench's emits start the traces, sampled here (OTEL_TRACES_SAMPLER), as a monitoring system's.
+  installTracing('webhooks-bench');
   const ctx: StageContext = {
     // Encrypting like every production client, so the server stores and the worker decodes what it would in production.
     client: new Client({
+      ...tracingClientInterceptors(),
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       dataConverter: {

@@ -2,6 +2,7 @@ import Ajv, { type JSONSchemaType } from 'ajv';
 import { DEFAULT_TASK_QUEUE } from './contract';
 import { PAYLOAD_KEY_RING_PATTERN, parsePayloadKeyRing } from './payload-codec';
 import { isDevelopment, type NodeEnv } from './node-env';
+import { otlpMetricsNamed, telemetrySettings } from './telemetry-settings';
 
 export { isDevelopment } from './node-env';
 
@@ -130,6 +131,8 @@ export interface Config {
   PUBLIC_BASE_URL?: string;
   /** Origins (comma-separated) allowed to embed the portal page in an iframe; unset: none. */
   PORTAL_FRAME_ANCESTORS?: string;
+  /** With tracing on, receivers get the POST's W3C `traceparent` header; false leaves it out. */
+  DELIVERY_TRACEPARENT: boolean;
 }
 
 /** Defaults of the isolation settings, also used by activities created without them (tests, bench). */
@@ -251,6 +254,7 @@ const schema: JSONSchemaType<Config> = {
     PUBLIC_BASE_URL: { type: 'string', pattern: '^https?://[^\\s?#]+$', nullable: true },
     PORTAL_FRAME_ANCESTORS: { type: 'string', pattern: "^https?://[^,\\s;']+(,https?://[^,\\s;']+)*$", nullable: true },
     DEV_CODEC_WITHOUT_TOKEN: { type: 'boolean', default: false },
+    DELIVERY_TRACEPARENT: { type: 'boolean', default: true },
   },
   required: [],
   additionalProperties: true,
@@ -372,6 +376,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push('WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_ACTIVITIES');
   if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
     problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
+  // The standard OpenTelemetry variables (read by the SDK itself): checked here, so a typo fails the start.
+  problems.push(...telemetrySettings(env).problems);
+  // The shared OTLP endpoint alone leaves a worker's Prometheus endpoint as it is; OTLP metrics asked for by name clash.
+  if (config.WORKER_METRICS_PORT !== undefined && otlpMetricsNamed(env))
+    problems.push(
+      'set WORKER_METRICS_PORT or the OTLP metrics variables, not both: the worker exports its metrics one way',
+    );
   if (problems.length > 0 && nodeEnvDefaulted)
     problems.unshift(
       'NODE_ENV is not set, so this process runs as production (NODE_ENV=development for generated keys)',

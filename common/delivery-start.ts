@@ -3,6 +3,8 @@
 import { isGrpcServiceError, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
 import { DELIVER_WORKFLOW_TYPE, deliverySearchAttributes, type DeliverWebhookEventInput } from './contract';
 import { deliveryPriority } from './fairness';
+import { inSpan, tracingEnabled } from './tracing';
+import { deliverySpanAttributes } from './span-attributes';
 
 export type DeliveryStartOptions = Omit<
   WorkflowStartOptions,
@@ -20,6 +22,19 @@ const withoutSearchAttributes = new WeakSet<Client>();
  * queue and id policies.
  */
 export async function startDeliveryWorkflow(
+  client: Client,
+  input: DeliverWebhookEventInput,
+  options: DeliveryStartOptions,
+): Promise<WorkflowHandle> {
+  if (!tracingEnabled()) return startDelivery(client, input, options);
+  // The trace's root: who started which delivery (never the payload), with Temporal's start span below it.
+  const webhookId = input.webhookId ?? options.workflowId;
+  return inSpan(`emit ${input.webhookType}`, deliverySpanAttributes({ ...input, webhookId }), () =>
+    startDelivery(client, input, options),
+  );
+}
+
+async function startDelivery(
   client: Client,
   input: DeliverWebhookEventInput,
   options: DeliveryStartOptions,

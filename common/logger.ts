@@ -2,6 +2,7 @@ import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'p
 import type { Config } from './config';
 import { isDevelopment } from './node-env';
 import { deepRedaction, redactChildBindings } from './log-redaction';
+import { traceFields, tracingEnabled } from './tracing';
 
 export type { Logger };
 
@@ -52,6 +53,8 @@ export function createLogger(
     redact: { paths: REDACT, censor: '[redacted]' },
     // The fixed paths above catch the usual places; this walks every depth (common/log-redaction.ts).
     ...deepRedaction,
+    // Lines written inside a traced context name its trace and span; without tracing no mixin runs at all.
+    ...(tracingEnabled() && { mixin: traceFields }),
   };
   if (destination) return redactChildBindings(pino(options, destination));
   return redactChildBindings(pino(pretty ? { ...options, transport: { target: 'pino-pretty' } } : options));

@@ -1,5 +1,12 @@
 import { readFileSync } from 'node:fs';
-import { Client, Connection, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  type ClientOptions,
+  type ConnectionLike,
+  type ConnectionOptions,
+} from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client';
 import type { Config } from './config';
 import type { PayloadCodec } from '@temporalio/common';
 import { encryptedDataConverter, payloadCodecFromConfig } from './payload-codec';
@@ -9,6 +16,7 @@ import {
   type TokenRefresher,
   type TokenSettings,
 } from './temporal-token';
+import { tracingEnabled } from './tracing';
 
 type TemporalSettings = Pick<
   Config,
@@ -114,5 +122,13 @@ export function temporalClientOn(
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     dataConverter: encryptedDataConverter(payloadCodec),
+    ...tracingClientInterceptors(),
   });
 }
+
+/**
+ * With tracing on, a client's starts carry the caller's trace context to the workflow (Temporal's OpenTelemetry
+ * interceptor); off, no interceptor. For a Client built by hand (the bench).
+ */
+export const tracingClientInterceptors = (): Pick<ClientOptions, 'interceptors'> =>
+  tracingEnabled() ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {};

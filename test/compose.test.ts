@@ -112,6 +112,7 @@ describe('docker-compose.yml', () => {
     assert.deepEqual(Object.keys(compose.services).sort(), [
       'api',
       'grafana',
+      'jaeger',
       'postgres',
       'prometheus',
       'temporal',
@@ -128,6 +129,7 @@ describe('docker-compose.yml', () => {
       'temporal-ui': /^temporalio\/ui:\d+\.\d+\.\d+$/,
       prometheus: /^prom\/prometheus:v\d+\.\d+\.\d+$/,
       grafana: /^grafana\/grafana:\d+\.\d+\.\d+$/,
+      jaeger: /^jaegertracing\/jaeger:\d+\.\d+\.\d+$/,
     };
     for (const [name, pattern] of Object.entries(expected)) assert.match(service(name).image ?? '', pattern, name);
     for (const [name, { image }] of Object.entries(compose.services))
@@ -416,7 +418,7 @@ describe('docker-compose.yml', () => {
     assert.equal(signedIn.TEMPORAL_AUTH_PROVIDER_URL, 'https://idp.example');
   });
 
-  it('publishes only the API on the network; the UI, Prometheus and Grafana on loopback; nothing else', () => {
+  it('publishes only the API on the network; the UIs, Prometheus, Grafana and Jaeger on loopback; nothing else', () => {
     const published = Object.entries(compose.services)
       .filter(([, s]) => s.ports?.length)
       .map(([name, s]) => [name, s.ports!.map((p) => interpolate(p, {}))]);
@@ -425,14 +427,29 @@ describe('docker-compose.yml', () => {
       api: ['3000:3000'],
       prometheus: ['127.0.0.1:9090:9090'],
       grafana: ['127.0.0.1:3001:3000'],
+      jaeger: ['127.0.0.1:16686:16686'],
     });
+  });
+
+  it("the observability profile's Jaeger: the version the tracing test builds, where the services' OTLP can reach it", () => {
+    const jaegerScript = readFileSync(join(root, 'scripts', 'ensure-jaeger.sh'), 'utf8');
+    // Jaeger's releases pair v1.76.0 (the Go module) with v2.13.0 (the image).
+    assert.match(jaegerScript, /^JAEGER_VERSION=v1\.76\.0$/m);
+    assert.equal(service('jaeger').image, 'jaegertracing/jaeger:2.13.0');
+    // Tracing is off unless the operator names an endpoint; with the profile's Jaeger it is valid for every service.
+    for (const name of ['api', 'worker']) {
+      assert.equal(resolvedEnvironment(name, userEnv).OTEL_EXPORTER_OTLP_ENDPOINT, '');
+      const traced = resolvedEnvironment(name, { ...userEnv, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318' });
+      assert.equal(traced.OTEL_EXPORTER_OTLP_ENDPOINT, 'http://jaeger:4318');
+      assert.doesNotThrow(() => loadConfig(traced), name);
+    }
   });
 
   it('the observability profile: Prometheus with the shipped rules and scrape config, Grafana with the dashboard', () => {
     const inProfile = Object.entries(compose.services)
       .filter(([, s]) => s.profiles?.includes('observability'))
       .map(([name]) => name);
-    assert.deepEqual(inProfile.sort(), ['grafana', 'prometheus']);
+    assert.deepEqual(inProfile.sort(), ['grafana', 'jaeger', 'prometheus']);
     for (const [name, s] of Object.entries(compose.services))
       if (!inProfile.includes(name)) assert.equal(s.profiles, undefined, `${name} starts without a profile`);
 

@@ -1,6 +1,7 @@
 import { DefaultLogger, Runtime, makeTelemetryFilterString, type LogEntry } from '@temporalio/worker';
 import { DELIVERY_LATENCY_BUCKETS } from '../activities/metrics';
 import type { Logger } from '../common/logger';
+import type { OtlpMetricsExporter } from '../common/telemetry-settings';
 
 let installed = false;
 
@@ -19,7 +20,12 @@ export const metricsBindAddress = ({ host, port }: RuntimeMetricsAddress): strin
  * Process-wide and only possible before the first NativeConnection, so it runs once; signals are left to our own
  * shutdown code. The endpoint has no authentication: keep it on loopback unless a network policy guards it.
  */
-export function installRuntimeLogger(logger: Logger, metrics?: RuntimeMetricsAddress): void {
+export function installRuntimeLogger(
+  logger: Logger,
+  metrics?: RuntimeMetricsAddress,
+  /** Instead of the Prometheus endpoint: the same series pushed over OTLP/HTTP (the OTEL_* metrics variables). */
+  otlpMetrics?: OtlpMetricsExporter,
+): void {
   if (installed) return;
   const sdk = logger.child({ component: 'temporal' });
   try {
@@ -36,6 +42,17 @@ export function installRuntimeLogger(logger: Logger, metrics?: RuntimeMetricsAdd
           metrics: {
             prometheus: {
               bindAddress: metricsBindAddress(metrics),
+              histogramBucketOverrides: { webhook_delivery_latency: DELIVERY_LATENCY_BUCKETS },
+            },
+          },
+        }),
+        ...(otlpMetrics && {
+          metrics: {
+            otel: {
+              url: otlpMetrics.url,
+              http: true,
+              headers: otlpMetrics.headers,
+              metricsExportInterval: otlpMetrics.intervalMs,
               histogramBucketOverrides: { webhook_delivery_latency: DELIVERY_LATENCY_BUCKETS },
             },
           },

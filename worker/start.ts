@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin } from '../activities';
+import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin, traceHttpClient } from '../activities';
 import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal-connection';
 import type { Config } from '../common/config';
 import type { Logger } from '../common/logger';
@@ -20,6 +20,9 @@ import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
 import { unencryptedActivityInputGuard } from './unencrypted-guard';
+import { installTracing } from '../common/tracing-sdk';
+import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry-settings';
+import { WORKFLOW_INTERCEPTOR_MODULE, tracingActivityInterceptors, workflowSpanSinks } from './tracing';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
 export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
@@ -32,9 +35,20 @@ export interface RunningWorker {
   shutdown(): Promise<void>;
 }
 
-/** What `npm run build` bundles: the workflows, and the failure converter that encodes their failures' messages. */
-export function workflowBundleOptions(): { workflowsPath: string; failureConverterPath: string } {
-  return { workflowsPath: require.resolve('../workflows'), failureConverterPath: FAILURE_CONVERTER_PATH };
+/**
+ * What `npm run build` bundles: the workflows, the failure converter that encodes their failures' messages, and the
+ * tracing interceptors (inert for a delivery started without a trace context).
+ */
+export function workflowBundleOptions(): {
+  workflowsPath: string;
+  failureConverterPath: string;
+  workflowInterceptorModules: string[];
+} {
+  return {
+    workflowsPath: require.resolve('../workflows'),
+    failureConverterPath: FAILURE_CONVERTER_PATH,
+    workflowInterceptorModules: [WORKFLOW_INTERCEPTOR_MODULE],
+  };
 }
 
 /** Where the workflow code comes from: the prebuilt bundle in production, the sources in development and tests. */
@@ -103,7 +117,13 @@ export async function startWorker(
     config.WORKER_METRICS_PORT === undefined
       ? undefined
       : { host: config.WORKER_METRICS_HOST, port: config.WORKER_METRICS_PORT },
+    // Over OTLP when the OTEL_* variables say so and no Prometheus endpoint was asked for (config refuses both named).
+    config.WORKER_METRICS_PORT === undefined && telemetrySettings(process.env).metrics
+      ? otlpMetricsExporter(process.env)
+      : undefined,
   );
+  // Spans of the workflow, activities and POSTs, exported over OTLP when the OTEL_* variables say so.
+  const tracing = installTracing('webhook-worker');
   // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
   const payloadCodec = workerPayloadCodecFromConfig(config, logger);
   const dataConverter = encryptedDataConverter(payloadCodec);
@@ -148,11 +168,12 @@ export async function startWorker(
     ...dbPoolOptions(config),
     max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20),
   });
-  const http = createWebhookHttpClient({
+  const untracedHttp = createWebhookHttpClient({
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
     proxy: egressProxy(config),
   });
+  const http = tracing ? traceHttpClient(untracedHttp, { traceparent: config.DELIVERY_TRACEPARENT }) : untracedHttp;
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
   const stopResumer = startBreakerResumer(
@@ -172,7 +193,7 @@ export async function startWorker(
     stopSecretSweep();
     stopRetention();
     await stopResumer();
-    await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
+    await Promise.allSettled([connection.close(), http.close(), db.destroy(), tracing?.flush()]);
   };
   const source = workflowSource();
   try {
@@ -200,7 +221,15 @@ export async function startWorker(
       ...source,
       activities,
       dataConverter,
-      interceptors: { activity: [unencryptedActivityInputGuard(logger.child({ component: 'delivery' }))] },
+      interceptors: {
+        activity: [
+          ...(tracing ? tracingActivityInterceptors() : []),
+          unencryptedActivityInputGuard(logger.child({ component: 'delivery' })),
+        ],
+        // From sources (development, tests); a prebuilt bundle carries the module already.
+        ...(!source.workflowBundle && { workflowModules: [WORKFLOW_INTERCEPTOR_MODULE] }),
+      },
+      sinks: workflowSpanSinks(tracing),
       ...workerTuningOptions(config),
       shutdownGraceTime: config.WORKER_SHUTDOWN_GRACE_MS,
     });

@@ -167,7 +167,9 @@ export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Prom
         // (time to probe, or the breaker closed). A test is answered at once instead.
         if (!isTest) {
           const waitToken = (waits += 1);
-          const woken = await condition(() => resumed >= waitToken, Math.min(deferral.waitMs, Math.max(1, remaining)));
+          const woken = await condition(() => resumed >= waitToken, Math.min(deferral.waitMs, Math.max(1, remaining)), {
+            summary: deferral.reason,
+          });
           if (woken || remaining > deferral.waitMs) {
             // No attempt was made: the next one is local again on the fast path, in the task the wait ends with.
             local = plan.localAfterWait === true;
@@ -195,10 +197,10 @@ export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Prom
         lastKnown = { statusCode: report.statusCode, lastError: report.lastError };
         local = false;
         if (remaining > waitMs) {
-          await sleep(waitMs);
+          await sleep(waitMs, { summary: 'retry' });
           continue;
         }
-        await sleep(Math.max(1, remaining));
+        await sleep(Math.max(1, remaining), { summary: 'give-up window' });
         throw await giveUp(webhookId, projectId, webhookType, error, report);
       }
       // The window closed before the attempt after a wait could run (a timeout, no attempt): report the receiver.

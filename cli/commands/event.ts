@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { emitWebhookEvent, WebhookEventAlreadyEmittedError } from '../../client/emit';
 import { InvalidWebhookEventError } from '../../common/contract/validate';
 import { connectTemporalClient } from '../../common/temporal-connection';
+import { installTracing } from '../../common/tracing-sdk';
 import { SUBSCRIBABLE_TYPES, type SubscribableType, type EventPayload } from '../../common/contract';
 import { CliError, UsageError, commandConfig, parseCommandArgs, type CliCommand } from '../command';
 
@@ -43,6 +44,8 @@ export const eventEmit: CliCommand = {
       userUUID: values.user,
       payload: payload as EventPayload,
     };
+    // The trace starts here when the OTEL_* variables turn tracing on; it is exported before the command returns.
+    const tracing = installTracing('webhooks-cli', io.env);
     const client = await connectTemporalClient(config, { connectTimeout: config.TEMPORAL_CONNECT_TIMEOUT_MS });
     try {
       const workflowId = await emitWebhookEvent(client, event, {
@@ -58,7 +61,7 @@ export const eventEmit: CliCommand = {
         );
       throw error;
     } finally {
-      await client.connection.close();
+      await Promise.allSettled([client.connection.close(), tracing?.flush()]);
     }
   },
 };

@@ -1,0 +1,20 @@
+// The payload key of the history recorded with tracing on (test/tracing.test.ts) and replayed by test/replay.test.ts:
+// a test constant, like the made-up person in that history.
+import type { DataConverter } from '@temporalio/common';
+import { encryptedDataConverter, workerPayloadCodecFromConfig } from '../../common/payload-codec';
+
+/** Its event id: the input is sealed for its workflow id, which a replay must therefore be given. */
+export const TRACED_EVENT_ID = 'traced-retried-fall';
+export const TRACED_WORKFLOW_ID = `webhook-event-${TRACED_EVENT_ID}`;
+
+export const TRACED_HISTORY_PAYLOAD_KEYS = `trace-test:${Buffer.alloc(32, 7).toString('base64')}`;
+
+export const tracedHistoryDataConverter = (): DataConverter =>
+  encryptedDataConverter(
+    workerPayloadCodecFromConfig({
+      PAYLOAD_ENCRYPTION_KEYS: TRACED_HISTORY_PAYLOAD_KEYS,
+      NODE_ENV: 'development',
+      DATA_DIR: '.data',
+      ALLOW_UNENCRYPTED_EVENTS: false,
+    }),
+  );
