@@ -4,6 +4,7 @@ import {
   FailureType,
   isSubscribed,
   notSubscribedMessage,
+  priorityKeyOf,
   type AttemptFailureDetails,
   type DeliveryAttemptInput,
   type DeliveryAttemptOutcome,
@@ -19,12 +20,20 @@ import {
   webhookUrlPolicy,
   type WebhookUrlPolicy,
 } from '../common/webhook-url';
-import { eraseExpiredPreviousSecrets, findRegistration, openCustomHeaders, type Db, type RegistrationRow } from '../db';
+import {
+  eraseExpiredPreviousSecrets,
+  findRegistration,
+  isPaused,
+  openCustomHeaders,
+  type Db,
+  type RegistrationRow,
+} from '../db';
 import type { DeliveryLog } from './delivery-log';
 import { assertAttemptBound, currentRun } from './input-binding';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import { ProxyUnavailableError, type ReceiverResponse } from './http';
+import { createPauseHold } from './pause';
 import { nextRetryDelay, parseRetryAfter } from './retry-after';
 import { ForbiddenTargetError } from './ssrf';
 
@@ -51,6 +60,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     maximumIntervalMs: config.DELIVERY_MAX_INTERVAL_MS,
   };
   const throughEndpointGuard = createEndpointGuard(deps);
+  const holdWhilePaused = createPauseHold(deps);
 
   return async function attempt(
     input: DeliveryAttemptInput,
@@ -85,6 +95,19 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       await deliveryLog.skipped(logKey, reason);
       throw ApplicationFailure.create({ type: FailureType.NotSubscribed, message: reason, nonRetryable: true });
     }
+    // Paused: nothing is sent; the delivery waits for the pause's end (read with the registration, no extra query).
+    if (isPaused(registration))
+      await holdWhilePaused(
+        {
+          registrationId: registration.id,
+          pausedUntil: registration.pausedUntil!,
+          isTest: webhookType === 'TEST',
+          waitToken: input.waitToken,
+          priority: priorityKeyOf(webhookType),
+          ...context,
+        },
+        () => deliveryLog.held(logKey),
+      );
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
     // The registration's own headers first: the service's signed headers win over any (the API refuses those names).
@@ -96,6 +119,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     const target = {
       registrationId: registration.id,
       isTest: webhookType === 'TEST',
+      priority: priorityKeyOf(webhookType),
       waitToken: input.waitToken,
       ...context,
     };

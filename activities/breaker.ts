@@ -30,6 +30,8 @@ export interface EndpointAttempt {
   workflowId: string;
   /** Set by workflows that wait for the resumer's signal: the delivery is listed as a waiter under it. */
   waitToken?: number;
+  /** The event's priority key: waiters are woken falls first. */
+  priority?: number;
   log: Logger;
 }
 
@@ -65,7 +67,14 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
       // A test is answered at once instead, and a workflow from before the waiter list waits on a timer.
       if (isTest || target.waitToken === undefined)
         throw deferred(target, 'endpoint-busy', Math.ceil(config.WEBHOOK_TIMEOUT_MS * (1 + Math.random())));
-      await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken, thresholds.probeLeaseMs);
+      await addBreakerWaiter(
+        db,
+        registrationId,
+        target.workflowId,
+        target.waitToken,
+        thresholds.probeLeaseMs,
+        target.priority,
+      );
       throw deferred(target, 'endpoint-busy', safetyNet());
     }
     try {
@@ -76,7 +85,7 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
         if (target.waitToken === undefined)
           throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);
         // Listed as a waiter: the resumer wakes it to probe or to go on; the long timer is only a safety net.
-        await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken);
+        await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken, 0, target.priority);
         throw deferred(target, 'circuit-open', safetyNet(), admission.lastFailure);
       }
       if (admission.state === 'probe') log.info('circuit breaker half-open: this attempt probes the receiver');

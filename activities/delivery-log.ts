@@ -129,6 +129,11 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
       if (await upsertDelivery(db, key, 'skipped', reason)) countOutcome(key.type, 'skipped');
     },
 
+    /** The webhook is paused: the delivery waits, held, for the pause to end (no attempt, nothing counted). */
+    async held(key: DeliveryKey): Promise<void> {
+      await upsertDelivery(db, key, 'held').catch(logFailedWrite);
+    },
+
     /**
      * Logs an attempt's outcome (delivered, or the failure about to be thrown) and returns or rethrows it. A log
      * write that fails is logged, never allowed to turn a delivered attempt into a retried POST.

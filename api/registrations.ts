@@ -10,6 +10,7 @@ import {
   RegistrationExistsError,
   RegistrationNotFoundError,
   TestDeliveryFailedError,
+  WebhookPausedError,
 } from './errors';
 import {
   DEFAULT_OVERLAP_SECONDS,
@@ -32,6 +33,9 @@ export interface RegistrationView {
   types: string[];
   /** The names of the custom headers sent with every delivery; their values are never shown. */
   headerNames: string[];
+  /** While a pause holds the deliveries: when it began and when it ends by itself; null otherwise. */
+  pausedAt: string | null;
+  pausedUntil: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -49,17 +53,20 @@ export interface TestDeliveryView {
   workflowId: string;
 }
 
-const view = (row: store.RegistrationRow): RegistrationView => ({
+export const view = (row: store.RegistrationRow): RegistrationView => ({
   _id: row.id,
   projectId: row.projectId,
   url: row.url,
   types: row.types,
   headerNames: row.customHeaderNames,
+  // A pause past its end is over, whether or not the worker's sweep has cleared it yet.
+  pausedAt: store.isPaused(row) ? row.pausedAt!.toISOString() : null,
+  pausedUntil: store.isPaused(row) ? row.pausedUntil!.toISOString() : null,
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
 
-const noWebhook = (projectId: string) =>
+export const noWebhook = (projectId: string) =>
   new RegistrationNotFoundError(`No webhook is registered for project ${projectId}`);
 
 /** The project exists (else 404) and the user is one of its members (else 403), in that order. */
@@ -197,6 +204,7 @@ export async function testWebhook(
   await assertMember(deps.db, projectId, userId);
   const registration = await store.findRegistration(deps.db, projectId);
   if (!registration) throw noWebhook(projectId);
+  if (store.isPaused(registration)) throw new WebhookPausedError();
   // The attempt itself is in Temporal (and the delivery log): the trail records the request once the test limits
   // have admitted it, right before it is sent (afterAuditRecord in the app).
   const outcome = await withAuditBeforeEffect(

@@ -9,3 +9,4 @@ export * from './send-limits';
 export * from './portal-sessions';
 export * from './alert-state';
 export * from './audit';
+export * from './pause';

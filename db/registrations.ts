@@ -23,6 +23,9 @@ export interface RegistrationRow {
   customHeaderNames: string[];
   /** The custom headers' [name, value] pairs as JSON, sealed with registrationHeadersAad; null when there are none. */
   customHeadersSealed: string | null;
+  /** When the current pause began and when it ends by itself; both null when not paused (db/pause.ts). */
+  pausedAt: Date | null;
+  pausedUntil: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -37,6 +40,8 @@ interface Columns {
   previous_secret_expires_at: Date | null;
   custom_header_names: string[];
   custom_headers_sealed: string | null;
+  paused_at: Date | null;
+  paused_until: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -53,6 +58,8 @@ const toRow = (c: Columns): RegistrationRow => ({
   previousSecretExpiresAt: c.previous_secret_expires_at,
   customHeaderNames: c.custom_header_names,
   customHeadersSealed: c.custom_headers_sealed,
+  pausedAt: c.paused_at ?? null,
+  pausedUntil: c.paused_until ?? null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });

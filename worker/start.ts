@@ -19,6 +19,7 @@ import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
+import { startPauseExpiry } from './pause-expiry';
 import { unencryptedActivityInputGuard } from './unencrypted-guard';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
@@ -141,6 +142,7 @@ export async function startWorker(
   });
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
+  const stopPauseExpiry = startPauseExpiry(db, logger);
   const stopResumer = startBreakerResumer(
     db,
     connection,
@@ -156,6 +158,7 @@ export async function startWorker(
   const closeAll = async () => {
     stopSecretSweep();
     stopRetention();
+    stopPauseExpiry();
     await stopResumer();
     await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
   };
