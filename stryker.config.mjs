@@ -32,6 +32,8 @@ export default {
     'api/portal-tokens.ts',
     'api/routes/portal.ts',
     'api/routes/codec.ts',
+    'activities/pause.ts',
+    'db/pause.ts',
   ],
   mochaOptions: {
     spec: [
@@ -57,6 +59,7 @@ export default {
       'test/breaker-state.test.ts',
       'test/breaker-attempts.test.ts',
       'test/breaker.test.ts',
+      'test/pause-hold.test.ts',
       'test/secret-rotation-store.test.ts',
       'test/binding.test.ts',
       'test/auth.test.ts',

@@ -3,7 +3,7 @@
 'use strict';
 
 (function () {
-  const STATUSES = ['pending', 'delivered', 'failed', 'skipped'];
+  const STATUSES = ['pending', 'held', 'delivered', 'failed', 'skipped'];
   const TYPES = ['FALL_DETECTION', 'VITAL_THRESHOLD', 'TEST'];
   const SUBSCRIBABLE = ['FALL_DETECTION', 'VITAL_THRESHOLD'];
   const PAGE_SIZE = 20;
@@ -182,6 +182,7 @@
     const rows = [
       ['URL', r ? h('code', {}, r.url) : 'No webhook is registered for this project'],
       ['Event types', r ? r.types.join(', ') : '—'],
+      ['Deliveries', pauseText(r)],
       ['Health', hl.state],
       ['Circuit breaker', breakerText(hl.breaker)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
@@ -199,6 +200,19 @@
         rows.map(([term, detail]) => [h('dt', {}, term), h('dd', {}, detail)]),
       ),
       canManage() && r ? manageEndpointView(r) : null,
+    );
+  }
+
+  /** Whether a pause holds the deliveries, in words. */
+  function pauseText(r) {
+    if (!r) return '—';
+    if (!r.pausedUntil) return h('span', { 'data-pause': 'running' }, 'sent as events occur');
+    return h(
+      'span',
+      { 'data-pause': 'paused' },
+      'paused: held, nothing is sent until resumed or until ',
+      time(r.pausedUntil),
+      ', when the pause ends by itself',
     );
   }
 
@@ -275,6 +289,43 @@
           'Send test event',
         ),
         h('output', { 'aria-live': 'polite', 'data-testid': 'test-outcome' }, test || ''),
+      ),
+      h(
+        'div',
+        { class: 'row' },
+        r.pausedUntil
+          ? h(
+              'button',
+              {
+                type: 'button',
+                'data-focus': 'resume',
+                onclick: () =>
+                  act(
+                    async () => {
+                      state.registration = await api('POST', `${projectPath()}/resume`);
+                      await loadPage();
+                    },
+                    () => 'Deliveries resumed: the held ones go out now, falls first.',
+                  ),
+              },
+              'Resume deliveries',
+            )
+          : h(
+              'button',
+              {
+                type: 'button',
+                class: 'secondary',
+                'data-focus': 'pause',
+                onclick: () =>
+                  act(
+                    async () => {
+                      state.registration = await api('POST', `${projectPath()}/pause`);
+                    },
+                    () => 'Deliveries paused: events are held, not sent and not failed, until you resume.',
+                  ),
+              },
+              'Pause deliveries',
+            ),
       ),
       h(
         'form',

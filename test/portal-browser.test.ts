@@ -24,7 +24,7 @@ const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const SCREENSHOTS = process.env.PORTAL_SCREENSHOTS === '1';
 /** Retries end after 1.5 s: a receiver answering 500 makes a delivery fail quickly. */
 const givingUp: ActivityConfig = { ...fastConfig, DELIVERY_GIVE_UP_AFTER_MS: 1_500 };
-const ACTION = /^(Send|Redeliver|Recover|Rotate|Save|Copy)/;
+const ACTION = /^(Send|Redeliver|Recover|Rotate|Save|Copy|Pause|Resume)/;
 
 describe('portal page in Chromium, end to end on the real pipeline', function () {
   this.timeout(120_000);
@@ -252,6 +252,36 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     );
   });
 
+  it('a manage link pauses by keyboard: a new event is shown held and nothing is sent until Resume delivers it', async () => {
+    const { id: p } = await project();
+    await fx.runWorker(
+      async (queue) => {
+        taskQueue = queue;
+        const page = await open((await link(p)).url);
+        await page.locator('[data-pause="running"]').waitFor();
+        await pressByKeyboard(page, 'Pause deliveries');
+        await page.getByText(/^Deliveries paused/).waitFor();
+        await page.locator('[data-pause="paused"]').waitFor();
+        const workflowId = `webhook-event-${randomUUID()}`;
+        const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+          args: [fallEvent(p)],
+          taskQueue,
+          workflowId,
+        });
+        await row(page, workflowId).getByText('held').waitFor({ timeout: 10_000 });
+        assert.equal(fx.receiver.requests.length, 0, 'nothing sent while paused');
+        await assertAccessible(page, 'paused view');
+        await pressByKeyboard(page, 'Resume deliveries');
+        await page.getByText(/^Deliveries resumed/).waitFor();
+        assert.equal((await handle.result()).status, 'delivered');
+        await row(page, workflowId).getByText('delivered').waitFor({ timeout: 10_000 });
+        assert.equal(fx.receiver.requests.length, 1);
+        await close(page);
+      },
+      { config: givingUp },
+    );
+  });
+
   it('Recover failed deliveries redelivers the failed ones since the chosen time', async () => {
     const { id: p } = await project();
     await fx.runWorker(
@@ -296,6 +326,7 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
         ['POST', `/webhooks/test/project/${p}`],
         ['POST', `/webhooks/project/${p}/deliveries/${ids[0]!}/redeliver`],
         ['POST', `/webhooks/project/${p}/secret/rotate`],
+        ['POST', `/webhooks/project/${p}/pause`],
       ] as const) {
         const refused = await fetch(api.url + path, { method, headers: bearer(token) });
         assert.equal(refused.status, 403, path);
