@@ -34,6 +34,7 @@ export default {
     'api/routes/codec.ts',
     'activities/pause.ts',
     'db/pause.ts',
+    'common/client-certificate.ts',
   ],
   mochaOptions: {
     spec: [
@@ -60,6 +61,7 @@ export default {
       'test/breaker-attempts.test.ts',
       'test/breaker.test.ts',
       'test/pause-hold.test.ts',
+      'test/client-certificate.test.ts',
       'test/secret-rotation-store.test.ts',
       'test/binding.test.ts',
       'test/auth.test.ts',

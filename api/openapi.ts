@@ -71,6 +71,19 @@ const registrationProperties = {
     format: 'date-time',
     description: 'When that pause ends by itself (PAUSE_MAX_HOURS at most); null when the webhook is not paused.',
   },
+  clientCertificate: {
+    type: ['object', 'null'],
+    description:
+      'The client certificate presented to the receiver in every TLS handshake (mutual TLS); null without one. ' +
+      'Its private key is never shown.',
+    properties: {
+      subject: { type: 'string', description: 'The certificate’s subject, e.g. CN=hospital-client, O=Example.' },
+      notAfter: { type: 'string', format: 'date-time', description: 'When it expires.' },
+      fingerprint: { type: 'string', description: 'SHA-256 of the certificate, colon-separated hex.' },
+    },
+    required: ['subject', 'notAfter', 'fingerprint'],
+    additionalProperties: false,
+  },
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
 } as const;

@@ -183,6 +183,7 @@
       ['URL', r ? h('code', {}, r.url) : 'No webhook is registered for this project'],
       ['Event types', r ? r.types.join(', ') : '—'],
       ['Deliveries', pauseText(r)],
+      ['Client certificate', certificateText(r, hl)],
       ['Health', hl.state],
       ['Circuit breaker', breakerText(hl.breaker)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
@@ -200,6 +201,20 @@
         rows.map(([term, detail]) => [h('dt', {}, term), h('dd', {}, detail)]),
       ),
       canManage() && r ? manageEndpointView(r) : null,
+    );
+  }
+
+  /** The client certificate presented to the receiver (mutual TLS), and the health route's warning near its expiry. */
+  function certificateText(r, hl) {
+    const c = r && r.clientCertificate;
+    if (!c) return 'none';
+    const expiry = hl.clientCertificate;
+    return h(
+      'span',
+      { 'data-certificate': expiry ? expiry.state : 'valid' },
+      `${c.subject}, valid until `,
+      time(c.notAfter),
+      expiry && expiry.warning ? h('strong', { class: 'warning', role: 'alert' }, ` ${expiry.warning}`) : null,
     );
   }
 

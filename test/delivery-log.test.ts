@@ -294,6 +294,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       lastFailureAt: null,
       lastError: null,
       breaker: { state: 'closed', openUntil: null },
+      clientCertificate: null,
     });
   });
 

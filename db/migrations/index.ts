@@ -12,6 +12,7 @@ import * as deliveryLogIndexes from './010_delivery_log_indexes';
 import * as auditEvents from './011_audit_events';
 import * as customHeaders from './012_custom_headers';
 import * as pause from './013_pause';
+import * as clientCertificates from './014_client_certificates';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -28,6 +29,7 @@ const migrations: Record<string, Knex.Migration> = {
   '011_audit_events': auditEvents,
   '012_custom_headers': customHeaders,
   '013_pause': pause,
+  '014_client_certificates': clientCertificates,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

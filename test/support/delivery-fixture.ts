@@ -37,6 +37,8 @@ export interface DeliveryWorkerOptions {
   requireBoundInputs?: boolean;
   /** Wraps the real activities (a test standing in for an earlier worker's scheduling). */
   wrapActivities?: (activities: ReturnType<typeof createActivities>) => ReturnType<typeof createActivities>;
+  /** CAs the worker's HTTP client trusts beside Node's (an https receiver with a certificate of the test's own CA). */
+  trustedCa?: string[];
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
 }
@@ -69,6 +71,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
       proxy: egressProxy(config),
+      trustedCa: options.trustedCa,
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,
