@@ -35,6 +35,7 @@ export default {
     'activities/pause.ts',
     'db/pause.ts',
     'common/client-certificate.ts',
+    'db/notices.ts',
   ],
   mochaOptions: {
     spec: [
@@ -62,6 +63,7 @@ export default {
       'test/breaker.test.ts',
       'test/pause-hold.test.ts',
       'test/client-certificate.test.ts',
+      'test/notices.test.ts',
       'test/secret-rotation-store.test.ts',
       'test/binding.test.ts',
       'test/auth.test.ts',

@@ -124,6 +124,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       isTest: webhookType === 'TEST',
       priority: priorityKeyOf(webhookType),
       waitToken: input.waitToken,
+      projectId,
       ...context,
     };
     return throughEndpointGuard(target, async () => {

@@ -32,6 +32,8 @@ export interface EndpointAttempt {
   waitToken?: number;
   /** The event's priority key: waiters are woken falls first. */
   priority?: number;
+  /** Whose endpoint: the project told when its breaker opens and when it recovers. */
+  projectId?: string;
   log: Logger;
 }
 
@@ -41,7 +43,7 @@ export interface EndpointAttempt {
  * not let through throws a non-retryable WebhookDeliveryDeferred: the delivery is listed for the resumer's signal and
  * its workflow waits durably, so a failing endpoint costs neither activity slots nor requests nor workflow tasks.
  */
-export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'config'>) {
+export function createEndpointGuard({ db, config, notify }: Pick<ActivityDeps, 'db' | 'config' | 'notify'>) {
   const settings = { ...ISOLATION_DEFAULTS, ...definedOnly(config) };
   const thresholds: BreakerThresholds = {
     failureThreshold: settings.BREAKER_FAILURE_THRESHOLD,
@@ -103,17 +105,27 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
             { message: error.message, statusCode },
             floorMs,
           );
-          if (breaker.openUntil && breaker.openUntil.getTime() > Date.now() && breaker.probeUntil === null)
+          if (breaker.openUntil && breaker.openUntil.getTime() > Date.now() && breaker.probeUntil === null) {
             log.warn(
               { consecutiveFailures: breaker.consecutiveFailures, openUntil: breaker.openUntil.toISOString() },
               'circuit breaker open: deliveries to this webhook wait',
             );
+            if (target.projectId)
+              notify?.({
+                condition: 'breaker-open',
+                projectId: target.projectId,
+                facts: { consecutiveFailures: breaker.consecutiveFailures, lastError: error.message },
+              });
+          }
         }
         throw error;
       }
       // The healthy path stays one read: there is something to reset only after a failure or a probe.
       if (!isTest && (admission.state === 'probe' || admission.failures > 0)) await recordSuccess(db, registrationId);
-      if (admission.state === 'probe') log.info('circuit breaker closed: the probe was delivered');
+      if (admission.state === 'probe') {
+        log.info('circuit breaker closed: the probe was delivered');
+        if (target.projectId) notify?.({ condition: 'recovered', projectId: target.projectId });
+      }
       return result;
     } finally {
       release();

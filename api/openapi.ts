@@ -11,6 +11,7 @@ import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
 import { json, projectIdParameter, ref } from './openapi-parts';
 import { portalPaths, portalSchemas, portalTag } from './openapi-portal';
 import { pausePaths, pauseSchemas } from './openapi-pause';
+import { noticePaths, noticeSchemas } from './openapi-notices';
 import { auditPaths, auditSchemas, auditTag } from './openapi-audit';
 import { codecBodySchema } from './routes/codec';
 
@@ -504,6 +505,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       ...deliveryPaths,
       ...portalPaths,
       ...pausePaths,
+      ...noticePaths,
       ...auditPaths,
       ...(options.codec && codecDocument.paths),
       '/healthz': {
@@ -579,6 +581,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         ...deliverySchemas,
         ...portalSchemas,
         ...pauseSchemas,
+        ...noticeSchemas,
         ...auditSchemas,
         ...(options.codec && codecDocument.schemas),
       },

@@ -10,3 +10,4 @@ export * from './portal-sessions';
 export * from './alert-state';
 export * from './audit';
 export * from './pause';
+export * from './notices';

@@ -41,6 +41,8 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '409', '429', '502', '503'],
   'POST /webhooks/project/{projectId}/pause': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'POST /webhooks/project/{projectId}/resume': ['200', '400', '401', '403', '404', '503'],
+  'GET /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '503'],
+  'PUT /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
@@ -545,6 +547,28 @@ describe('openapi: the document at /openapi.json', () => {
       assert.deepEqual([resumed.pausedAt, resumed.pausedUntil], [null, null]);
     });
 
+    it('notification contacts: 200, 400, 401, 403, 404, 413, 415', async () => {
+      const GET_CONTACTS = 'GET /webhooks/project/{projectId}/notifications';
+      const PUT_CONTACTS = 'PUT /webhooks/project/{projectId}/notifications';
+      const p = await project('alice');
+      const path = at(PUT_CONTACTS.slice(4), p);
+      const contacts = { url: 'https://oncall.example/notices', emails: ['oncall@example.com'] };
+      assert.deepEqual(await expect(GET_CONTACTS, 200, { path, user: 'alice' }), { url: null, emails: [] });
+      assert.deepEqual(await expect(PUT_CONTACTS, 200, { path, user: 'alice', body: contacts }), contacts);
+      assert.deepEqual(await expect(GET_CONTACTS, 200, { path, user: 'alice' }), contacts);
+      const bad = await expect(PUT_CONTACTS, 400, { path, user: 'alice', body: { url: null, emails: ['nope'] } });
+      assert.match(String(bad.detail), /\/emails\/0 must match pattern/);
+      await expect(GET_CONTACTS, 400, { path: at(GET_CONTACTS.slice(4), 'bad%00id'), user: 'alice' });
+      for (const operation of [GET_CONTACTS, PUT_CONTACTS]) {
+        const body = operation === PUT_CONTACTS ? contacts : undefined;
+        await expect(operation, 401, { path, body });
+        await expect(operation, 403, { path, user: 'mallory', body });
+        await expect(operation, 404, { path: path.replace(p, 'no-such-project'), user: 'alice', body });
+      }
+      await expect(PUT_CONTACTS, 413, { path, user: 'alice', body: { ...contacts, pad: 'x'.repeat(200_000) } });
+      await expect(PUT_CONTACTS, 415, { path, user: 'alice', raw: 'url=x', contentType: 'text/plain' });
+    });
+
     it('every webhook operation: 400 for a projectId outside the safe alphabet, 503 when a dependency is down', async () => {
       for (const operation of [GET, DELETE, TEST]) {
         const problem = await expect(operation, 400, {
@@ -578,6 +602,18 @@ describe('openapi: the document at /openapi.json', () => {
         const ROTATE = 'POST /webhooks/project/{projectId}/secret/rotate';
         const SESSIONS = '/webhooks/project/{projectId}/portal-sessions';
         await expect(ROTATE, 503, { base, path: at(ROTATE.slice(5), p), user: 'alice', body: {} });
+        const notifications = `/webhooks/project/${p}/notifications`;
+        await expect('GET /webhooks/project/{projectId}/notifications', 503, {
+          base,
+          path: notifications,
+          user: 'alice',
+        });
+        await expect('PUT /webhooks/project/{projectId}/notifications', 503, {
+          base,
+          path: notifications,
+          user: 'alice',
+          body: { url: null, emails: [] },
+        });
         for (const action of ['pause', 'resume'])
           await expect(`POST /webhooks/project/{projectId}/${action}`, 503, {
             base,

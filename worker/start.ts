@@ -20,6 +20,7 @@ import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
 import { startPauseExpiry } from './pause-expiry';
+import { createNotifier } from '../activities/notices';
 import { unencryptedActivityInputGuard } from './unencrypted-guard';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */
@@ -142,7 +143,15 @@ export async function startWorker(
   });
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
-  const stopPauseExpiry = startPauseExpiry(db, logger);
+  // Projects' own contacts are told through the worker's delivery client (SSRF guard, egress proxy) and SMTP_URL.
+  const notifier = createNotifier({
+    db,
+    secretBox,
+    logger: logger.child({ component: 'notices' }),
+    http,
+    ...(config.SMTP_URL && { smtp: { url: config.SMTP_URL, from: config.SMTP_FROM } }),
+  });
+  const stopPauseExpiry = startPauseExpiry(db, logger, undefined, notifier.notify);
   const stopResumer = startBreakerResumer(
     db,
     connection,
@@ -159,6 +168,7 @@ export async function startWorker(
     stopSecretSweep();
     stopRetention();
     stopPauseExpiry();
+    notifier.close();
     await stopResumer();
     await Promise.allSettled([connection.close(), http.close(), db.destroy()]);
   };
@@ -173,6 +183,7 @@ export async function startWorker(
       searchAttributes: await hasSearchAttributes(connection, config, logger),
       // Inputs sealed for no workflow come from clients before sealing: accepted only where plain events are.
       requireBoundInputs: !unencryptedEventsAllowed(config),
+      notify: notifier.notify,
       alerts: {
         alertAfterMs: config.ALERT_AFTER_MS,
         ...(config.ALERT_WEBHOOK_URL &&

@@ -3,6 +3,7 @@ import { callerId, portalGuard } from '../auth';
 import { auditActor } from '../audit';
 import * as registrations from '../registrations';
 import { pauseWebhook, resumeWebhook, type PauseDeps } from '../pause';
+import { getNotificationContacts, setNotificationContacts } from '../notices';
 import { projectIdParam, validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
 import type { WebhookUrlPolicy } from '../../common/webhook-url';
 import type { PortalGrant } from '../portal-tokens';
@@ -63,6 +64,13 @@ export function webhooksRouter(deps: PauseDeps & { webhookUrlPolicy?: WebhookUrl
     resume: async (ctx: Context) => {
       ctx.body = await resumeWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId), auditActor(ctx));
     },
+    notices: async (ctx: Context) => {
+      ctx.body = await getNotificationContacts(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
+    },
+    setNotices: async (ctx: Context) => {
+      const project = projectIdParam(ctx.params.projectId);
+      ctx.body = await setNotificationContacts(deps, callerId(ctx.state), project, ctx.request.body, auditActor(ctx));
+    },
     test: async (ctx: Context) => {
       ctx.body = await registrations.testWebhook(
         deps,
@@ -86,5 +94,7 @@ export function webhooksRouter(deps: PauseDeps & { webhookUrlPolicy?: WebhookUrl
   router.post('/project/:projectId/secret/rotate', portal('manage'), handlers.rotateSecret);
   router.post('/project/:projectId/pause', portal('manage'), handlers.pause);
   router.post('/project/:projectId/resume', portal('manage'), handlers.resume);
+  router.get('/project/:projectId/notifications', portal('manage'), handlers.notices);
+  router.put('/project/:projectId/notifications', portal('manage'), handlers.setNotices);
   return router;
 }
