@@ -17,7 +17,7 @@ import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
-import { afterAuditRecord, auditRefusals } from './audit';
+import { afterAuditRecord, auditRefusals, useAuditWriter, type AuditWriter } from './audit';
 import { auditRouter } from './routes/audit';
 import type { OperatorPolicy } from './routes/codec';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
@@ -56,6 +56,8 @@ export interface AppDeps {
   portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[] };
   /** Who reads the whole audit trail (GET /audit); the codec's operators when absent. */
   operators?: OperatorPolicy;
+  /** The bench's stand-in for the audit trail's append (bench/audit.ts), to measure the rows' cost; never configured. */
+  auditWriter?: AuditWriter;
 }
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -105,6 +107,7 @@ export function createApp(deps: AppDeps): Koa {
   const redelivery = deps.redelivery && afterPortalRecheck(deps.redelivery);
   const webhooks = webhooksRouter({ ...deps, sendTestEvent });
 
+  if (deps.auditWriter) app.use(useAuditWriter(deps.auditWriter));
   app.use(requestLog(deps.logger));
   app.use(requestMetrics());
   app.use(problemDetails(deps.logger));

@@ -47,6 +47,19 @@ export function auditActor(ctx: ActorContext): store.AuditActor {
   };
 }
 
+/** What appends an action's row: the trail's own append, unless the app was given another (AppDeps.auditWriter). */
+export type AuditWriter = (db: store.Db, event: store.AuditEventInput) => Promise<unknown>;
+
+const requestAuditWriter = new AsyncLocalStorage<AuditWriter>();
+
+/**
+ * Runs each request with `writer` in place of the trail's append. Only the bench mounts it (AppDeps.auditWriter), to
+ * measure what the rows cost; no setting reaches it, so a server started from its configuration always writes them.
+ */
+export function useAuditWriter(writer: AuditWriter): Middleware {
+  return (_ctx, next) => requestAuditWriter.run(writer, next);
+}
+
 /** Writes the action's row in the action's transaction; a failed write fails the action (503) and rolls it back. */
 export async function recordAudit(
   db: Knex | Knex.Transaction,
@@ -54,7 +67,8 @@ export async function recordAudit(
   event: Omit<store.AuditEventInput, 'actor' | 'outcome'> & { outcome?: store.AuditOutcome },
 ): Promise<void> {
   try {
-    await store.appendAuditEvent(db, { outcome: 'ok', ...event, actor });
+    const write = requestAuditWriter.getStore() ?? store.appendAuditEvent;
+    await write(db, { outcome: 'ok', ...event, actor });
   } catch (error) {
     // The database not answering is named as such (the error middleware's 503); any other failure is the trail's.
     if (unavailableDependency(error)) throw error;

@@ -46,7 +46,12 @@ const auditEventSchema = {
     id: { type: 'string', pattern: '^[1-9][0-9]*$' },
     at: { type: 'string', description: 'Database time, UTC, to the microsecond.' },
     actor: ref('schemas', 'AuditActor'),
-    action: { type: 'string' },
+    action: {
+      type: 'string',
+      description:
+        'What was done, e.g. `webhook.update`, `portal-link.create`, `access.refused`, `codec.decode`, or the ' +
+        "service's own `breaker.open`, `breaker.half-open`, `breaker.close` (docs/operators.md#audit-trail lists them).",
+    },
     outcome: { enum: ['ok', 'refused'] },
     projectId: { type: 'string' },
     registrationId: { type: 'string' },

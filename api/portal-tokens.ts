@@ -1,4 +1,4 @@
-import { hkdfSync } from 'node:crypto';
+import { hkdfSync, randomUUID } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import type { SecretKey } from '../common/secrets';
 import { UnauthorizedError } from './errors';
@@ -64,6 +64,8 @@ export function createPortalTokens(keys: SecretKey[]): PortalTokens {
         audience: AUDIENCE,
         subject: grant.createdBy,
         expiresIn: expiresInSeconds,
+        // Its own id, so two links made alike in the same second are two tokens, with two ids in the audit trail.
+        jwtid: randomUUID(),
       });
       const { exp } = jwt.decode(token) as { exp: number };
       return { token, expiresAt: new Date(exp * 1000) };

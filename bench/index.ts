@@ -16,6 +16,7 @@ import { freePort } from '../dev/ports';
 import { createSecretBox, generateWebhookSecret } from '../common/secrets';
 import { temporalCliPath } from '../dev/temporal-binaries';
 import { addMember, addProject, createDb, createRegistration, migrateToLatest } from '../db';
+import { auditStage, auditStageProblems } from './audit';
 import { QUICK_SEARCH_GRID, SEARCH_GRID, engineSearch } from './engine-search';
 import { NeighbourReceiver, floodStage, neighbourStage, type NeighbourRow } from './neighbour';
 import { commandOf, parseArgsToPlan, type Plan, type Stage } from './plan';
@@ -68,7 +69,7 @@ const PIPELINE_STAGES: readonly Stage[] = ['steady', 'saturation', 'neighbour', 
 
 type StageFigures = Pick<
   BenchReport,
-  'stack' | 'engine' | 'rawSend' | 'saturation' | 'steady' | 'growth' | 'api' | 'neighbour' | 'flood'
+  'stack' | 'engine' | 'rawSend' | 'saturation' | 'steady' | 'growth' | 'api' | 'audit' | 'neighbour' | 'flood'
 > & { temporalServer?: string };
 
 interface RunInputs {
@@ -347,6 +348,16 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
         );
     }
     figures.api = { get, registerDelete, testButton };
+  }
+
+  if (selected.has('audit')) {
+    log(`audit: register, test button and codec decode, with and without the audit rows, ${plan.auditSeconds} s each`);
+    figures.audit = await auditStage(stack.databaseUrl, {
+      seconds: plan.auditSeconds,
+      rounds: plan.auditRounds,
+      log,
+    });
+    problems.push(...auditStageProblems(figures.audit));
   }
 
   if (selected.has('neighbour')) {

@@ -4,7 +4,17 @@ import { parseArgs } from 'node:util';
 import type { NeighbourFault } from './neighbour';
 
 /** Every stage, in the order a run takes them. `engine-search` runs only when asked for. */
-export const STAGES = ['engine', 'raw', 'steady', 'saturation', 'api', 'neighbour', 'flood', 'engine-search'] as const;
+export const STAGES = [
+  'engine',
+  'raw',
+  'steady',
+  'saturation',
+  'api',
+  'audit',
+  'neighbour',
+  'flood',
+  'engine-search',
+] as const;
 export type Stage = (typeof STAGES)[number];
 export const DEFAULT_STAGES: readonly Stage[] = STAGES.filter((stage) => stage !== 'engine-search');
 export const NEIGHBOUR_FAULTS: readonly NeighbourFault[] = ['hang', 'refuse', '503'];
@@ -22,6 +32,9 @@ export interface Plan {
   /** The test button's round trips (one at a time, after testWarmup unmeasured ones). */
   testRoundTrips: number;
   testWarmup: number;
+  /** Audit stage: seconds per operation and variant, and rounds (each alternating which variant goes first). */
+  auditSeconds: number;
+  auditRounds: number;
   /** Neighbour stage: seconds of load per fault, latency window, the failing and the healthy project's rates. */
   neighbourSeconds: number;
   windowSeconds: number;
@@ -51,6 +64,8 @@ const FULL: Omit<Plan, 'stages' | 'faults'> = {
   apiSeconds: 10,
   testRoundTrips: 100,
   testWarmup: 5,
+  auditSeconds: 10,
+  auditRounds: 2,
   neighbourSeconds: 120,
   windowSeconds: 15,
   neighbourRate: 20,
@@ -74,6 +89,8 @@ const QUICK: Omit<Plan, 'stages' | 'faults'> = {
   apiSeconds: 1,
   testRoundTrips: 5,
   testWarmup: 1,
+  auditSeconds: 1,
+  auditRounds: 1,
   neighbourSeconds: 3,
   windowSeconds: 1,
   neighbourRate: 10,
@@ -125,6 +142,7 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
       'steady-seconds': { type: 'string' },
       'api-seconds': { type: 'string' },
       'test-round-trips': { type: 'string' },
+      'audit-seconds': { type: 'string' },
       'search-n': { type: 'string' },
       'search-warmup': { type: 'string' },
       out: { type: 'string', default: join(__dirname, 'results', 'latest.json') },
@@ -146,6 +164,7 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
   if (values['steady-seconds']) plan.steadySeconds = count(values['steady-seconds'], 'steady-seconds');
   if (values['api-seconds']) plan.apiSeconds = count(values['api-seconds'], 'api-seconds');
   if (values['test-round-trips']) plan.testRoundTrips = count(values['test-round-trips'], 'test-round-trips');
+  if (values['audit-seconds']) plan.auditSeconds = count(values['audit-seconds'], 'audit-seconds');
   if (values['search-n']) plan.searchN = count(values['search-n'], 'search-n');
   if (values['search-warmup']) plan.searchWarmup = count(values['search-warmup'], 'search-warmup', 0);
   if (!plan.sizes.includes(plan.n)) plan.sizes = [...plan.sizes, plan.n].sort((a, b) => a - b);

@@ -1,6 +1,7 @@
 // The run's figures: a table on stdout and a JSON file, with the machine and the versions they were taken on.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { AuditStageResult } from './audit';
 import type { EngineSearchResult } from './engine-search';
 import type { FloodResult, NeighbourRow } from './neighbour';
 import type { Stage } from './plan';
@@ -49,6 +50,8 @@ export interface BenchReport {
   steady?: SteadyResult;
   growth?: GrowthRow[];
   api?: { get: ApiResult; registerDelete: ApiResult; testButton?: TestRoundTripResult };
+  /** Register, the test button and a codec decode with the audit rows written and without (bench/audit.ts). */
+  audit?: AuditStageResult;
   /** Isolation: a healthy project's falls while another project's receiver hangs, refuses or answers 503. */
   neighbour?: NeighbourRow[];
   /** Falls while vitals flood the pipeline beyond the engine's limit. */
@@ -352,6 +355,28 @@ export function formatReport(report: BenchReport): string {
               .join(', '),
           ],
         ],
+      ),
+      '',
+    );
+  if (report.audit)
+    out.push(
+      `Audit trail's cost (the API in the bench's process, autocannon ${report.audit.connections} connections, ` +
+        `${report.audit.seconds} s × ${report.audit.rounds} round(s) each; the test button's send is stubbed):`,
+      table(
+        ['operation', 'audit rows', 'req/s', 'p50 ms', 'p99 ms', 'rows written', 'req/s, % of without'],
+        report.audit.rows.map((row) => [
+          {
+            register: 'POST /webhooks/register + DELETE cycle',
+            test: 'POST /webhooks/test/project/:id',
+            decode: 'POST /codec/decode (1 payload)',
+          }[row.operation],
+          row.variant === 'audit' ? 'written' : 'not written',
+          row.requestsPerSecond,
+          row.p50Ms,
+          row.p99Ms,
+          row.auditRows,
+          row.variant === 'audit' ? `${report.audit!.withRowsPercent[row.operation]} %` : '',
+        ]),
       ),
       '',
     );

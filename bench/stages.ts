@@ -241,7 +241,7 @@ export interface ApiResult {
   statusCodes: Record<string, number>;
 }
 
-const apiResult = (result: autocannon.AutocannonResult, connections: number, seconds: number): ApiResult => ({
+export const apiResult = (result: autocannon.AutocannonResult, connections: number, seconds: number): ApiResult => ({
   requestsPerSecond: Math.round(result.requests.average),
   p50Ms: result.latency.p50,
   p99Ms: result.latency.p99,

@@ -1,3 +1,4 @@
+import { appendAuditEvent } from './audit';
 import type { Db } from './connection';
 
 /** What a registration's breaker lets one attempt do, decided by the database's clock (one for every worker). */
@@ -61,24 +62,40 @@ const lastFailureOf = (c: Pick<Columns, 'last_failure' | 'last_status_code'>): R
 // Stryker disable next-line StringLiteral: read once at module load, which Stryker's mocha runner does not redo (a static mutant); an empty name fails every query
 const TABLE = 'webhook_circuit_breakers';
 
-/** Admits an attempt, claiming the probe when the open period is over and no other attempt holds it. */
-export async function admitAttempt(db: Db, registrationId: string, probeLeaseMs: number): Promise<BreakerAdmission> {
+/**
+ * Admits an attempt, claiming the probe when the open period is over and no other attempt holds it. The healthy path
+ * is this one statement; the breaker's first probe after it opened is the half-open transition, claimed in a
+ * transaction of its own with its audit row (claimFirstProbe).
+ */
+export function admitAttempt(db: Db, registrationId: string, probeLeaseMs: number): Promise<BreakerAdmission> {
+  return admit(db, registrationId, probeLeaseMs, false);
+}
+
+async function admit(
+  db: Db,
+  registrationId: string,
+  probeLeaseMs: number,
+  firstProbeTried: boolean,
+): Promise<BreakerAdmission> {
   const { rows } = await db.raw<{
     rows: (Pick<Columns, 'last_failure' | 'last_status_code'> & {
       open_ms: string | null;
       probe_ms: string | null;
       claimed: boolean;
+      unprobed: boolean;
       consecutive_failures: number;
     })[];
   }>(
+    // Only a lapsed probe lease is claimed here: the probe's holder ended without an outcome, still half-open.
     `WITH claim AS (
        UPDATE ${TABLE} SET probe_until = now() + ? * interval '1 millisecond', updated_at = now()
-        WHERE registration_id = ? AND open_until <= now() AND (probe_until IS NULL OR probe_until <= now())
+        WHERE registration_id = ? AND open_until <= now() AND probe_until <= now()
         RETURNING registration_id
      )
      SELECT extract(epoch FROM open_until - now()) * 1000 AS open_ms,
             extract(epoch FROM probe_until - now()) * 1000 AS probe_ms,
-            EXISTS (SELECT 1 FROM claim) AS claimed, consecutive_failures, last_failure, last_status_code
+            EXISTS (SELECT 1 FROM claim) AS claimed, probe_until IS NULL AS unprobed,
+            consecutive_failures, last_failure, last_status_code
        FROM ${TABLE} WHERE registration_id = ?`,
     [probeLeaseMs, registrationId, registrationId],
   );
@@ -87,32 +104,96 @@ export async function admitAttempt(db: Db, registrationId: string, probeLeaseMs:
   if (row.open_ms === null) return { state: 'closed', failures: row.consecutive_failures };
   if (row.claimed) return { state: 'probe' };
   const openMs = Number(row.open_ms);
+  if (openMs <= 0 && row.unprobed && !firstProbeTried) {
+    if (await claimFirstProbe(db, registrationId, probeLeaseMs)) return { state: 'probe' };
+    // Another attempt claimed it, or the breaker changed meanwhile: as it is now.
+    return admit(db, registrationId, probeLeaseMs, true);
+  }
   const lastFailure = lastFailureOf(row);
   // Half-open and another attempt is probing: ask again once its lease would have expired.
   const waitMs = openMs > 0 ? openMs : Math.max(1, Number(row.probe_ms ?? probeLeaseMs));
   return { state: 'open', waitMs: Math.ceil(waitMs), ...(lastFailure && { lastFailure }) };
 }
 
-/** A 2xx closes the breaker; writes only when there is something to reset, so the healthy path stays a read. */
-export async function recordSuccess(db: Db, registrationId: string): Promise<void> {
-  await db(TABLE)
-    .where({ registration_id: registrationId })
-    .andWhere((q) => void q.where('consecutive_failures', '>', 0).orWhereNotNull('open_until'))
-    .update({
-      consecutive_failures: 0,
-      last_failure: null,
-      last_status_code: null,
-      open_until: null,
-      probe_until: null,
-      consecutive_opens: 0,
-      updated_at: db.fn.now(),
+/** The first probe since the breaker opened: half-open, one `system` audit row in the claim's transaction. */
+async function claimFirstProbe(db: Db, registrationId: string, probeLeaseMs: number): Promise<boolean> {
+  return db.transaction(async (trx) => {
+    const claimed = await trx(TABLE)
+      .where({ registration_id: registrationId })
+      .andWhere('open_until', '<=', trx.fn.now())
+      .whereNull('probe_until')
+      .update({
+        probe_until: trx.raw(`now() + ? * interval '1 millisecond'`, [probeLeaseMs]),
+        updated_at: trx.fn.now(),
+      })
+      .returning<Pick<Columns, 'consecutive_failures' | 'consecutive_opens'>[]>([
+        'consecutive_failures',
+        'consecutive_opens',
+      ]);
+    const [row] = claimed;
+    if (!row) return false;
+    await recordTransition(trx, registrationId, 'breaker.half-open', {
+      consecutiveFailures: row.consecutive_failures,
+      consecutiveOpens: row.consecutive_opens,
     });
+    return true;
+  });
+}
+
+/** What the trail records of a breaker: the service's own action, on the registration's project. */
+async function recordTransition(
+  trx: Db,
+  registrationId: string,
+  action: 'breaker.open' | 'breaker.half-open' | 'breaker.close',
+  changes: Record<string, unknown>,
+): Promise<void> {
+  const registration = await trx<{ id: string; project_id: string }>('webhook_registrations')
+    .where({ id: registrationId })
+    .first('project_id');
+  await appendAuditEvent(trx, {
+    actor: { kind: 'system' },
+    action,
+    outcome: 'ok',
+    ...(registration && { projectId: registration.project_id }),
+    registrationId,
+    changes,
+  });
+}
+
+const RESET = {
+  consecutive_failures: 0,
+  last_failure: null,
+  last_status_code: null,
+  open_until: null,
+  probe_until: null,
+  consecutive_opens: 0,
+};
+
+/**
+ * A 2xx closes the breaker; writes only when there is something to reset, so the healthy path stays a read. Closing
+ * an open or half-open breaker is a transition, recorded in the trail with it; forgetting a closed one's count is not.
+ */
+export async function recordSuccess(db: Db, registrationId: string): Promise<void> {
+  const closed = await db.transaction(async (trx) => {
+    const rows = await trx(TABLE)
+      .where({ registration_id: registrationId })
+      .whereNotNull('open_until')
+      .update({ ...RESET, updated_at: trx.fn.now() })
+      .returning('registration_id');
+    if (rows.length > 0) await recordTransition(trx, registrationId, 'breaker.close', {});
+    return rows.length > 0;
+  });
+  if (!closed)
+    await db(TABLE)
+      .where({ registration_id: registrationId })
+      .andWhere('consecutive_failures', '>', 0)
+      .update({ ...RESET, updated_at: db.fn.now() });
 }
 
 /**
  * Counts a failed attempt; opens the breaker when the count reaches the threshold (or the probe failed), for the
- * open period doubled per reopening, and never shorter than the receiver's Retry-After (`floorMs`).
- * Returns the row as it now is.
+ * open period doubled per reopening, and never shorter than the receiver's Retry-After (`floorMs`). An opening is a
+ * transition: one `system` audit row in the same transaction. Returns the row as it now is.
  */
 export async function recordFailure(
   db: Db,
@@ -124,33 +205,48 @@ export async function recordFailure(
   const { failureThreshold, openMs, maxOpenMs } = thresholds;
   // Opens when closed and at the threshold, or when half-open (a failed probe, or a late failure after the period).
   const opening = `(b.consecutive_failures + 1 >= :threshold AND (b.open_until IS NULL OR b.open_until <= now()))`;
-  const period = (opens: string) =>
-    `now() + GREATEST(LEAST(:openMs * power(2, ${opens}), :maxOpenMs), :floorMs) * interval '1 millisecond'`;
-  const { rows } = await db.raw<{ rows: Columns[] }>(
-    `INSERT INTO ${TABLE} AS b
-       (registration_id, consecutive_failures, open_until, consecutive_opens, last_failure, last_status_code, updated_at)
-     VALUES (:id, 1, CASE WHEN 1 >= :threshold THEN ${period('0')} END, CASE WHEN 1 >= :threshold THEN 1 ELSE 0 END,
-             :message, :statusCode, now())
-     ON CONFLICT (registration_id) DO UPDATE SET
-       consecutive_failures = b.consecutive_failures + 1,
-       open_until = CASE WHEN ${opening} THEN ${period('b.consecutive_opens')} ELSE b.open_until END,
-       probe_until = CASE WHEN ${opening} THEN NULL ELSE b.probe_until END,
-       consecutive_opens = CASE WHEN ${opening} THEN b.consecutive_opens + 1 ELSE b.consecutive_opens END,
-       last_failure = :message,
-       last_status_code = :statusCode,
-       updated_at = now()
-     RETURNING *`,
-    {
-      id: registrationId,
-      threshold: failureThreshold,
-      openMs,
-      maxOpenMs,
-      floorMs,
-      message: failure.message,
-      statusCode: failure.statusCode ?? null,
-    },
-  );
-  return toRow(rows[0] as Columns); // an upsert's RETURNING always has its row
+  const period = `now() + GREATEST(LEAST(:openMs * power(2, b.consecutive_opens), :maxOpenMs), :floorMs) * interval '1 millisecond'`;
+  return db.transaction(async (trx) => {
+    // The row, made when missing and locked to the end of the transaction, as it was: concurrent failures open it once.
+    const { rows: before } = await trx.raw<{ rows: { consecutive_opens: number; was_open: boolean }[] }>(
+      `INSERT INTO ${TABLE} (registration_id) VALUES (?)
+       ON CONFLICT (registration_id) DO UPDATE SET registration_id = EXCLUDED.registration_id
+       RETURNING consecutive_opens, open_until IS NOT NULL AS was_open`,
+      [registrationId],
+    );
+    const { rows } = await trx.raw<{ rows: Columns[] }>(
+      `UPDATE ${TABLE} AS b SET
+         consecutive_failures = b.consecutive_failures + 1,
+         open_until = CASE WHEN ${opening} THEN ${period} ELSE b.open_until END,
+         probe_until = CASE WHEN ${opening} THEN NULL ELSE b.probe_until END,
+         consecutive_opens = CASE WHEN ${opening} THEN b.consecutive_opens + 1 ELSE b.consecutive_opens END,
+         last_failure = :message,
+         last_status_code = :statusCode,
+         updated_at = now()
+       WHERE registration_id = :id
+       RETURNING *`,
+      {
+        id: registrationId,
+        threshold: failureThreshold,
+        openMs,
+        maxOpenMs,
+        floorMs,
+        message: failure.message,
+        statusCode: failure.statusCode ?? null,
+      },
+    );
+    const row = toRow(rows[0] as Columns); // the row locked above
+    const [prior] = before;
+    if (row.consecutiveOpens > prior!.consecutive_opens)
+      await recordTransition(trx, registrationId, 'breaker.open', {
+        from: prior!.was_open ? 'half-open' : 'closed',
+        consecutiveFailures: row.consecutiveFailures,
+        consecutiveOpens: row.consecutiveOpens,
+        openUntil: row.openUntil!.toISOString(),
+        ...(failure.statusCode !== undefined && { statusCode: failure.statusCode }),
+      });
+    return row;
+  });
 }
 
 /** The breaker of a registration, for operators and tests; undefined when it never failed. */

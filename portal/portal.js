@@ -1,4 +1,5 @@
-// The webhook portal: one project's endpoint and delivery log, read through the API with the link's token.
+// The webhook portal: one project's endpoint and delivery log, and for manage links its audit trail (Activity), read
+// through the API with the link's token.
 // Plain DOM, no framework, no build step; every text goes in through textContent (nothing is parsed as HTML).
 'use strict';
 
@@ -24,6 +25,9 @@
     notice: null,
     newSecret: null,
     testOutcome: null,
+    /** 'deliveries' (the endpoint and its log) or 'activity' (the project's audit trail, manage links only). */
+    view: 'deliveries',
+    activity: { cursors: [], page: { items: [], nextCursor: null } },
   };
 
   /** Builds an element: attributes (on* are listeners), then children (strings become text). */
@@ -139,6 +143,17 @@
     const load = ++pageLoads;
     const page = await api('GET', listQuery(state.cursors.at(-1)));
     if (load === pageLoads) state.page = page;
+  }
+
+  let activityLoads = 0;
+  /** The current page of the project's audit trail, newest first; an answer to an older request is dropped. */
+  async function loadActivity() {
+    const load = ++activityLoads;
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    const cursor = state.activity.cursors.at(-1);
+    if (cursor) query.set('cursor', cursor);
+    const page = await api('GET', `${projectPath()}/audit?${query}`);
+    if (load === activityLoads) state.activity.page = page;
   }
 
   async function loadSelected() {
@@ -686,6 +701,166 @@
     );
   }
 
+  // ---- activity ---------------------------------------------------------------------------------------------------
+
+  /** Each action of the trail in words; an action this page does not know shows as its code alone. */
+  const ACTIONS = {
+    'webhook.register': 'Registered the endpoint',
+    'webhook.update': 'Changed the endpoint',
+    'webhook.delete': 'Deleted the endpoint',
+    'webhook.secret.rotate': 'Rotated the signing secret',
+    'webhook.secret.overlap-ended': 'The old signing secret stopped signing',
+    'webhook.test': 'Sent a test event',
+    'webhook.pause': 'Paused deliveries',
+    'webhook.resume': 'Resumed deliveries',
+    'webhook.pause.expire': 'The pause ended by itself',
+    'notifications.update': 'Changed the notification contacts',
+    'delivery.redeliver': 'Redelivered a delivery',
+    'deliveries.recover': 'Recovered failed deliveries',
+    'portal-link.create': 'Made a portal link',
+    'portal-link.revoke': 'Revoked the portal links',
+    'access.refused': 'Was refused access',
+    'breaker.open': 'Circuit breaker opened',
+    'breaker.half-open': 'Circuit breaker half-open: one delivery probes',
+    'breaker.close': 'Circuit breaker closed',
+    'project.add': 'Created the project',
+    'member.add': 'Added a member',
+    'member.remove': 'Removed a member',
+  };
+
+  /** Who acted: a member, a portal link (for the member who made it), the operators' command line, or the service. */
+  function actorText(actor) {
+    const who = actor.subject || 'unknown';
+    if (actor.kind === 'portal-link') {
+      const id = actor.portalLinkId ? ` ${actor.portalLinkId.slice(0, 8)}` : '';
+      return `${who}, through portal link${id} (${(actor.portalCapabilities || []).join(', ')})`;
+    }
+    if (actor.kind === 'cli') return `${who}, operator (command line)`;
+    if (actor.kind === 'system') return 'the service';
+    return who;
+  }
+
+  /** A value of `changes` in words: lists joined, none for an empty one. */
+  function changeValue(value) {
+    if (Array.isArray(value)) return value.length ? value.join(', ') : 'none';
+    if (value === null || value === undefined) return 'none';
+    return typeof value === 'object' ? JSON.stringify(value) : String(value);
+  }
+
+  /** What changed, one line per field: before → after where the trail has both. */
+  function changesView(event) {
+    const lines = Object.entries(event.changes || {}).map(([field, value]) => {
+      const pair =
+        value && typeof value === 'object' && !Array.isArray(value) && ('before' in value || 'after' in value);
+      const text = pair
+        ? ['before' in value ? changeValue(value.before) : null, 'after' in value ? changeValue(value.after) : null]
+            .filter((part) => part !== null)
+            .join(' → ')
+        : changeValue(value);
+      return h('li', {}, `${field}: `, pair && !('before' in value) ? 'set to ' : '', text);
+    });
+    if (event.deliveryId) lines.unshift(h('li', {}, 'delivery: ', h('code', {}, event.deliveryId)));
+    return lines.length ? h('ul', { class: 'changes' }, lines) : '—';
+  }
+
+  function activityView() {
+    const { page, cursors } = state.activity;
+    const rows = page.items.map((event) =>
+      h(
+        'tr',
+        { 'data-audit': event.id },
+        h('td', {}, time(event.at)),
+        h('td', {}, actorText(event.actor)),
+        h('td', {}, ACTIONS[event.action] || '', ACTIONS[event.action] ? h('br') : null, h('code', {}, event.action)),
+        h('td', { class: `outcome-${event.outcome}` }, event.outcome),
+        h('td', {}, changesView(event)),
+      ),
+    );
+    const table = rows.length
+      ? h(
+          'table',
+          {},
+          h('caption', { class: 'muted' }, 'Newest first; refreshed every few seconds on the first page.'),
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              ['Time', 'Who', 'Action', 'Outcome', 'What changed'].map((c) => h('th', { scope: 'col' }, c)),
+            ),
+          ),
+          h('tbody', {}, rows),
+        )
+      : h('p', {}, 'No activity yet.');
+    const turn = (older) =>
+      act(async () => {
+        if (older) state.activity.cursors.push(page.nextCursor);
+        else state.activity.cursors.pop();
+        await loadActivity();
+      });
+    return h(
+      'section',
+      { 'aria-labelledby': 'activity-title' },
+      h('h2', { id: 'activity-title', tabindex: '-1' }, 'Activity'),
+      h(
+        'p',
+        {},
+        'Who did what to this project’s webhook: its members, their portal links, the operators’ command line, and ',
+        'the service itself (the circuit breaker, the end of a secret’s overlap). Kept for years; never a secret or ',
+        'an event’s content.',
+      ),
+      table,
+      h(
+        'div',
+        { class: 'row' },
+        cursors.length > 0
+          ? h(
+              'button',
+              { type: 'button', class: 'secondary', 'data-focus': 'newer-activity', onclick: () => turn(false) },
+              'Show newer activity',
+            )
+          : null,
+        page.nextCursor
+          ? h(
+              'button',
+              { type: 'button', class: 'secondary', 'data-focus': 'older-activity', onclick: () => turn(true) },
+              'Show older activity',
+            )
+          : null,
+        h('span', { class: 'muted' }, `Page ${cursors.length + 1}`),
+      ),
+    );
+  }
+
+  /** Manage links switch between the deliveries and the activity; the heading of the view shown takes the focus. */
+  function viewSwitch() {
+    if (!canManage()) return null;
+    const toActivity = state.view === 'deliveries';
+    return h(
+      'nav',
+      { 'aria-label': 'Views' },
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'secondary',
+          onclick: () =>
+            act(async () => {
+              if (toActivity) {
+                state.activity.cursors = [];
+                await loadActivity();
+              }
+              state.view = toActivity ? 'activity' : 'deliveries';
+              switched = true;
+            }),
+        },
+        toActivity ? 'Show activity' : 'Back to endpoint and deliveries',
+      ),
+    );
+  }
+
+  let switched = false;
   function render() {
     if (stopped) return;
     const focused = document.activeElement && document.activeElement.getAttribute('data-focus');
@@ -702,12 +877,18 @@
         { role: 'status' },
         state.notice ? h('p', { class: state.notice.error ? 'notice error' : 'notice' }, state.notice.text) : null,
       ),
-      endpointView(),
-      // replaceChildren writes null as the text "null": no attempts view is no child.
-      attemptsView() || '',
-      deliveriesView(),
+      viewSwitch() || '',
+      ...(state.view === 'activity'
+        ? [activityView()]
+        : // replaceChildren writes null as the text "null": no attempts view is no child.
+          [endpointView(), attemptsView() || '', deliveriesView()]),
     );
-    if (focused) {
+    if (switched) {
+      switched = false;
+      const heading = app.querySelector(state.view === 'activity' ? '#activity-title' : '#endpoint-title');
+      heading.setAttribute('tabindex', '-1');
+      heading.focus();
+    } else if (focused) {
       const again = app.querySelector(`[data-focus="${CSS.escape(focused)}"]`);
       if (again) again.focus();
     }
@@ -719,9 +900,11 @@
     const busy = document.activeElement && ['INPUT', 'SELECT'].includes(document.activeElement.tagName);
     if (state.cursors.length === 0 && !busy) {
       try {
-        const before = JSON.stringify([state.page, state.health, state.selected]);
-        await Promise.all([loadPage(), loadEndpoint(), loadSelected()]);
-        if (JSON.stringify([state.page, state.health, state.selected]) !== before) render();
+        const activity = state.view === 'activity' && state.activity.cursors.length === 0;
+        const shown = () => JSON.stringify([state.page, state.health, state.selected, state.activity.page]);
+        const before = shown();
+        await Promise.all([loadPage(), loadEndpoint(), loadSelected(), activity ? loadActivity() : null]);
+        if (shown() !== before) render();
       } catch {
         // The next round tries again; a 401 has shown the invalid-link page already.
       }

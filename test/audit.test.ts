@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from '../api/app';
 import { portalLinkId } from '../api/audit';
@@ -238,6 +240,131 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.deepEqual((await onlyNewRow(p, 3, 'portal-link.revoke')).changes, { generation: 1 });
   });
 
+  it('records custom headers by name on register and update (set, replaced, removed), never a value', async () => {
+    const p = await project();
+    const values = ['key-4b1d2c9e-value', 'tenant-77aa31-value', 'key-rotated-9f00e1-value'];
+    const registered = await call('POST', '/webhooks/register', {
+      body: {
+        projectId: p,
+        url: 'https://receiver.example/a',
+        types: ['FALL_DETECTION'],
+        headers: { 'X-Api-Key': values[0], 'X-Tenant': values[1] },
+      },
+    });
+    assert.equal(registered.status, 201, registered.text);
+    const reg = await onlyNewRow(p, 0, 'webhook.register');
+    assert.deepEqual(reg.changes?.headers, { after: ['X-Api-Key', 'X-Tenant'] });
+
+    const replaced = await call('PATCH', '/webhooks', { body: { projectId: p, headers: { 'X-Api-Key': values[2] } } });
+    assert.equal(replaced.status, 200, replaced.text);
+    assert.deepEqual((await onlyNewRow(p, 1, 'webhook.update')).changes, {
+      headers: { before: ['X-Api-Key', 'X-Tenant'], after: ['X-Api-Key'] },
+    });
+    // A PATCH without headers leaves them, and says nothing of them.
+    assert.equal(
+      (await call('PATCH', '/webhooks', { body: { projectId: p, types: ['VITAL_THRESHOLD'] } })).status,
+      200,
+    );
+    assert.deepEqual((await onlyNewRow(p, 2, 'webhook.update')).changes, {
+      types: { before: ['FALL_DETECTION'], after: ['VITAL_THRESHOLD'] },
+    });
+    assert.equal((await call('PATCH', '/webhooks', { body: { projectId: p, headers: {} } })).status, 200);
+    assert.deepEqual((await onlyNewRow(p, 3, 'webhook.update')).changes, {
+      headers: { before: ['X-Api-Key'], after: [] },
+    });
+    const written = JSON.stringify(await rows(p));
+    for (const value of values) assert.ok(!written.includes(value), `never the value ${value}`);
+  });
+
+  it('records what a manage link did (rotate, test, redeliver, recover) under its id, capabilities and member', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    const minted = await call('POST', `/webhooks/project/${p}/portal-sessions`, { body: {} });
+    assert.equal(minted.status, 201, minted.text);
+    const token = minted.body.token as string;
+    const failed = [0, 1].map(() => `webhook-event-${randomUUID()}`);
+    for (const id of failed)
+      await store.upsertDelivery(t.db, { id, projectId: p, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    const viaLink = (method: string, path: string, body?: unknown) =>
+      call(method, path, {
+        token,
+        requestId: `req-link-${path.split('/').pop()}`,
+        ...(body !== undefined && { body }),
+      });
+
+    const rotated = await viaLink('POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: 60 });
+    assert.equal(rotated.status, 200, rotated.text);
+    assert.equal((await viaLink('POST', `/webhooks/test/project/${p}`)).status, 200);
+    assert.equal((await viaLink('POST', `/webhooks/project/${p}/deliveries/${failed[0]}/redeliver`)).status, 202);
+    const recovered = await viaLink('POST', `/webhooks/project/${p}/deliveries/recover`, {
+      since: '2000-01-01T00:00:00Z',
+    });
+    assert.equal(recovered.status, 202, recovered.text);
+    const written = (await rows(p)).slice(2);
+    assert.deepEqual(
+      written.map((row) => [
+        row.action,
+        row.actor_kind,
+        row.actor_subject,
+        row.portal_link_id,
+        row.portal_capabilities,
+        row.request_id,
+      ]),
+      [
+        ['webhook.secret.rotate', 'req-link-rotate'],
+        ['webhook.test', `req-link-${p}`],
+        ['delivery.redeliver', 'req-link-redeliver'],
+        ['deliveries.recover', 'req-link-recover'],
+      ].map(([action, requestId]) => [
+        action,
+        'portal-link',
+        'alice',
+        portalLinkId(token),
+        ['read', 'manage'],
+        requestId,
+      ]),
+    );
+    assert.equal(written[0]!.changes?.secretRevealed, true, 'the secret shown once, through the link');
+    assert.equal(written[2]!.delivery_id, failed[0]);
+    assert.deepEqual(written[3]!.changes, { since: '2000-01-01T00:00:00Z', count: 1 });
+    const all = JSON.stringify(written);
+    assert.ok(!all.includes(token) && !all.includes(rotated.body.secret as string), 'neither the token nor the secret');
+  });
+
+  it('records what a read-only link was refused (an action, the trail) under its id and capabilities', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    const minted = await call('POST', `/webhooks/project/${p}/portal-sessions`, { body: { capabilities: ['read'] } });
+    assert.equal(minted.status, 201, minted.text);
+    const token = minted.body.token as string;
+    assert.equal((await call('POST', `/webhooks/test/project/${p}`, { token })).status, 403);
+    assert.equal((await call('GET', `/webhooks/project/${p}/audit`, { token })).status, 403);
+    const refused = (await rows(p)).slice(2);
+    assert.deepEqual(
+      refused.map((row) => [
+        row.action,
+        row.outcome,
+        row.actor_kind,
+        row.actor_subject,
+        row.portal_link_id,
+        row.portal_capabilities,
+        row.changes,
+      ]),
+      [
+        ['POST', '/webhooks/test/project/:projectId'],
+        ['GET', '/webhooks/project/:projectId/audit'],
+      ].map(([method, route]) => [
+        'access.refused',
+        'refused',
+        'portal-link',
+        'alice',
+        portalLinkId(token),
+        ['read'],
+        { method, route },
+      ]),
+    );
+  });
+
   it('records a 403 on a project route as refused, with the subject; a 401 writes nothing', async () => {
     const p = await project();
     const refused = await call('DELETE', `/webhooks/project/${p}`, { token: hsToken('mallory', { issuer: ISSUER }) });
@@ -418,6 +545,43 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       await t.db.raw('DROP FUNCTION refuse_audit()');
     }
     assert.equal((await rows(p)).length, 1, 'only the registration');
+  });
+
+  it('writes through the writer the bench gives createApp instead (no row), which no configuration sets', async () => {
+    const p = await project();
+    const given: store.AuditEventInput[] = [];
+    const benchApp = createApp({
+      db: t.db,
+      secretBox,
+      logger: pino({ level: 'silent' }),
+      auth: { mode: 'secret', secret: TEST_JWT_SECRET },
+      sendTestEvent: () => Promise.resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf-test' }),
+      auditWriter: (_db, event) => Promise.resolve(void given.push(event)),
+    });
+    const local = await listenLocal(benchApp.callback());
+    try {
+      const reply = await fetch(`${local.url}/webhooks/register`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+        body: JSON.stringify({ projectId: p, url: 'https://receiver.example/a', types: ['FALL_DETECTION'] }),
+      });
+      assert.equal(reply.status, 201);
+    } finally {
+      await local.close();
+    }
+    assert.deepEqual(
+      given.map((event) => [event.action, event.projectId, event.actor.subject]),
+      [['webhook.register', p, 'alice']],
+    );
+    assert.equal((await rows(p)).length, 0, 'no row through the bench’s writer');
+    // The same action on this suite's app (as a server builds it) writes its row.
+    assert.equal(
+      (await call('PATCH', '/webhooks', { body: { projectId: p, types: ['VITAL_THRESHOLD'] } })).status,
+      200,
+    );
+    assert.equal((await onlyNewRow(p, 0, 'webhook.update')).actor_subject, 'alice');
+    // The server builds its app from the configuration, which has no such setting.
+    assert.doesNotMatch(readFileSync(join(__dirname, '..', 'api', 'server.ts'), 'utf8'), /auditWriter/);
   });
 
   it('keeps one valid chain with two API processes (two pools) writing at once', async () => {

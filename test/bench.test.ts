@@ -114,6 +114,31 @@ describe('bench quick mode (npm run bench -- --quick)', function () {
     assert.match(stdout, /Every event accounted for/);
   });
 
+  it('measures register, the test button and a codec decode with the audit rows and without', () => {
+    const audit = report.audit!;
+    assert.deepEqual(
+      audit.rows.map((row) => [row.operation, row.variant]),
+      [
+        ['register', 'audit'],
+        ['register', 'no-audit'],
+        ['test', 'audit'],
+        ['test', 'no-audit'],
+        ['decode', 'audit'],
+        ['decode', 'no-audit'],
+      ],
+    );
+    for (const row of audit.rows) {
+      assert.ok(row.requestsPerSecond > 0 && row.rounds.length === 1, `${row.operation} ${row.variant}`);
+      const answered = row.rounds[0]!.requests;
+      // Without the rows none is written; with them one per call answered (and the calls still in flight).
+      if (row.variant === 'no-audit') assert.equal(row.auditRows, 0, row.operation);
+      else assert.ok(row.auditRows >= answered && answered > 0, `${row.operation}: ${row.auditRows} rows`);
+    }
+    assert.deepEqual(Object.keys(audit.withRowsPercent), ['register', 'test', 'decode']);
+    assert.match(stdout, /Audit trail's cost/);
+    assert.match(stdout, /POST \/codec\/decode \(1 payload\)\s+\| written/);
+  });
+
   it('runs the neighbour stage for each fault and the flood stage, accounting for both projects', () => {
     assert.deepEqual(
       report.neighbour?.map((row) => row.fault),
@@ -144,7 +169,7 @@ describe('bench quick mode (npm run bench -- --quick)', function () {
 describe('bench stage selection (bench/plan.ts, bench/report.ts)', () => {
   it('runs every stage but the engine search by default; --stages, --engine-search and --faults select', () => {
     const all = parseArgsToPlan([]).plan;
-    assert.deepEqual(all.stages, ['engine', 'raw', 'steady', 'saturation', 'api', 'neighbour', 'flood']);
+    assert.deepEqual(all.stages, ['engine', 'raw', 'steady', 'saturation', 'api', 'audit', 'neighbour', 'flood']);
     assert.deepEqual(all.faults, ['hang', 'refuse', '503']);
     assert.deepEqual(parseArgsToPlan(['--engine-search']).plan.stages, [...all.stages, 'engine-search']);
     // In the run's order, each once, whatever order they are given in.

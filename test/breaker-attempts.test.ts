@@ -11,7 +11,7 @@ import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, type ActivityConfig, type WebhookHttpClient } from '../activities';
 import { createEndpointGuard } from '../activities/breaker';
 import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../common/contract';
-import { findBreaker } from '../db';
+import { findBreaker, listAuditEvents } from '../db';
 import { Registrations, captureLogger, fallPayload, fastConfig, newProjectId } from './support/deliveries';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
@@ -125,6 +125,13 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       },
     };
   }
+
+  /** The registration's audit rows, oldest first: action and actor. */
+  const auditActions = async (registrationId: string) =>
+    (await listAuditEvents(database.db, { limit: 200 }))
+      .filter((row) => row.registrationId === registrationId)
+      .reverse()
+      .map((row) => [row.action, row.actor.kind]);
 
   const failureType = (thrown: unknown) => (thrown instanceof ApplicationFailure ? thrown.type : String(thrown));
 
@@ -250,6 +257,7 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     // The admission is one statement; there is nothing to reset on a breaker that never failed.
     assert.equal(statements.length, 3, statements.join(', '));
     assert.equal(await findBreaker(database.db, delivery.registrationId), undefined, 'no breaker row');
+    assert.deepEqual(await auditActions(delivery.registrationId), [], 'no audit row per delivery');
     const aboutBreaker = delivery.logged().filter((msg) => String(msg).startsWith('circuit breaker'));
     assert.deepEqual(aboutBreaker, []);
   });
@@ -281,6 +289,12 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       [1, 1, 5],
       delivery.logged().join('\n'),
     );
+    // The trail has the breaker's three transitions, and nothing of the five attempts themselves.
+    assert.deepEqual(await auditActions(delivery.registrationId), [
+      ['breaker.open', 'system'],
+      ['breaker.half-open', 'system'],
+      ['breaker.close', 'system'],
+    ]);
   });
 
   it('a delivery from before the waiter list waits on its own timer: the rest of the open period, spread', async () => {

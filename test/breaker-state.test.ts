@@ -7,6 +7,8 @@ import {
   admitAttempt,
   findBreaker,
   forgetWokenWaiters,
+  listAuditEvents,
+  verifyAuditChain,
   recordFailure,
   recordSuccess,
   takeWaitersToWake,
@@ -358,6 +360,113 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       { failures: 0, openUntil: null, opens: 0 },
     );
     assert.deepEqual(await admitAttempt(fx.database.db, id, 5_000), { state: 'closed', failures: 0 });
+  });
+
+  /** The breaker's rows in the audit trail, oldest first: action, actor, registration and what changed. */
+  const transitions = async (id: string) =>
+    (await listAuditEvents(fx.database.db, { limit: 100 }))
+      .filter((row) => row.registrationId === id)
+      .reverse()
+      .map((row) => [row.action, row.actor.kind, row.changes]);
+
+  it('each transition (open, half-open, close) leaves one system audit row, however many attempts race for it', async () => {
+    const db = fx.database.db;
+    const id = await registrationId();
+    const projectId = (await db('webhook_registrations').where({ id }).first<{ project_id: string }>()).project_id;
+    await recordFailure(db, id, thresholds, http500);
+    await recordFailure(db, id, thresholds, http500);
+    assert.deepEqual(await transitions(id), [], 'failures below the threshold are no transition');
+    // Six failures at once past the threshold: the breaker opens once.
+    await Promise.all(Array.from({ length: 6 }, () => recordFailure(db, id, thresholds, http500)));
+    const opened = (await findBreaker(db, id))!;
+    assert.equal(opened.consecutiveFailures, 8);
+    assert.equal((await admitAttempt(db, id, 60_000)).state, 'open', 'refused while open: no row');
+    await endOpenPeriod(id);
+    const admissions = await Promise.all(Array.from({ length: 10 }, () => admitAttempt(db, id, 60_000)));
+    assert.equal(admissions.filter((a) => a.state === 'probe').length, 1);
+    // The probe's lease lapsed without an outcome: another attempt probes, still half-open (no transition).
+    await db('webhook_circuit_breakers').where({ registration_id: id }).update({ probe_until: db.fn.now() });
+    assert.equal((await admitAttempt(db, id, 60_000)).state, 'probe');
+    const reopened = await recordFailure(db, id, thresholds, { message: 'Receiver did not answer within 300 ms' });
+    await endOpenPeriod(id);
+    assert.equal((await admitAttempt(db, id, 60_000)).state, 'probe');
+    await Promise.all(Array.from({ length: 4 }, () => recordSuccess(db, id)));
+    // A closed breaker's count forgotten by a success is no transition either.
+    await recordFailure(db, id, thresholds, http500);
+    await recordSuccess(db, id);
+    assert.deepEqual(await transitions(id), [
+      [
+        'breaker.open',
+        'system',
+        {
+          from: 'closed',
+          consecutiveFailures: 3,
+          consecutiveOpens: 1,
+          openUntil: opened.openUntil!.toISOString(),
+          statusCode: 500,
+        },
+      ],
+      ['breaker.half-open', 'system', { consecutiveFailures: 8, consecutiveOpens: 1 }],
+      [
+        'breaker.open',
+        'system',
+        {
+          from: 'half-open',
+          consecutiveFailures: 9,
+          consecutiveOpens: 2,
+          openUntil: reopened.openUntil!.toISOString(),
+        },
+      ],
+      ['breaker.half-open', 'system', { consecutiveFailures: 9, consecutiveOpens: 2 }],
+      ['breaker.close', 'system', {}],
+    ]);
+    const rows = (await listAuditEvents(db, { projectId, limit: 100 })).filter((row) =>
+      row.action.startsWith('breaker'),
+    );
+    assert.equal(rows.length, 5, 'each on the registration’s project');
+    assert.ok(rows.every((row) => row.outcome === 'ok' && row.actor.subject === undefined));
+    assert.equal((await verifyAuditChain(db)).fault, undefined);
+  });
+
+  it('a transition whose audit row cannot be written does not happen: the breaker stays as it was', async () => {
+    const db = fx.database.db;
+    const id = await registrationId();
+    await recordFailure(db, id, thresholds, http500);
+    await recordFailure(db, id, thresholds, http500);
+    await db.raw(`CREATE FUNCTION refuse_breaker_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'audit refused'; END $$`);
+    await db.raw(
+      'CREATE TRIGGER refuse_breaker_audit BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_breaker_audit()',
+    );
+    const dropTrigger = () => db.raw('DROP TRIGGER refuse_breaker_audit ON audit_events');
+    try {
+      await assert.rejects(recordFailure(db, id, thresholds, http500), /audit refused/);
+      assert.deepEqual(
+        {
+          failures: (await findBreaker(db, id))?.consecutiveFailures,
+          openUntil: (await findBreaker(db, id))?.openUntil,
+        },
+        { failures: 2, openUntil: null },
+        'not opened, not counted',
+      );
+      await dropTrigger();
+      await recordFailure(db, id, thresholds, http500);
+      await endOpenPeriod(id);
+      await db.raw(
+        'CREATE TRIGGER refuse_breaker_audit BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_breaker_audit()',
+      );
+      await assert.rejects(admitAttempt(db, id, 60_000), /audit refused/);
+      assert.equal((await findBreaker(db, id))?.probeUntil, null, 'the probe is not claimed');
+      await assert.rejects(recordSuccess(db, id), /audit refused/);
+      assert.notEqual((await findBreaker(db, id))?.openUntil, null, 'not closed');
+    } finally {
+      await db.raw('DROP TRIGGER IF EXISTS refuse_breaker_audit ON audit_events');
+      await db.raw('DROP FUNCTION IF EXISTS refuse_breaker_audit()');
+    }
+    assert.deepEqual(
+      (await transitions(id)).map(([action]) => action),
+      ['breaker.open'],
+    );
   });
 
   it("a receiver's Retry-After lengthens the open period, never shortens it", async () => {

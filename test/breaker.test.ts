@@ -13,7 +13,7 @@ import {
   type DeliveryFailedDetails,
   type ResumeDeliverySignal,
 } from '../common/contract';
-import { addBreakerWaiter, findBreaker, recordFailure } from '../db';
+import { addBreakerWaiter, findBreaker, listAuditEvents, recordFailure } from '../db';
 import { startBreakerResumer } from '../worker/breaker-resumer';
 import type { deliverWebhookEvent } from '../workflows';
 import { captureLogger, fallEvent, fastConfig, newProjectId } from './support/deliveries';
@@ -128,6 +128,12 @@ describe('circuit breaker per registration', function () {
       }
       assert.equal(signalled, events, 'every event woken by the resumer');
       assert.deepEqual(await waitersOf(registrationId), [], 'no waiter left');
+      // The trail holds the breaker's three transitions as the service's own, and nothing of the events' attempts.
+      const trail = (await listAuditEvents(fx.database.db, { projectId, limit: 100 })).reverse();
+      assert.deepEqual(
+        trail.map((row) => [row.action, row.actor.kind, row.registrationId]),
+        ['breaker.open', 'breaker.half-open', 'breaker.close'].map((action) => [action, 'system', registrationId]),
+      );
     });
 
     it('a 2xx between failures resets the count: two deliveries each failing twice never open the breaker', async () => {

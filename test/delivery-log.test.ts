@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { userInfo } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { Worker } from '@temporalio/worker';
 import pino from 'pino';
@@ -827,6 +828,16 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       assert.equal(lines.pop(), `1 failed deliveries of project ${p} redelivering`);
       const [again] = (await fx.receiver.waitForRequests(before + 1)).slice(before);
       assert.equal(again!.headers['x-webhook-id'], failed);
+
+      // Each command that acted left one row, as the OS user; the refusals (unknown id, no --since) none.
+      const trail = (await store.listAuditEvents(fx.database.db, { projectId: p, limit: 10 })).reverse();
+      assert.deepEqual(
+        trail.map((row) => [row.action, row.actor.kind, row.actor.subject, row.deliveryId, row.changes]),
+        [
+          ['delivery.redeliver', 'cli', userInfo().username, delivered, undefined],
+          ['deliveries.recover', 'cli', userInfo().username, undefined, { since: '2000-01-01T00:00:00Z', count: 1 }],
+        ],
+      );
     });
   });
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createRedeliveryStarter } from '../api/redelivery';
 import { createTestEventSender } from '../api/test-event';
+import { portalLinkId } from '../api/audit';
 import { createPortalTokens, portalSigningKeys } from '../api/portal-tokens';
 import type { ActivityConfig } from '../activities';
 import type { DeliverWebhookEventInput } from '../common/contract';
@@ -317,6 +318,7 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       await page.getByText(/read-only link/).waitFor();
       assert.ok((await page.getByRole('button', { name: /^Show attempts of/ }).count()) >= 2, 'its buttons are there');
       assert.equal(await page.getByRole('button', { name: ACTION }).count(), 0, 'no action button');
+      assert.equal(await page.getByRole('button', { name: 'Show activity' }).count(), 0, 'no activity view');
       assert.equal(await page.locator('form[aria-label="Rotate secret"], form[aria-label="Edit endpoint"]').count(), 0);
       await pressByKeyboard(page, `Show attempts of ${ids[0]!}`);
       await page.locator('#attempts').waitFor();
@@ -414,6 +416,128 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     const first = await rowIds(page);
     assert.equal(first.length, 20);
     assert.deepEqual([...first, ...second].sort(), [...ids].sort(), 'every delivery once');
+    await close(page);
+  });
+
+  /** Calls the API with a token (a member's by default). */
+  const callApi = async (method: string, path: string, body?: unknown, token = hsToken('alice')) =>
+    (
+      await fetch(api.url + path, {
+        method,
+        headers: { ...bearer(token), ...(body !== undefined && { 'content-type': 'application/json' }) },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      })
+    ).status;
+  const auditIds = async (page: Page) =>
+    Promise.all(
+      (await page.locator('tr[data-audit]').all()).map(async (r) => String(await r.getAttribute('data-audit'))),
+    );
+  const auditActions = async (page: Page) =>
+    Promise.all((await page.locator('tr[data-audit] td:nth-child(3) code').all()).map((c) => c.innerText()));
+
+  it("a manage link's Activity view: the project's trail, newest first, live, by keyboard; no other project's rows", async () => {
+    const { id: p } = await project();
+    const { id: other } = await project();
+    const registrationId = (await store.findRegistration(fx.database.db, p))!.id;
+    const first = await link(p);
+    assert.equal(await callApi('PATCH', '/webhooks', { projectId: p, types: ['FALL_DETECTION'] }, first.token), 200);
+    assert.equal(
+      await callApi('POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: 3600 }, first.token),
+      200,
+    );
+    assert.equal(await callApi('DELETE', `/webhooks/project/${p}`, undefined, hsToken('mallory')), 403);
+    // The receiver fails twice at a threshold of two: the breaker opens, probes once its period is over, and closes.
+    const thresholds = { failureThreshold: 2, openMs: 600_000, maxOpenMs: 600_000 };
+    for (let i = 0; i < 2; i += 1)
+      await store.recordFailure(fx.database.db, registrationId, thresholds, { message: 'HTTP 503', statusCode: 503 });
+    await fx.database
+      .db('webhook_circuit_breakers')
+      .where({ registration_id: registrationId })
+      .update({ open_until: fx.database.db.fn.now() });
+    assert.equal((await store.admitAttempt(fx.database.db, registrationId, 10_000)).state, 'probe');
+    await store.recordSuccess(fx.database.db, registrationId);
+    // Not this project's: another project's link, and an operator's codec read (which names no project).
+    await link(other);
+    await store.appendAuditEvent(fx.database.db, {
+      actor: { kind: 'member', subject: 'operator-1' },
+      action: 'codec.decode',
+      outcome: 'ok',
+      changes: { payloads: 1, keyIds: ['k1'], namespace: 'default' },
+    });
+
+    const { url, token } = await link(p);
+    const page = await open(url);
+    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await pressByKeyboard(page, 'Show activity');
+    await page.getByRole('heading', { name: 'Activity' }).waitFor();
+    assert.equal(
+      await page.evaluate<string>("document.activeElement?.id ?? ''"),
+      'activity-title',
+      'focus on the view',
+    );
+    assert.deepEqual(await auditActions(page), [
+      'portal-link.create',
+      'breaker.close',
+      'breaker.half-open',
+      'breaker.open',
+      'access.refused',
+      'webhook.secret.rotate',
+      'webhook.update',
+      'portal-link.create',
+    ]);
+    const rowText = (n: number) => page.locator('tr[data-audit]').nth(n).innerText();
+    assert.match(
+      await rowText(0),
+      new RegExp(`^\\S.*\\talice\\tMade a portal link[\\s\\S]*portalLinkId: ${portalLinkId(token)}`),
+    );
+    const firstLink = portalLinkId(first.token).slice(0, 8);
+    assert.match(
+      await rowText(5),
+      new RegExp(`alice, through portal link ${firstLink} \\(read, manage\\)\\s+Rotated the signing secret`),
+    );
+    assert.match(await rowText(1), /the service\s+Circuit breaker closed/);
+    assert.match(await rowText(3), /from: closed[\s\S]*statusCode: 503/);
+    assert.match(await rowText(4), /mallory\s+Was refused access\s+access\.refused\s+refused[\s\S]*method: DELETE/);
+    assert.match(await rowText(6), /types: FALL_DETECTION, VITAL_THRESHOLD → FALL_DETECTION/);
+    const shown = await page.locator('main').innerText();
+    assert.doesNotMatch(shown, /codec\.decode|operator-1|whsec_/, 'no codec read, no secret');
+    assert.doesNotMatch(shown, /\b(null|undefined|NaN)\b/);
+    assert.ok(!shown.includes(other), 'nothing of the other project');
+    await assertAccessible(page, 'activity view');
+    await screenshot(page, 'activity');
+
+    // An action while the view is open appears on its first page without a reload.
+    assert.equal(await callApi('POST', `/webhooks/project/${p}/secret/rotate`, {}), 200);
+    await page.locator('tr[data-audit]').first().getByText('webhook.secret.rotate').waitFor({ timeout: 5_000 });
+    await pressByKeyboard(page, 'Back to endpoint and deliveries');
+    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    assert.equal(await page.locator('tr[data-audit]').count(), 0);
+    await close(page);
+  });
+
+  it('pages through the activity 20 rows at a time, by keyboard', async () => {
+    const { id: p } = await project();
+    for (let i = 0; i < 23; i += 1)
+      await store.appendAuditEvent(fx.database.db, {
+        actor: { kind: 'member', subject: 'alice' },
+        action: 'webhook.test',
+        outcome: 'ok',
+        projectId: p,
+      });
+    const page = await open((await link(p)).url);
+    await pressByKeyboard(page, 'Show activity');
+    await page.getByText('Page 1').waitFor();
+    const firstPage = await auditIds(page);
+    assert.equal(firstPage.length, 20);
+    await pressByKeyboard(page, 'Show older activity');
+    await page.getByText('Page 2').waitFor();
+    const second = await auditIds(page);
+    assert.equal(second.length, 4, '23 tests and the link');
+    await pressByKeyboard(page, 'Show newer activity');
+    await page.getByText('Page 1').waitFor();
+    assert.deepEqual(await auditIds(page), firstPage);
+    const all = (await store.listAuditEvents(fx.database.db, { projectId: p, limit: 100 })).map((row) => row.id);
+    assert.deepEqual([...firstPage, ...second], all, 'every row once, newest first');
     await close(page);
   });
 

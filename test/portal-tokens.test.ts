@@ -62,6 +62,14 @@ describe('portal link tokens', () => {
     assert.deepEqual(tokens.verify(token), { ...grant, iat: claims.iat, exp: claims.exp });
   });
 
+  it('makes each link a token of its own, even two alike signed in the same second', () => {
+    const one = tokens.sign(grant, 600).token;
+    const two = tokens.sign(grant, 600).token;
+    assert.notEqual(one, two);
+    const ids = [one, two].map((token) => (jwt.decode(token) as jwt.JwtPayload).jti);
+    assert.ok(ids.every((id) => typeof id === 'string' && id.length >= 32));
+  });
+
   it('verifies by kid with any key of the ring', () => {
     const underSecond = signed({}, { keyid: 'k2' }, second.key);
     assert.equal(tokens.verify(underSecond).projectId, 'p1');
