@@ -65,7 +65,7 @@ describe('notices to a project’s own contacts', function () {
         .where({ project_id: p, condition: 'breaker-open' })
         .update({ sent_at: database.db.raw(`now() - interval '61 minutes'`) });
       assert.equal(await store.claimNotice(database.db, p, 'breaker-open'), true, 'an hour later');
-      assert.equal(await store.claimNotice(database.db, p, 'breaker-open', 1), false, 'just claimed');
+      assert.equal(await store.claimNotice(database.db, p, 'breaker-open', 60_000), false, 'just claimed');
     });
 
     it('stores the contacts, and none when both are empty', async () => {
