@@ -343,6 +343,32 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     });
   });
 
+  it('the endpoint shows the client certificate, and warns from 14 days before it expires', async () => {
+    const { id: p } = await project();
+    const notAfter = new Date(Date.now() + 10 * 86_400_000 + 3_600_000);
+    // As an upload stores it (the PEM and sealed key are not read by the page): subject and expiry.
+    await fx.database.db('webhook_registrations').where({ project_id: p }).update({
+      client_certificate: 'pem',
+      client_key_sealed: 'sealed',
+      client_certificate_subject: 'CN=hospital-client, O=Example',
+      client_certificate_not_after: notAfter,
+      client_certificate_fingerprint: 'AA:BB',
+    });
+    const page = await open((await link(p, { capabilities: ['read'] })).url);
+    const certificate = page.locator('section[aria-labelledby="endpoint-title"] dt:text-is("Client certificate") + dd');
+    await certificate.waitFor();
+    assert.match(await certificate.innerText(), /^CN=hospital-client, O=Example, valid until \S/);
+    assert.equal(await certificate.locator('time').getAttribute('datetime'), notAfter.toISOString());
+    assert.equal(await certificate.getAttribute('data-certificate'), null);
+    assert.equal(await certificate.locator('[data-certificate="expiring"]').count(), 1);
+    assert.match(
+      await certificate.getByRole('alert').innerText(),
+      /The client certificate expires at .* \(in 10 days\): upload its successor before then/,
+    );
+    await assertAccessible(page, 'certificate warning');
+    await close(page);
+  });
+
   it('the endpoint shows an open breaker with when it tries again, the health, and each delivery’s last attempt time', async () => {
     const { id: p } = await project();
     const registrationId = (await store.findRegistration(fx.database.db, p))!.id;
