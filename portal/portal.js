@@ -24,6 +24,9 @@
     selected: null,
     notice: null,
     newSecret: null,
+    /** The project's notification contacts, read once for a manage link (null: not read). */
+    contacts: null,
+    contactsDraft: null,
     testOutcome: null,
     /** 'deliveries' (the endpoint and its log) or 'activity' (the project's audit trail, manage links only). */
     view: 'deliveries',
@@ -375,7 +378,48 @@
         h('button', { type: 'submit', 'data-focus': 'rotate' }, 'Rotate secret'),
       ),
       state.newSecret ? newSecretView(state.newSecret) : null,
+      state.contacts ? contactsView(state.contacts) : null,
     ];
+  }
+
+  /** Who the service tells when the endpoint fails or recovers: a URL and e-mail addresses, one a line. */
+  function contactsView(contacts) {
+    // What was typed stays in the form when the API refuses it, to be corrected rather than typed again.
+    const draft = state.contactsDraft || { url: contacts.url || '', emails: contacts.emails.join('\n') };
+    const url = h('input', { type: 'url', name: 'contacts-url', value: draft.url, 'data-focus': 'contacts-url' });
+    const emails = h('textarea', { name: 'contacts-emails', rows: '3', 'data-focus': 'contacts-emails' });
+    emails.value = draft.emails;
+    return h(
+      'form',
+      {
+        'aria-label': 'Notification contacts',
+        onsubmit: (event) => {
+          event.preventDefault();
+          state.contactsDraft = { url: url.value, emails: emails.value };
+          void act(
+            async () => {
+              state.contacts = await api('PUT', `${projectPath()}/notifications`, {
+                url: url.value.trim() || null,
+                emails: emails.value
+                  .split(/[\s,]+/)
+                  .map((address) => address.trim())
+                  .filter(Boolean),
+              });
+              state.contactsDraft = null;
+            },
+            () => 'The notification contacts were saved.',
+          );
+        },
+      },
+      h(
+        'p',
+        { class: 'muted' },
+        'Told when deliveries keep failing, recover, are given up, and more; never with event data.',
+      ),
+      h('label', {}, 'Notification URL', url),
+      h('label', {}, 'Notification e-mail addresses (one a line)', emails),
+      h('button', { type: 'submit', 'data-focus': 'save-contacts' }, 'Save notification contacts'),
+    );
   }
 
   function newSecretView(rotated) {
@@ -918,6 +962,7 @@
     if (!state.claims || state.claims.exp * 1000 <= Date.now()) return showInvalidLink();
     try {
       await Promise.all([loadEndpoint(), loadPage()]);
+      if (canManage() && state.registration) state.contacts = await api('GET', `${projectPath()}/notifications`);
     } catch (error) {
       if (error.status === 401) return;
       app.replaceChildren(

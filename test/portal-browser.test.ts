@@ -319,7 +319,14 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       assert.ok((await page.getByRole('button', { name: /^Show attempts of/ }).count()) >= 2, 'its buttons are there');
       assert.equal(await page.getByRole('button', { name: ACTION }).count(), 0, 'no action button');
       assert.equal(await page.getByRole('button', { name: 'Show activity' }).count(), 0, 'no activity view');
-      assert.equal(await page.locator('form[aria-label="Rotate secret"], form[aria-label="Edit endpoint"]').count(), 0);
+      assert.equal(
+        await page
+          .locator(
+            'form[aria-label="Rotate secret"], form[aria-label="Edit endpoint"], form[aria-label="Notification contacts"]',
+          )
+          .count(),
+        0,
+      );
       await pressByKeyboard(page, `Show attempts of ${ids[0]!}`);
       await page.locator('#attempts').waitFor();
       await assertAccessible(page, 'read-only view');
@@ -341,6 +348,36 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       for (const id of ids) assert.ok(!shown.includes(id), `${id} is not shown to the other project`);
       await close(elsewhere);
     });
+  });
+
+  it('a manage link sets the notification contacts by keyboard; a bad address is refused, naming it', async () => {
+    const { id: p } = await project();
+    const page = await open((await link(p)).url);
+    const form = page.getByRole('form', { name: 'Notification contacts' });
+    await form.waitFor();
+    await page.getByLabel('Notification URL').fill('https://oncall.hospital.example/notices');
+    await page.getByLabel('Notification e-mail addresses (one a line)').fill('not-an-address');
+    await pressByKeyboard(page, 'Save notification contacts');
+    await page.getByText(/\/emails\/0 must match pattern/).waitFor();
+    assert.deepEqual(await store.findNotificationContacts(fx.database.db, p), { url: null, emails: [] });
+    // What was typed is still there, to be corrected.
+    assert.equal(await page.getByLabel('Notification URL').inputValue(), 'https://oncall.hospital.example/notices');
+    await page
+      .getByLabel('Notification e-mail addresses (one a line)')
+      .fill('integration-oncall@hospital.example\nsecond@hospital.example');
+    await pressByKeyboard(page, 'Save notification contacts');
+    await page.getByText('The notification contacts were saved.').waitFor();
+    assert.deepEqual(await store.findNotificationContacts(fx.database.db, p), {
+      url: 'https://oncall.hospital.example/notices',
+      emails: ['integration-oncall@hospital.example', 'second@hospital.example'],
+    });
+    await assertAccessible(page, 'notification contacts');
+    // The browser logs the refused save's 400, which this test asked for: any other problem still fails it.
+    const problems = pageProblems.get(page)!;
+    const refused = problems.findIndex((problem) => /status of 400/.test(problem));
+    assert.ok(refused >= 0, 'the refused save was seen');
+    problems.splice(refused, 1);
+    await close(page);
   });
 
   it('the endpoint shows the client certificate, and warns from 14 days before it expires', async () => {
