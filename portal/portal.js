@@ -378,8 +378,36 @@
         h('button', { type: 'submit', 'data-focus': 'rotate' }, 'Rotate secret'),
       ),
       state.newSecret ? newSecretView(state.newSecret) : null,
+      certificateUploadView(),
       state.contacts ? contactsView(state.contacts) : null,
     ];
+  }
+
+  /** Uploads a client certificate and its key (PEM) for receivers that require mutual TLS; the key is never shown. */
+  function certificateUploadView() {
+    const certificate = h('textarea', { name: 'certificate', rows: '4', 'data-focus': 'certificate' });
+    const privateKey = h('textarea', { name: 'private-key', rows: '4', 'data-focus': 'private-key' });
+    return h(
+      'form',
+      {
+        'aria-label': 'Client certificate',
+        onsubmit: (event) => {
+          event.preventDefault();
+          void act(
+            async () => {
+              state.registration = await api('PATCH', '/webhooks', {
+                projectId: state.claims.prj,
+                clientCertificate: { certificate: certificate.value, privateKey: privateKey.value },
+              });
+            },
+            () => 'The client certificate was uploaded; its key is sealed and not shown again.',
+          );
+        },
+      },
+      h('label', {}, 'Client certificate (PEM)', certificate),
+      h('label', {}, 'Its private key (PEM, not encrypted)', privateKey),
+      h('button', { type: 'submit', 'data-focus': 'upload-certificate' }, 'Upload client certificate'),
+    );
   }
 
   /** Who the service tells when the endpoint fails or recovers: a URL and e-mail addresses, one a line. */

@@ -16,6 +16,7 @@ import { fallEvent, fastConfig, newProjectId } from './support/deliveries';
 import { useDeliveryFixture, useLocalApi } from './support/delivery-fixture';
 import { independentSignatureValid } from './support/receiver';
 import { createLocalEnvironment } from './support/temporal';
+import { makeCertificates } from './support/certificates';
 import { bearer, hsToken } from './support/tokens';
 
 /** Debian's Chromium: playwright's own browser downloads do not work here, and CI installs this one. */
@@ -25,7 +26,7 @@ const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const SCREENSHOTS = process.env.PORTAL_SCREENSHOTS === '1';
 /** Retries end after 1.5 s: a receiver answering 500 makes a delivery fail quickly. */
 const givingUp: ActivityConfig = { ...fastConfig, DELIVERY_GIVE_UP_AFTER_MS: 1_500 };
-const ACTION = /^(Send|Redeliver|Recover|Rotate|Save|Copy|Pause|Resume)/;
+const ACTION = /^(Send|Redeliver|Recover|Rotate|Save|Copy|Pause|Resume|Upload)/;
 
 describe('portal page in Chromium, end to end on the real pipeline', function () {
   this.timeout(120_000);
@@ -377,6 +378,27 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     const refused = problems.findIndex((problem) => /status of 400/.test(problem));
     assert.ok(refused >= 0, 'the refused save was seen');
     problems.splice(refused, 1);
+    await close(page);
+  });
+
+  it('a manage link uploads a client certificate by keyboard: shown by subject, its key never again', async () => {
+    const { id: p } = await project();
+    const { client } = makeCertificates();
+    const page = await open((await link(p)).url);
+    await page.getByRole('form', { name: 'Client certificate' }).waitFor();
+    await page.getByLabel('Client certificate (PEM)').fill(client.certificate);
+    await page.getByLabel('Its private key (PEM, not encrypted)').fill(client.privateKey);
+    await pressByKeyboard(page, 'Upload client certificate');
+    await page.getByText('The client certificate was uploaded; its key is sealed and not shown again.').waitFor();
+    const shown = page.locator('section[aria-labelledby="endpoint-title"] dt:text-is("Client certificate") + dd');
+    assert.match(await shown.innerText(), /^CN=hospital-client, O=Webhook Service, valid until \S/);
+    assert.equal(await page.getByLabel('Its private key (PEM, not encrypted)').inputValue(), '', 'not kept');
+    assert.doesNotMatch(await page.content(), /PRIVATE KEY/);
+    assert.equal(
+      (await store.findRegistration(fx.database.db, p))!.clientCertificate?.subject,
+      'CN=hospital-client, O=Webhook Service',
+    );
+    await assertAccessible(page, 'client certificate');
     await close(page);
   });
 
