@@ -35,6 +35,10 @@ export default {
     'api/routes/codec.ts',
     'common/telemetry-settings.ts',
     'common/span-attributes.ts',
+    'activities/pause.ts',
+    'db/pause.ts',
+    'common/client-certificate.ts',
+    'db/notices.ts',
   ],
   mochaOptions: {
     spec: [
@@ -62,6 +66,9 @@ export default {
       'test/breaker-state.test.ts',
       'test/breaker-attempts.test.ts',
       'test/breaker.test.ts',
+      'test/pause-hold.test.ts',
+      'test/client-certificate.test.ts',
+      'test/notices.test.ts',
       'test/secret-rotation-store.test.ts',
       'test/binding.test.ts',
       'test/auth.test.ts',

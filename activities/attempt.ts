@@ -4,6 +4,7 @@ import {
   FailureType,
   isSubscribed,
   notSubscribedMessage,
+  priorityKeyOf,
   type AttemptFailureDetails,
   type DeliveryAttemptInput,
   type DeliveryAttemptOutcome,
@@ -19,12 +20,22 @@ import {
   webhookUrlPolicy,
   type WebhookUrlPolicy,
 } from '../common/webhook-url';
-import { eraseExpiredPreviousSecrets, findRegistration, openCustomHeaders, type Db, type RegistrationRow } from '../db';
+import {
+  eraseExpiredPreviousSecrets,
+  findRegistration,
+  isPaused,
+  openClientKey,
+  openCustomHeaders,
+  type Db,
+  type RegistrationRow,
+} from '../db';
 import type { DeliveryLog } from './delivery-log';
 import { assertAttemptBound, currentRun } from './input-binding';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
-import { ProxyUnavailableError, type ReceiverResponse } from './http';
+import { ProxyUnavailableError, type ClientCertificate, type ReceiverResponse } from './http';
+import { handshakeRefusal, type ClientCertificateInfo } from '../common/client-certificate';
+import { createPauseHold } from './pause';
 import { nextRetryDelay, parseRetryAfter } from './retry-after';
 import { ForbiddenTargetError } from './ssrf';
 
@@ -51,6 +62,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     maximumIntervalMs: config.DELIVERY_MAX_INTERVAL_MS,
   };
   const throughEndpointGuard = createEndpointGuard(deps);
+  const holdWhilePaused = createPauseHold(deps);
 
   return async function attempt(
     input: DeliveryAttemptInput,
@@ -85,6 +97,19 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       await deliveryLog.skipped(logKey, reason);
       throw ApplicationFailure.create({ type: FailureType.NotSubscribed, message: reason, nonRetryable: true });
     }
+    // Paused: nothing is sent; the delivery waits for the pause's end (read with the registration, no extra query).
+    if (isPaused(registration))
+      await holdWhilePaused(
+        {
+          registrationId: registration.id,
+          pausedUntil: registration.pausedUntil!,
+          isTest: webhookType === 'TEST',
+          waitToken: input.waitToken,
+          priority: priorityKeyOf(webhookType),
+          ...context,
+        },
+        () => deliveryLog.held(logKey),
+      );
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
     // The registration's own headers first: the service's signed headers win over any (the API refuses those names).
@@ -93,10 +118,13 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       ...signedHeaders(secrets, context.webhookId, body),
     };
 
+    const clientCertificate = presentedCertificate(secretBox, registration, context);
     const target = {
       registrationId: registration.id,
       isTest: webhookType === 'TEST',
+      priority: priorityKeyOf(webhookType),
       waitToken: input.waitToken,
+      projectId,
       ...context,
     };
     return throughEndpointGuard(target, async () => {
@@ -104,11 +132,11 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       const elapsed = () => Math.round(performance.now() - started);
       let response: ReceiverResponse;
       try {
-        response = await http.post(url, headers, body);
+        response = await http.post(url, headers, body, clientCertificate);
       } catch (error) {
         throw await deliveryLog.failedAttempt(
           logKey,
-          unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS),
+          unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS, registration.clientCertificate),
         );
       }
       return deliveryLog.attempt(logKey, () => classifyAnswer(response, url, elapsed(), context, retrySchedule));
@@ -199,6 +227,31 @@ function customHeaders(secretBox: SecretBox, registration: RegistrationRow, { lo
   }
 }
 
+/** The registration's client certificate for the TLS handshake; its key is opened only when a new pool needs it. */
+function presentedCertificate(
+  secretBox: SecretBox,
+  registration: RegistrationRow,
+  { log }: AttemptContext,
+): ClientCertificate | undefined {
+  const stored = registration.clientCertificate;
+  if (!stored) return undefined;
+  return {
+    id: `${registration.id}:${stored.fingerprint}`,
+    certificate: stored.pem,
+    privateKey: () => {
+      try {
+        return openClientKey(secretBox, { ...registration, clientCertificate: stored });
+      } catch {
+        log.error('cannot open the client certificate key: is WEBHOOK_SECRET_KEY the one it was sealed with?');
+        throw ApplicationFailure.create({
+          type: FailureType.SecretUnavailable,
+          message: 'The webhook client certificate key could not be opened with this worker’s WEBHOOK_SECRET_KEY',
+        });
+      }
+    },
+  };
+}
+
 /**
  * Spec sections 5 and 6: X-Timestamp of this attempt and X-Signature over `{timestamp}.{body}` with the newest secret;
  * and Standard Webhooks: webhook-id, webhook-timestamp (the same instant, in seconds) and webhook-signature with every
@@ -234,7 +287,10 @@ function unreachableFailure(
   durationMs: number,
   { attempt, log }: AttemptContext,
   timeoutMs: number,
+  certificate: Pick<ClientCertificateInfo, 'subject' | 'notAfter'> | null,
 ): ApplicationFailure {
+  // Our own refusal before any request (the client certificate key could not be opened): as it was thrown.
+  if (error instanceof ApplicationFailure) return error;
   if (error instanceof ForbiddenTargetError) {
     log.error({ host: url.host, category: error.category, durationMs }, 'webhook target refused by the SSRF guard');
     return ApplicationFailure.create({
@@ -255,12 +311,15 @@ function unreachableFailure(
   }
   const errorCode = errorCodeOf(error);
   log.warn({ host: url.host, errorCode, durationMs }, 'webhook delivery attempt failed: receiver unreachable');
+  // A handshake refused over the client certificate names it (none uploaded, expired, refused): the breaker's message.
+  const refusal = handshakeRefusal(errorCode, certificate ?? undefined);
   return ApplicationFailure.create({
     type: FailureType.ReceiverUnreachable,
     message:
-      errorCode === 'TIMEOUT'
+      refusal ??
+      (errorCode === 'TIMEOUT'
         ? `Receiver did not answer within ${timeoutMs} ms (TIMEOUT)`
-        : `Receiver unreachable: ${errorCode}`,
+        : `Receiver unreachable: ${errorCode}`),
     details: [{ attempt, durationMs, errorCode } satisfies AttemptFailureDetails],
   });
 }

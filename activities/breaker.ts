@@ -32,6 +32,10 @@ export interface EndpointAttempt {
   workflowId: string;
   /** Set by workflows that wait for the resumer's signal: the delivery is listed as a waiter under it. */
   waitToken?: number;
+  /** The event's priority key: waiters are woken falls first. */
+  priority?: number;
+  /** Whose endpoint: the project told when its breaker opens and when it recovers. */
+  projectId?: string;
   log: Logger;
 }
 
@@ -41,7 +45,7 @@ export interface EndpointAttempt {
  * not let through throws a non-retryable WebhookDeliveryDeferred: the delivery is listed for the resumer's signal and
  * its workflow waits durably, so a failing endpoint costs neither activity slots nor requests nor workflow tasks.
  */
-export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'config'>) {
+export function createEndpointGuard({ db, config, notify }: Pick<ActivityDeps, 'db' | 'config' | 'notify'>) {
   const settings = { ...ISOLATION_DEFAULTS, ...definedOnly(config) };
   const thresholds: BreakerThresholds = {
     failureThreshold: settings.BREAKER_FAILURE_THRESHOLD,
@@ -67,7 +71,14 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
       // A test is answered at once instead, and a workflow from before the waiter list waits on a timer.
       if (isTest || target.waitToken === undefined)
         throw deferred(target, 'endpoint-busy', Math.ceil(config.WEBHOOK_TIMEOUT_MS * (1 + Math.random())));
-      await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken, thresholds.probeLeaseMs);
+      await addBreakerWaiter(
+        db,
+        registrationId,
+        target.workflowId,
+        target.waitToken,
+        thresholds.probeLeaseMs,
+        target.priority,
+      );
       throw deferred(target, 'endpoint-busy', safetyNet());
     }
     try {
@@ -80,7 +91,7 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
         if (target.waitToken === undefined)
           throw deferred(target, 'circuit-open', spread(admission.waitMs), admission.lastFailure);
         // Listed as a waiter: the resumer wakes it to probe or to go on; the long timer is only a safety net.
-        await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken);
+        await addBreakerWaiter(db, registrationId, target.workflowId, target.waitToken, 0, target.priority);
         throw deferred(target, 'circuit-open', safetyNet(), admission.lastFailure);
       }
       if (admission.state === 'probe') log.info('circuit breaker half-open: this attempt probes the receiver');
@@ -98,17 +109,27 @@ export function createEndpointGuard({ db, config }: Pick<ActivityDeps, 'db' | 'c
             { message: error.message, statusCode },
             floorMs,
           );
-          if (breaker.openUntil && breaker.openUntil.getTime() > Date.now() && breaker.probeUntil === null)
+          if (breaker.openUntil && breaker.openUntil.getTime() > Date.now() && breaker.probeUntil === null) {
             log.warn(
               { consecutiveFailures: breaker.consecutiveFailures, openUntil: breaker.openUntil.toISOString() },
               'circuit breaker open: deliveries to this webhook wait',
             );
+            if (target.projectId)
+              notify?.({
+                condition: 'breaker-open',
+                projectId: target.projectId,
+                facts: { consecutiveFailures: breaker.consecutiveFailures, lastError: error.message },
+              });
+          }
         }
         throw error;
       }
       // The healthy path stays one read: there is something to reset only after a failure or a probe.
       if (!isTest && (admission.state === 'probe' || admission.failures > 0)) await recordSuccess(db, registrationId);
-      if (admission.state === 'probe') log.info('circuit breaker closed: the probe was delivered');
+      if (admission.state === 'probe') {
+        log.info('circuit breaker closed: the probe was delivered');
+        if (target.projectId) notify?.({ condition: 'recovered', projectId: target.projectId });
+      }
       return result;
     } finally {
       release();

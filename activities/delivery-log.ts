@@ -31,7 +31,7 @@ export interface AttemptKey extends DeliveryKey {
  * The delivery log, endpoint health, alerts and delivery metrics, written by the activities: status, error codes
  * and timing only, never payloads or response bodies.
  */
-export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts'>) {
+export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts' | 'notify'>) {
   const { db, logger } = deps;
   const alertAfterMs = deps.alerts?.alertAfterMs ?? DEFAULT_ALERT_AFTER_MS;
   const sendAlert: SendAlert = createAlertSender(logger.child({ component: 'alerts' }), {
@@ -129,6 +129,11 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
       if (await upsertDelivery(db, key, 'skipped', reason)) countOutcome(key.type, 'skipped');
     },
 
+    /** The webhook is paused: the delivery waits, held, for the pause to end (no attempt, nothing counted). */
+    async held(key: DeliveryKey): Promise<void> {
+      await upsertDelivery(db, key, 'held').catch(logFailedWrite);
+    },
+
     /**
      * Logs an attempt's outcome (delivered, or the failure about to be thrown) and returns or rethrows it. A log
      * write that fails is logged, never allowed to turn a delivered attempt into a retried POST.
@@ -157,6 +162,12 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
       countOutcome(key.type, 'failed');
       // A member's TEST is one attempt whose failure the test endpoint already reports to them: no give-up alert.
       if (key.type === 'TEST') return;
+      // The project's own contacts hear of it too: the type and X-Webhook-Id, nothing of the event.
+      deps.notify?.({
+        condition: 'delivery-gave-up',
+        projectId: key.projectId,
+        facts: { webhookType: key.type, webhookIds: [key.id] },
+      });
       // A give-up without a failed POST (a refused target, a bad URL) still starts an episode.
       const health = await findEndpointHealth(db, key.projectId);
       if (!health || health.consecutiveFailures === 0) await recordEndpointFailure(db, key.projectId, lastError);
@@ -174,7 +185,7 @@ export type DeliveryLog = ReturnType<typeof createDeliveryLog>;
 
 /** Activity: the workflow reports how a delivery ended when no attempt could say it (given up, skipped). */
 export function createRecordDeliveryOutcome(
-  deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts'>,
+  deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts' | 'notify'>,
   deliveryLog: DeliveryLog = createDeliveryLog(deps),
 ) {
   return async function recordDeliveryOutcome(report: DeliveryOutcomeReport): Promise<void> {

@@ -4,6 +4,7 @@ import type { SecretBox } from '../common/secrets';
 import type { Db } from '../db';
 import type { AlertOptions } from './alerts';
 import type { WebhookHttpClient } from './http';
+import type { Notify } from './notices';
 
 export type ActivityConfig = Pick<
   Config,
@@ -46,4 +47,6 @@ export interface ActivityDeps {
   requireBoundInputs?: boolean;
   /** Operator alerts (ALERT_*): a log line always, a signed POST when a webhook is set; 15 min by default. */
   alerts?: AlertOptions;
+  /** Tells a project's own contacts (breaker open, recovered, given up); none told without it. */
+  notify?: Notify;
 }

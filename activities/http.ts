@@ -1,5 +1,6 @@
 import { Agent, EnvHttpProxyAgent, Pool, buildConnector, errors, type Dispatcher } from 'undici';
-import { ForbiddenTargetError, createGuardedConnector, guardTarget } from './ssrf';
+import { rootCertificates } from 'node:tls';
+import { ForbiddenTargetError, createGuardedConnector, guardTarget, type ConnectionTls } from './ssrf';
 
 /** How much of a receiver's answer is read before the connection is dropped; the body is discarded. */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -12,9 +13,35 @@ export interface ReceiverResponse {
 
 /** A keep-alive HTTP client for deliveries: no redirects, a whole-attempt timeout, the SSRF guard on connect. */
 export interface WebhookHttpClient {
-  post(url: URL, headers: Record<string, string>, body: string): Promise<ReceiverResponse>;
+  post(
+    url: URL,
+    headers: Record<string, string>,
+    body: string,
+    clientCertificate?: ClientCertificate,
+  ): Promise<ReceiverResponse>;
   close(): Promise<void>;
 }
+
+/** A registration's client certificate, presented in the TLS handshake to receivers that require mutual TLS. */
+export interface ClientCertificate {
+  /** Names the pair (registration and fingerprint): one pool of connections per pair, kept while in use. */
+  id: string;
+  /** PEM: the certificate, intermediates after it. */
+  certificate: string;
+  /** Opens the sealed key, once per pool (not per attempt). */
+  privateKey: () => string;
+}
+
+/** The receiver refused the TLS handshake with an alert (certificate required, expired, unknown CA, …). */
+export class TlsAlertError extends Error {
+  override name = 'TlsAlertError';
+  constructor(readonly code: string) {
+    super(`TLS handshake refused: ${code}`);
+  }
+}
+
+/** Pools kept for client certificates: beyond this, the least recently used one is closed. */
+const MAX_CERTIFICATE_POOLS = 256;
 
 /** The worker's egress proxy (HTTPS_PROXY, HTTP_PROXY, NO_PROXY); no proxy when neither URL is set. */
 export interface EgressProxy {
@@ -68,32 +95,34 @@ export function createWebhookHttpClient(options: {
   timeoutMs: number;
   allowPrivate: boolean;
   proxy?: EgressProxy;
+  /** CAs trusted beside Node's own, for receivers whose certificate a private CA signed (tests use their own). */
+  trustedCa?: string[];
 }): WebhookHttpClient {
-  const connector = createGuardedConnector(options);
-  const agentOptions = {
-    connect: connector,
-    keepAliveTimeout: 30_000,
-    connections: 32,
-    headersTimeout: options.timeoutMs,
-    bodyTimeout: options.timeoutMs,
+  const alerts = createTlsAlerts();
+  const ca: ConnectionTls = options.trustedCa?.length ? { ca: [...rootCertificates, ...options.trustedCa] } : {};
+  const dispatchers = new Map<string, Dispatcher>();
+  /** The pool for no client certificate, or for this one; made on first use. */
+  const dispatcherFor = (certificate?: ClientCertificate): Dispatcher => {
+    const id = certificate ? `client-certificate:${certificate.id}` : '';
+    let dispatcher = dispatchers.get(id);
+    if (dispatcher) {
+      // Most recently used last: the first entry is the one to close when there are too many.
+      dispatchers.delete(id);
+    } else {
+      const tls = { ...ca, ...(certificate && { cert: certificate.certificate, key: certificate.privateKey() }) };
+      dispatcher = createDispatcher(options, tls, alerts);
+      const [oldest] = dispatchers.keys();
+      if (dispatchers.size >= MAX_CERTIFICATE_POOLS && oldest !== undefined) {
+        void dispatchers.get(oldest)?.close();
+        dispatchers.delete(oldest);
+      }
+    }
+    dispatchers.set(id, dispatcher);
+    return dispatcher;
   };
-  const proxy = options.proxy;
-  const proxied = Boolean(proxy?.httpsProxy || proxy?.httpProxy);
-  // Without a proxy the plain agent, as before. With one, undici's EnvHttpProxyAgent on the configured values (never
-  // the process environment's): NO_PROXY hosts go through the guarded connector directly, the others are tunnelled
-  // (CONNECT) through the proxy, whose own connection is tagged so its failures are told apart from the receiver's.
-  const dispatcher: Dispatcher = proxied
-    ? new EnvHttpProxyAgent({
-        ...agentOptions,
-        httpProxy: proxy?.httpProxy ?? '',
-        httpsProxy: proxy?.httpsProxy ?? proxy?.httpProxy ?? '',
-        noProxy: proxy?.noProxy ?? '',
-        clientFactory: (origin, clientOptions) =>
-          new Pool(origin, { ...clientOptions, connect: tagProxyFailures(options.timeoutMs) }),
-      })
-    : new Agent(agentOptions);
+  const proxied = Boolean(options.proxy?.httpsProxy || options.proxy?.httpProxy);
   return {
-    async post(url, headers, body) {
+    async post(url, headers, body, clientCertificate) {
       const controller = new AbortController();
       const timeoutError = new ReceiverTimeoutError(`Receiver did not answer within ${options.timeoutMs} ms`);
       const timer = setTimeout(() => controller.abort(timeoutError), options.timeoutMs);
@@ -102,7 +131,7 @@ export function createWebhookHttpClient(options: {
         // checked here first, so a forbidden one is refused before the proxy is asked for anything.
         if (proxied && !options.allowPrivate) await guardTarget(url.hostname);
         // Dispatcher.request does not follow redirects: a 3xx comes back as a status like any other.
-        const response = await dispatcher.request({
+        const response = await dispatcherFor(clientCertificate).request({
           origin: url.origin,
           path: url.pathname + url.search,
           method: 'POST',
@@ -117,12 +146,82 @@ export function createWebhookHttpClient(options: {
         if (error instanceof ForbiddenTargetError) throw error;
         if (controller.signal.aborted) throw timeoutError;
         if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) throw timeoutError;
-        throw unwrapForbidden(error) ?? (proxied ? proxyFailure(error) : undefined) ?? error;
+        throw unwrapForbidden(error) ?? (proxied ? proxyFailure(error) : undefined) ?? alerts.behind(error) ?? error;
       } finally {
         clearTimeout(timer);
       }
     },
-    close: () => dispatcher.close(),
+    close: async () => {
+      await Promise.all([...dispatchers.values()].map((dispatcher) => dispatcher.close()));
+      dispatchers.clear();
+    },
+  };
+}
+
+/** One pool of keep-alive connections, direct or through the egress proxy, with the given TLS options. */
+function createDispatcher(
+  options: { timeoutMs: number; allowPrivate: boolean; proxy?: EgressProxy },
+  tls: ConnectionTls,
+  alerts: TlsAlerts,
+): Dispatcher {
+  const connector = alerts.recording(createGuardedConnector({ ...options, tls }));
+  const agentOptions = {
+    connect: connector,
+    keepAliveTimeout: 30_000,
+    connections: 32,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+  };
+  const proxy = options.proxy;
+  const proxied = Boolean(proxy?.httpsProxy || proxy?.httpProxy);
+  // Without a proxy the plain agent, as before. With one, undici's EnvHttpProxyAgent on the configured values (never
+  // the process environment's): NO_PROXY hosts go through the guarded connector directly, the others are tunnelled
+  // (CONNECT) through the proxy, whose own connection is tagged so its failures are told apart from the receiver's.
+  return proxied
+    ? new EnvHttpProxyAgent({
+        ...agentOptions,
+        httpProxy: proxy?.httpProxy ?? '',
+        httpsProxy: proxy?.httpsProxy ?? proxy?.httpProxy ?? '',
+        noProxy: proxy?.noProxy ?? '',
+        // The receiver's TLS inside the tunnel: the client certificate and trusted CAs go there.
+        requestTls: tls,
+        clientFactory: (origin, clientOptions) =>
+          new Pool(origin, { ...clientOptions, connect: tagProxyFailures(options.timeoutMs) }),
+      })
+    : new Agent(agentOptions);
+}
+
+type TlsAlerts = ReturnType<typeof createTlsAlerts>;
+
+/**
+ * Under TLS 1.3 a receiver refuses a client certificate (or its absence) after the handshake, with an alert that undici
+ * reports as "other side closed". The connector records each connection's alert by its local port, so the attempt's
+ * failure can name it (certificate required, expired, unknown CA) instead.
+ */
+function createTlsAlerts() {
+  const byPort = new Map<number, string>();
+  return {
+    recording(connector: buildConnector.connector): buildConnector.connector {
+      return (connectOptions, callback) =>
+        connector(connectOptions, (error, socket) => {
+          const port = socket?.localPort;
+          if (socket && port !== undefined)
+            socket.once('error', (socketError: Error & { code?: string }) => {
+              if (!socketError.code?.startsWith('ERR_SSL_')) return;
+              byPort.set(port, socketError.code);
+              // Read by the failing request at once; never kept beyond that.
+              setTimeout(() => byPort.delete(port), 5_000).unref();
+            });
+          if (error) callback(error, null);
+          else callback(null, socket);
+        });
+    },
+    /** The TLS alert a failed request's connection received, if any. */
+    behind(error: unknown): TlsAlertError | undefined {
+      const port = (error as { socket?: { localPort?: number } } | undefined)?.socket?.localPort;
+      const code = port === undefined ? undefined : byPort.get(port);
+      return code ? new TlsAlertError(code) : undefined;
+    },
   };
 }
 

@@ -78,6 +78,13 @@ export function guardedLookup(hostname: string, options: LookupOptions, callback
   });
 }
 
+/** The TLS options of a delivery's connection to the receiver: the registration's client certificate, trusted CAs. */
+export interface ConnectionTls {
+  cert?: string;
+  key?: string;
+  ca?: string[];
+}
+
 /**
  * An undici connector that resolves through guardedLookup and checks the peer address of every new
  * socket, so neither an IP-literal URL nor a DNS answer that changes between checks (rebinding) gets through.
@@ -85,9 +92,12 @@ export function guardedLookup(hostname: string, options: LookupOptions, callback
 export function createGuardedConnector(options: {
   timeoutMs: number;
   allowPrivate: boolean;
+  /** TLS options of the connections it makes: a client certificate, extra trusted CAs. */
+  tls?: ConnectionTls;
 }): buildConnector.connector {
   const base = buildConnector({
     timeout: options.timeoutMs,
+    ...options.tls,
     ...(options.allowPrivate ? {} : { lookup: guardedLookup }),
   });
   if (options.allowPrivate) return base;

@@ -50,6 +50,8 @@ export interface AppDeps {
   codec?: CodecDeps;
   /** https-only receivers (production unless ALLOW_HTTP_WEBHOOK_URLS=true); http and https allowed when absent. */
   webhookUrlPolicy?: WebhookUrlPolicy;
+  /** PAUSE_MAX_HOURS: how long a pause holds deliveries before it ends by itself (default 72). */
+  pauseMaxHours?: number;
   /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL and PORTAL_FRAME_ANCESTORS. */
   portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[] };
   /** Who reads the whole audit trail (GET /audit); the codec's operators when absent. */

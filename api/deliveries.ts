@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as store from '../db';
+import { certificateExpiry } from '../common/client-certificate';
 import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from './dependency-errors';
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
@@ -73,6 +74,15 @@ export interface EndpointHealthView {
   lastFailureAt: string | null;
   lastError: string | null;
   breaker: BreakerView;
+  /** The client certificate's expiry, with a warning from 14 days before; null without a certificate. */
+  clientCertificate: CertificateExpiryView | null;
+}
+
+export interface CertificateExpiryView {
+  state: 'valid' | 'expiring' | 'expired';
+  notAfter: string;
+  daysLeft: number;
+  warning: string | null;
 }
 
 /**
@@ -383,9 +393,9 @@ export async function getEndpointHealth(
 ): Promise<EndpointHealthView> {
   await assertMember(deps.db, projectId, userId);
   deps.readLimiter?.(projectId);
-  const [row, breaker] = await Promise.all([
+  const [row, { breaker, clientCertificate }] = await Promise.all([
     store.findEndpointHealth(deps.db, projectId),
-    breakerOf(deps.db, projectId),
+    registrationHealth(deps.db, projectId),
   ]);
   if (!row)
     return {
@@ -395,6 +405,7 @@ export async function getEndpointHealth(
       lastFailureAt: null,
       lastError: null,
       breaker,
+      clientCertificate,
     };
   return {
     state: row.consecutiveFailures > 0 ? 'failing' : 'healthy',
@@ -403,7 +414,31 @@ export async function getEndpointHealth(
     lastFailureAt: iso(row.lastFailureAt),
     lastError: row.lastError,
     breaker,
+    clientCertificate,
   };
+}
+
+/** The breaker and the client certificate's expiry of the project's current registration. */
+async function registrationHealth(db: Knex, projectId: string) {
+  const registration = await store.findRegistration(db, projectId);
+  const certificate = registration?.clientCertificate;
+  return {
+    breaker: await breakerOf(db, registration),
+    clientCertificate: certificate ? certificateExpiryView(certificate.notAfter) : null,
+  };
+}
+
+/** Where the certificate stands, in words from CLIENT_CERTIFICATE_WARNING_DAYS before it expires. */
+export function certificateExpiryView(notAfter: Date, now = Date.now()): CertificateExpiryView {
+  const { state, daysLeft } = certificateExpiry(notAfter, now);
+  const when = notAfter.toISOString();
+  const warning =
+    state === 'expired'
+      ? `The client certificate expired at ${when}: receivers that require it refuse every delivery; upload a new one`
+      : state === 'expiring'
+        ? `The client certificate expires at ${when} (in ${daysLeft} days): upload its successor before then`
+        : null;
+  return { state, notAfter: when, daysLeft, warning };
 }
 
 /**
@@ -411,8 +446,7 @@ export async function getEndpointHealth(
  * process's clock (the worker's admissions use the database's): near the end of an open period the two may differ by
  * the clocks' skew, which a page showing the state can bear.
  */
-async function breakerOf(db: Knex, projectId: string): Promise<BreakerView> {
-  const registration = await store.findRegistration(db, projectId);
+async function breakerOf(db: Knex, registration: store.RegistrationRow | undefined): Promise<BreakerView> {
   const breaker = registration && (await store.findBreaker(db, registration.id));
   if (!breaker?.openUntil) return { state: 'closed', openUntil: null };
   if (breaker.openUntil.getTime() > Date.now()) return { state: 'open', openUntil: breaker.openUntil.toISOString() };

@@ -73,6 +73,13 @@ export class RegistrationNotFoundError extends ApiError {
   }
 }
 
+/** A TEST event is not sent while the webhook is paused (other events are held until it resumes). */
+export class WebhookPausedError extends ApiError {
+  constructor() {
+    super(409, 'The webhook is paused: resume it to send a test event');
+  }
+}
+
 export class RegistrationExistsError extends ApiError {
   constructor() {
     super(409, 'Webhook has already been registered previously');

@@ -125,8 +125,29 @@ const endpointHealthSchema = {
       required: ['state', 'openUntil'],
       additionalProperties: false,
     },
+    clientCertificate: {
+      type: ['object', 'null'],
+      description:
+        'The client certificate’s expiry (null without one): expiring from 14 days before notAfter, with a warning.',
+      properties: {
+        state: { type: 'string', enum: ['valid', 'expiring', 'expired'] },
+        notAfter: { type: 'string', format: 'date-time' },
+        daysLeft: { type: 'integer', minimum: 0, description: 'Whole days until notAfter.' },
+        warning: { ...nullable('string'), description: 'What to do, while expiring or expired; null otherwise.' },
+      },
+      required: ['state', 'notAfter', 'daysLeft', 'warning'],
+      additionalProperties: false,
+    },
   },
-  required: ['state', 'consecutiveFailures', 'lastSuccessAt', 'lastFailureAt', 'lastError', 'breaker'],
+  required: [
+    'state',
+    'consecutiveFailures',
+    'lastSuccessAt',
+    'lastFailureAt',
+    'lastError',
+    'breaker',
+    'clientCertificate',
+  ],
   additionalProperties: false,
 } as const;
 

@@ -10,6 +10,8 @@ import { MAX_BODY } from './errors';
 import { deliveryPaths, deliverySchemas } from './openapi-deliveries';
 import { json, projectIdParameter, ref } from './openapi-parts';
 import { portalPaths, portalSchemas, portalTag } from './openapi-portal';
+import { pausePaths, pauseSchemas } from './openapi-pause';
+import { noticePaths, noticeSchemas } from './openapi-notices';
 import { auditPaths, auditSchemas, auditTag } from './openapi-audit';
 import { codecBodySchema } from './routes/codec';
 
@@ -59,6 +61,29 @@ const registrationProperties = {
     maxItems: 10,
     items: { type: 'string' },
     description: 'Names of the custom headers sent with every delivery, as set; their values are never shown.',
+  },
+  pausedAt: {
+    type: ['string', 'null'],
+    format: 'date-time',
+    description: 'When the pause holding the deliveries began; null when the webhook is not paused.',
+  },
+  pausedUntil: {
+    type: ['string', 'null'],
+    format: 'date-time',
+    description: 'When that pause ends by itself (PAUSE_MAX_HOURS at most); null when the webhook is not paused.',
+  },
+  clientCertificate: {
+    type: ['object', 'null'],
+    description:
+      'The client certificate presented to the receiver in every TLS handshake (mutual TLS); null without one. ' +
+      'Its private key is never shown.',
+    properties: {
+      subject: { type: 'string', description: 'The certificate’s subject, e.g. CN=hospital-client, O=Example.' },
+      notAfter: { type: 'string', format: 'date-time', description: 'When it expires.' },
+      fingerprint: { type: 'string', description: 'SHA-256 of the certificate, colon-separated hex.' },
+    },
+    required: ['subject', 'notAfter', 'fingerprint'],
+    additionalProperties: false,
   },
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
@@ -458,6 +483,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
             '401': ref('responses', 'Unauthorized'),
             '403': ref('responses', 'Forbidden'),
             '404': problemResponse('No such project, or it has no webhook.'),
+            '409': problemResponse('The webhook is paused: resume it to send a test event.'),
             '429': {
               ...problemResponse(
                 'A test event of this project is still in flight, or it sent TEST_EVENTS_PER_MINUTE (default 10) in the last minute.',
@@ -478,6 +504,8 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       },
       ...deliveryPaths,
       ...portalPaths,
+      ...pausePaths,
+      ...noticePaths,
       ...auditPaths,
       ...(options.codec && codecDocument.paths),
       '/healthz': {
@@ -552,6 +580,8 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         NotReadyProblem: notReadyProblemSchema,
         ...deliverySchemas,
         ...portalSchemas,
+        ...pauseSchemas,
+        ...noticeSchemas,
         ...auditSchemas,
         ...(options.codec && codecDocument.schemas),
       },

@@ -10,13 +10,16 @@ import {
   RegistrationExistsError,
   RegistrationNotFoundError,
   TestDeliveryFailedError,
+  WebhookPausedError,
 } from './errors';
 import {
   DEFAULT_OVERLAP_SECONDS,
   type RegisterWebhookBody,
   type RotateSecretBody,
   type UpdateWebhookBody,
+  certificateInfo,
 } from './schemas';
+import type { ClientCertificateInfo } from '../common/client-certificate';
 
 export interface RegistrationDeps {
   db: Knex;
@@ -32,9 +35,24 @@ export interface RegistrationView {
   types: string[];
   /** The names of the custom headers sent with every delivery; their values are never shown. */
   headerNames: string[];
+  /** While a pause holds the deliveries: when it began and when it ends by itself; null otherwise. */
+  pausedAt: string | null;
+  pausedUntil: string | null;
+  /** The client certificate presented to the receiver (mutual TLS): subject, expiry, fingerprint; never the key. */
+  clientCertificate: ClientCertificateView | null;
   createdAt: string;
   updatedAt: string;
 }
+
+export interface ClientCertificateView {
+  subject: string;
+  notAfter: string;
+  fingerprint: string;
+}
+
+/** What the API and the audit trail show of a stored certificate: never its key. */
+const certificateView = (c: ClientCertificateInfo | null): ClientCertificateView | null =>
+  c && { subject: c.subject, notAfter: c.notAfter.toISOString(), fingerprint: c.fingerprint };
 
 /** A rotation's answer: the new secret (shown once) and when the replaced one stops signing deliveries. */
 export interface RotatedSecretView {
@@ -49,17 +67,21 @@ export interface TestDeliveryView {
   workflowId: string;
 }
 
-const view = (row: store.RegistrationRow): RegistrationView => ({
+export const view = (row: store.RegistrationRow): RegistrationView => ({
   _id: row.id,
   projectId: row.projectId,
   url: row.url,
   types: row.types,
   headerNames: row.customHeaderNames,
+  // A pause past its end is over, whether or not the worker's sweep has cleared it yet.
+  pausedAt: store.isPaused(row) ? row.pausedAt!.toISOString() : null,
+  pausedUntil: store.isPaused(row) ? row.pausedUntil!.toISOString() : null,
+  clientCertificate: certificateView(row.clientCertificate),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
 
-const noWebhook = (projectId: string) =>
+export const noWebhook = (projectId: string) =>
   new RegistrationNotFoundError(`No webhook is registered for project ${projectId}`);
 
 /** The project exists (else 404) and the user is one of its members (else 403), in that order. */
@@ -82,6 +104,9 @@ export async function registerWebhook(
       url: body.url,
       types: body.types,
       ...(body.headers && { headers: body.headers }),
+      ...(body.clientCertificate && {
+        clientCertificate: { upload: body.clientCertificate, info: certificateInfo(body.clientCertificate) },
+      }),
     });
     // The unique constraint decides between concurrent registrations.
     if (!made) throw new RegistrationExistsError();
@@ -94,6 +119,9 @@ export async function registerWebhook(
         url: { after: made.row.url },
         types: { after: made.row.types },
         ...(made.row.customHeaderNames.length > 0 && { headers: { after: made.row.customHeaderNames } }),
+        ...(made.row.clientCertificate && {
+          clientCertificate: { after: certificateView(made.row.clientCertificate) },
+        }),
         secretRevealed: true,
       },
     });
@@ -112,10 +140,16 @@ export async function updateWebhook(
   await recheckPortalLink();
   const changes = { ...(body.url !== undefined && { url: body.url }), ...(body.types && { types: body.types }) };
   const headers = body.headers && { secretBox: deps.secretBox, values: body.headers };
+  const upload = body.clientCertificate;
+  const clientCertificate = upload !== undefined && {
+    secretBox: deps.secretBox,
+    value: upload && { upload, info: certificateInfo(upload) },
+  };
   return deps.db.transaction(async (trx) => {
     // Locked: the URL and types before are the ones this update replaces, whatever runs beside it.
     const before = await store.findRegistration(trx, body.projectId, { forUpdate: true });
-    const row = before && (await store.updateRegistration(trx, body.projectId, changes, headers));
+    const row =
+      before && (await store.updateRegistration(trx, body.projectId, changes, headers, clientCertificate || undefined));
     if (!before || !row) throw new RegistrationNotFoundError('Must register webhook before updating it');
     await recordAudit(trx, actor, {
       action: 'webhook.update',
@@ -126,6 +160,13 @@ export async function updateWebhook(
         ...(changes.types !== undefined && { types: { before: before.types, after: row.types } }),
         // Values are sealed and never recorded: the names before and after say what was set, replaced or removed.
         ...(headers && { headers: { before: before.customHeaderNames, after: row.customHeaderNames } }),
+        // The certificate by subject, expiry and fingerprint; its key never.
+        ...(clientCertificate && {
+          clientCertificate: {
+            before: certificateView(before.clientCertificate),
+            after: certificateView(row.clientCertificate),
+          },
+        }),
       },
     });
     return view(row);
@@ -197,6 +238,7 @@ export async function testWebhook(
   await assertMember(deps.db, projectId, userId);
   const registration = await store.findRegistration(deps.db, projectId);
   if (!registration) throw noWebhook(projectId);
+  if (store.isPaused(registration)) throw new WebhookPausedError();
   // The attempt itself is in Temporal (and the delivery log): the trail records the request once the test limits
   // have admitted it, right before it is sent (afterAuditRecord in the app).
   const outcome = await withAuditBeforeEffect(

@@ -25,6 +25,12 @@ import {
   refusedScheme,
   type WebhookUrlPolicy,
 } from '../common/webhook-url';
+import {
+  MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
+  inspectClientCertificate,
+  type ClientCertificateInfo,
+  type ClientCertificateUpload,
+} from '../common/client-certificate';
 import { InvalidParameterError, InvalidRequestError, type FieldError } from './errors';
 
 // Plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI document can reuse them.
@@ -68,6 +74,29 @@ export const customHeadersSchema = {
     'Values are sealed at rest and never shown again; on PATCH the object replaces the whole set ({} removes all).',
 } as const;
 
+export const clientCertificateSchema = {
+  type: 'object',
+  properties: {
+    certificate: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
+      description: 'PEM X.509 certificate (-----BEGIN CERTIFICATE-----), intermediates after it; valid now.',
+    },
+    privateKey: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
+      description: 'Its PEM private key, not encrypted. Sealed at rest and never shown again.',
+    },
+  },
+  required: ['certificate', 'privateKey'],
+  additionalProperties: false,
+  description:
+    'A client certificate presented in the TLS handshake of every delivery, for receivers that require mutual TLS. ' +
+    'The key is sealed at rest and never shown again; the registration shows the subject, notAfter and fingerprint.',
+} as const;
+
 export const registerWebhookBodySchema = {
   type: 'object',
   properties: {
@@ -75,6 +104,7 @@ export const registerWebhookBodySchema = {
     url: webhookUrlSchema,
     types: webhookTypesSchema,
     headers: customHeadersSchema,
+    clientCertificate: clientCertificateSchema,
   },
   required: ['projectId', 'url', 'types'],
   additionalProperties: false,
@@ -87,9 +117,19 @@ export const updateWebhookBodySchema = {
     url: webhookUrlSchema,
     types: webhookTypesSchema,
     headers: customHeadersSchema,
+    clientCertificate: {
+      ...clientCertificateSchema,
+      type: ['object', 'null'],
+      description: `${clientCertificateSchema.description} null removes it.`,
+    },
   },
   required: ['projectId'],
-  anyOf: [{ required: ['url'] }, { required: ['types'] }, { required: ['headers'] }],
+  anyOf: [
+    { required: ['url'] },
+    { required: ['types'] },
+    { required: ['headers'] },
+    { required: ['clientCertificate'] },
+  ],
   additionalProperties: false,
 } as const;
 
@@ -120,6 +160,7 @@ export interface RegisterWebhookBody {
   url: string;
   types: SubscribableType[];
   headers?: CustomHeaders;
+  clientCertificate?: ClientCertificateUpload;
 }
 
 export interface UpdateWebhookBody {
@@ -127,9 +168,11 @@ export interface UpdateWebhookBody {
   url?: string;
   types?: SubscribableType[];
   headers?: CustomHeaders;
+  clientCertificate?: ClientCertificateUpload | null;
 }
 
-const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false });
+// Union types: a PATCH's clientCertificate is an object, or null to remove it.
+const ajv = new Ajv({ allErrors: true, strict: true, strictRequired: false, allowUnionTypes: true });
 addFormats(ajv, ['uri']);
 
 /** A request body check: returns the typed body or throws InvalidRequestError listing every problem. */
@@ -143,7 +186,8 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
     // A conditional rule's branch names the field it refuses; the `if` itself adds nothing.
     if (error.keyword === 'if') continue;
     const pointer = error.instancePath || '/';
-    if (error.keyword === 'anyOf') result.push({ pointer, detail: 'must have at least one of url, types and headers' });
+    if (error.keyword === 'anyOf')
+      result.push({ pointer, detail: 'must have at least one of url, types, headers and clientCertificate' });
     else if (error.keyword === 'pattern' && pointer === '/projectId')
       result.push({ pointer, detail: `must be ${SAFE_ID_RULE}` });
     else if (error.keyword === 'additionalProperties')
@@ -153,9 +197,20 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
   return result;
 }
 
+/** The facts of each certificate a validated body carried, found while validating (read them with certificateInfo). */
+const certificates = new WeakMap<object, ClientCertificateInfo>();
+
+/** The subject, expiry and fingerprint of a validated body's certificate upload. */
+export function certificateInfo(upload: ClientCertificateUpload): ClientCertificateInfo {
+  const info = certificates.get(upload);
+  if (!info) throw new Error('the client certificate was not validated');
+  return info;
+}
+
 export function compileBody<T extends object>(schema: object): BodyValidator<T> {
   const validate: ValidateFunction = ajv.compile(schema);
   const checksHeaders = 'headers' in ((schema as { properties?: object }).properties ?? {});
+  const checksCertificate = 'clientCertificate' in ((schema as { properties?: object }).properties ?? {});
   return (body, urlPolicy = { httpsOnly: false }) => {
     let errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
     // The headers' rules, each problem naming the header, instead of the schema's patterns.
@@ -168,6 +223,13 @@ export function compileBody<T extends object>(schema: object): BodyValidator<T> 
     if (!urlFailed && typeof url === 'string' && !parsed)
       errors.push({ pointer: '/url', detail: 'must be an absolute http or https URL without credentials' });
     if (parsed && refusedScheme(parsed, urlPolicy)) errors.push({ pointer: '/url', detail: HTTPS_REQUIRED });
+    // A certificate the schema let through is checked for what a schema cannot see: PEM, validity, the key's match.
+    const certificate = (body as { clientCertificate?: unknown } | null)?.clientCertificate;
+    if (checksCertificate && certificate && !errors.some((e) => e.pointer.startsWith('/clientCertificate'))) {
+      const inspected = inspectClientCertificate(certificate as ClientCertificateUpload);
+      if ('problems' in inspected) errors.push(...inspected.problems);
+      else certificates.set(certificate, inspected.info);
+    }
     if (errors.length > 0) throw new InvalidRequestError(errors);
     return body as T;
   };

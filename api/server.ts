@@ -103,6 +103,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       watchWorkflowEnd: createWorkflowEndWatcher(temporal, testSlotLeaseMs(testEventLimits)),
       metricsToken: config.METRICS_TOKEN,
       webhookUrlPolicy: webhookUrlPolicy(config),
+      pauseMaxHours: config.PAUSE_MAX_HOURS,
       codec: { codec: payloadCodecFromConfig(config, logger), ...codecAccessFromConfig(config) },
       portal: {
         tokens: createPortalTokens(portalSigningKeys(keyRing)),

@@ -88,6 +88,12 @@ export interface Config {
   /** Deliveries per second per registration the resumer wakes once its breaker has closed. */
   BREAKER_RESUME_RATE_PER_SECOND: number;
   TEST_EVENTS_PER_MINUTE: number;
+  /** The longest a member's pause holds a webhook's deliveries; then it ends by itself and they go out. */
+  PAUSE_MAX_HOURS: number;
+  /** Where the worker sends projects' notice e-mails (smtp:// or smtps://, credentials in the URL); unset: none. */
+  SMTP_URL?: string;
+  /** The From of those e-mails. */
+  SMTP_FROM: string;
   /** Human-readable logs (pino-pretty) instead of JSON lines; by default only at a terminal outside production. */
   LOG_PRETTY?: boolean;
   /** Development stack (`npm start`, tests, bench): where the embedded services listen and the binaries are. */
@@ -226,6 +232,10 @@ const schema: JSONSchemaType<Config> = {
     BREAKER_WAIT_MAX_MS: int(1_000, ISOLATION_DEFAULTS.BREAKER_WAIT_MAX_MS, 86_400_000),
     BREAKER_RESUME_RATE_PER_SECOND: int(1, ISOLATION_DEFAULTS.BREAKER_RESUME_RATE_PER_SECOND, 10_000),
     TEST_EVENTS_PER_MINUTE: int(1, 10, 10_000),
+    // A month at most: held events of health monitoring lose their use long before.
+    PAUSE_MAX_HOURS: int(1, 72, 720),
+    SMTP_URL: { type: 'string', pattern: '^smtps?://', nullable: true },
+    SMTP_FROM: { type: 'string', minLength: 3, default: 'webhooks@localhost' },
     LOG_PRETTY: { type: 'boolean', nullable: true },
     DEV_POSTGRES_PORT: int(1, 5433, 65535),
     DEV_TEMPORAL_PORT: int(1, 7233, 65535),

@@ -177,3 +177,7 @@ export const registrationSecretAad = (registrationId: string): string => `webhoo
 /** Additional authenticated data for a registration's sealed custom headers: its own row, and not the secret's column. */
 export const registrationHeadersAad = (registrationId: string): string =>
   `webhook-registration-headers:${registrationId}`;
+
+/** Additional authenticated data for a registration's sealed client-certificate key: its own row and column. */
+export const registrationClientKeyAad = (registrationId: string): string =>
+  `webhook-registration-client-key:${registrationId}`;

@@ -260,7 +260,8 @@ const WAITERS = 'webhook_breaker_waiters';
 
 /**
  * A delivery waits for this registration's breaker, under its `waitToken`th wait (the resumer's signal names it):
- * woken when the breaker lets it through, and not within `notBeforeMs` (the end of the attempts in flight it waits for).
+ * woken when the breaker lets it through, and not within `notBeforeMs` (the end of the attempts in flight it waits for);
+ * `priority` is its event's priority key (falls are woken first).
  */
 export async function addBreakerWaiter(
   db: Db,
@@ -268,6 +269,7 @@ export async function addBreakerWaiter(
   workflowId: string,
   waitToken: number,
   notBeforeMs = 0,
+  priority?: number,
 ): Promise<void> {
   const eligibleAt = db.raw(`now() + ? * interval '1 millisecond'`, [notBeforeMs]);
   await db(WAITERS)
@@ -276,9 +278,16 @@ export async function addBreakerWaiter(
       workflow_id: workflowId,
       wait_token: waitToken,
       eligible_at: eligibleAt,
+      ...(priority !== undefined && { priority }),
     })
     .onConflict(['registration_id', 'workflow_id'])
-    .merge({ wait_token: waitToken, since: db.fn.now(), eligible_at: eligibleAt, woken_at: null });
+    .merge({
+      wait_token: waitToken,
+      since: db.fn.now(),
+      eligible_at: eligibleAt,
+      woken_at: null,
+      ...(priority !== undefined && { priority }),
+    });
 }
 
 export interface BreakerWaiter {
@@ -334,7 +343,7 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
          CROSS JOIN LATERAL (
            SELECT registration_id, workflow_id FROM ${WAITERS} y
             WHERE y.registration_id = turn.registration_id AND ${due}
-            ORDER BY since
+            ORDER BY priority, since -- falls before vitals (the events' priority keys), then oldest first
             LIMIT turn.n
             FOR UPDATE SKIP LOCKED
          ) x

@@ -1,7 +1,10 @@
 import type { Db } from './connection';
 
-/** Where a delivery stands: pending until delivered, given up (failed) or not sent at all (skipped). */
-export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'skipped'] as const;
+/**
+ * Where a delivery stands: pending until delivered, given up (failed) or not sent at all (skipped); held while its
+ * webhook is paused.
+ */
+export const DELIVERY_STATUSES = ['pending', 'held', 'delivered', 'failed', 'skipped'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** One event's delivery as the log keeps it: status, error code and timing only, never the payload. */

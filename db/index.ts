@@ -9,3 +9,5 @@ export * from './send-limits';
 export * from './portal-sessions';
 export * from './alert-state';
 export * from './audit';
+export * from './pause';
+export * from './notices';

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { SubscribableType } from '../common/contract';
+import type { ClientCertificateInfo, ClientCertificateUpload } from '../common/client-certificate';
 import type { CustomHeaders } from '../common/custom-headers';
 import {
   generateWebhookSecret,
+  registrationClientKeyAad,
   registrationHeadersAad,
   registrationSecretAad,
   type SecretBox,
@@ -23,8 +25,25 @@ export interface RegistrationRow {
   customHeaderNames: string[];
   /** The custom headers' [name, value] pairs as JSON, sealed with registrationHeadersAad; null when there are none. */
   customHeadersSealed: string | null;
+  /** When the current pause began and when it ends by itself; both null when not paused (db/pause.ts). */
+  pausedAt: Date | null;
+  pausedUntil: Date | null;
+  /** The client certificate presented to the receiver (mutual TLS), its key sealed; null when there is none. */
+  clientCertificate: StoredClientCertificate | null;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** A registration's client certificate as stored: the PEM in the clear, the key sealed with registrationClientKeyAad. */
+export interface StoredClientCertificate extends ClientCertificateInfo {
+  pem: string;
+  keySealed: string;
+}
+
+/** A checked upload (common/client-certificate.ts), to store; null removes the registration's certificate. */
+export interface ClientCertificateChange {
+  upload: ClientCertificateUpload;
+  info: ClientCertificateInfo;
 }
 
 interface Columns {
@@ -37,6 +56,13 @@ interface Columns {
   previous_secret_expires_at: Date | null;
   custom_header_names: string[];
   custom_headers_sealed: string | null;
+  paused_at: Date | null;
+  paused_until: Date | null;
+  client_certificate: string | null;
+  client_key_sealed: string | null;
+  client_certificate_subject: string | null;
+  client_certificate_not_after: Date | null;
+  client_certificate_fingerprint: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -53,6 +79,18 @@ const toRow = (c: Columns): RegistrationRow => ({
   previousSecretExpiresAt: c.previous_secret_expires_at,
   customHeaderNames: c.custom_header_names,
   customHeadersSealed: c.custom_headers_sealed,
+  pausedAt: c.paused_at ?? null,
+  pausedUntil: c.paused_until ?? null,
+  clientCertificate:
+    c.client_certificate && c.client_key_sealed
+      ? {
+          pem: c.client_certificate,
+          keySealed: c.client_key_sealed,
+          subject: c.client_certificate_subject ?? '',
+          notAfter: c.client_certificate_not_after ?? new Date(0),
+          fingerprint: c.client_certificate_fingerprint ?? '',
+        }
+      : null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -72,7 +110,8 @@ export async function findRegistration(
 export async function insertRegistration(
   db: Db,
   registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'> &
-    Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>>,
+    Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>> &
+    Partial<ClientCertificateColumns>,
 ): Promise<RegistrationRow | undefined> {
   const [columns] = await db<Columns>(TABLE)
     .insert({
@@ -83,6 +122,7 @@ export async function insertRegistration(
       secret_sealed: registration.secretSealed,
       custom_header_names: registration.customHeaderNames ?? [],
       custom_headers_sealed: registration.customHeadersSealed ?? null,
+      ...clientCertificateColumns(registration),
     })
     .onConflict('project_id')
     .ignore()
@@ -97,31 +137,36 @@ export async function insertRegistration(
 export async function createRegistration(
   db: Db,
   secretBox: SecretBox,
-  fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'> & { headers?: CustomHeaders },
+  fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'> & {
+    headers?: CustomHeaders;
+    clientCertificate?: ClientCertificateChange;
+  },
   secret: string = generateWebhookSecret(),
 ): Promise<{ row: RegistrationRow; secret: string } | undefined> {
   const id = randomUUID();
-  const { headers, ...registration } = fields;
+  const { headers, clientCertificate, ...registration } = fields;
   const row = await insertRegistration(db, {
     ...registration,
     id,
     secretSealed: secretBox.seal(secret, registrationSecretAad(id)),
     ...sealCustomHeaders(secretBox, id, headers ?? {}),
+    ...(clientCertificate && { clientCertificate: sealClientCertificate(secretBox, id, clientCertificate) }),
   });
   return row && { row, secret };
 }
 
 /**
- * Updates url and/or types, and replaces the custom headers when `headers` is given (`{}` removes them all); returns
- * undefined when the project has no registration.
+ * Updates url and/or types, replaces the custom headers when `headers` is given (`{}` removes them all) and the client
+ * certificate when `clientCertificate` is (null removes it); returns undefined when the project has no registration.
  */
 export async function updateRegistration(
   db: Db,
   projectId: string,
   changes: { url?: string; types?: SubscribableType[] },
   headers?: { secretBox: SecretBox; values: CustomHeaders },
+  clientCertificate?: { secretBox: SecretBox; value: ClientCertificateChange | null },
 ): Promise<RegistrationRow | undefined> {
-  if (!headers) {
+  if (!headers && !clientCertificate) {
     const [columns] = await db<Columns>(TABLE)
       .where({ project_id: projectId })
       .update({ ...changes, updated_at: db.fn.now() })
@@ -132,13 +177,19 @@ export async function updateRegistration(
   return db.transaction(async (trx) => {
     const current = await trx<Columns>(TABLE).where({ project_id: projectId }).forUpdate().first('id');
     if (!current) return undefined;
-    const sealed = sealCustomHeaders(headers.secretBox, current.id, headers.values);
+    const sealed = headers && sealCustomHeaders(headers.secretBox, current.id, headers.values);
+    const certificate =
+      clientCertificate?.value &&
+      sealClientCertificate(clientCertificate.secretBox, current.id, clientCertificate.value);
     const [columns] = await trx<Columns>(TABLE)
       .where({ id: current.id })
       .update({
         ...changes,
-        custom_header_names: sealed.customHeaderNames,
-        custom_headers_sealed: sealed.customHeadersSealed,
+        ...(sealed && {
+          custom_header_names: sealed.customHeaderNames,
+          custom_headers_sealed: sealed.customHeadersSealed,
+        }),
+        ...(clientCertificate && clientCertificateColumns({ clientCertificate: certificate ?? null })),
         updated_at: trx.fn.now(),
       })
       .returning('*');
@@ -164,6 +215,42 @@ function sealCustomHeaders(
 export function openCustomHeaders(secretBox: SecretBox, row: RegistrationRow): [name: string, value: string][] {
   if (row.customHeadersSealed === null) return [];
   return JSON.parse(secretBox.open(row.customHeadersSealed, registrationHeadersAad(row.id))) as [string, string][];
+}
+
+interface ClientCertificateColumns {
+  clientCertificate: StoredClientCertificate | null;
+}
+
+/** The columns of a client certificate, or of none. */
+function clientCertificateColumns({ clientCertificate: c }: Partial<ClientCertificateColumns>) {
+  return {
+    client_certificate: c?.pem ?? null,
+    client_key_sealed: c?.keySealed ?? null,
+    client_certificate_subject: c?.subject ?? null,
+    client_certificate_not_after: c?.notAfter ?? null,
+    client_certificate_fingerprint: c?.fingerprint ?? null,
+  };
+}
+
+/** A checked upload as stored: the key sealed to the registration's row. */
+function sealClientCertificate(
+  secretBox: SecretBox,
+  registrationId: string,
+  { upload, info }: ClientCertificateChange,
+): StoredClientCertificate {
+  return {
+    ...info,
+    pem: upload.certificate,
+    keySealed: secretBox.seal(upload.privateKey, registrationClientKeyAad(registrationId)),
+  };
+}
+
+/** A registration's client-certificate key, opened. Throws when it cannot be. */
+export function openClientKey(
+  secretBox: SecretBox,
+  row: RegistrationRow & { clientCertificate: StoredClientCertificate },
+): string {
+  return secretBox.open(row.clientCertificate.keySealed, registrationClientKeyAad(row.id));
 }
 
 /** Deletes the project's registration; returns false when there was none. */

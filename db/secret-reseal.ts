@@ -1,4 +1,9 @@
-import { registrationHeadersAad, registrationSecretAad, type SecretBox } from '../common/secrets';
+import {
+  registrationClientKeyAad,
+  registrationHeadersAad,
+  registrationSecretAad,
+  type SecretBox,
+} from '../common/secrets';
 import type { Db } from './connection';
 import { eraseExpiredPreviousSecrets } from './secret-rotation';
 import { appendAuditEvent, type AuditActor } from './audit';
@@ -25,6 +30,7 @@ interface SealedRow {
   secret_sealed: string;
   previous_secret_sealed: string | null;
   custom_headers_sealed: string | null;
+  client_key_sealed: string | null;
 }
 
 /**
@@ -46,7 +52,7 @@ export function resealRegistrationSecrets(
   return db.transaction(async (trx) => {
     await eraseExpiredPreviousSecrets(trx);
     const rows = await trx<SealedRow>('webhook_registrations')
-      .select('id', 'secret_sealed', 'previous_secret_sealed', 'custom_headers_sealed')
+      .select('id', 'secret_sealed', 'previous_secret_sealed', 'custom_headers_sealed', 'client_key_sealed')
       .forUpdate();
     await afterRead?.();
     let total = 0;
@@ -74,6 +80,15 @@ export function resealRegistrationSecrets(
             row.custom_headers_sealed,
             'custom headers',
             registrationHeadersAad(row.id),
+          );
+      }
+      if (row.client_key_sealed !== null) {
+        total++;
+        if (secretBox.isStale(row.client_key_sealed))
+          update.client_key_sealed = reseal(
+            row.client_key_sealed,
+            'client certificate key',
+            registrationClientKeyAad(row.id),
           );
       }
       const count = Object.keys(update).length;

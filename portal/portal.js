@@ -4,7 +4,7 @@
 'use strict';
 
 (function () {
-  const STATUSES = ['pending', 'delivered', 'failed', 'skipped'];
+  const STATUSES = ['pending', 'held', 'delivered', 'failed', 'skipped'];
   const TYPES = ['FALL_DETECTION', 'VITAL_THRESHOLD', 'TEST'];
   const SUBSCRIBABLE = ['FALL_DETECTION', 'VITAL_THRESHOLD'];
   const PAGE_SIZE = 20;
@@ -24,6 +24,9 @@
     selected: null,
     notice: null,
     newSecret: null,
+    /** The project's notification contacts, read once for a manage link (null: not read). */
+    contacts: null,
+    contactsDraft: null,
     testOutcome: null,
     /** 'deliveries' (the endpoint and its log) or 'activity' (the project's audit trail, manage links only). */
     view: 'deliveries',
@@ -197,6 +200,8 @@
     const rows = [
       ['URL', r ? h('code', {}, r.url) : 'No webhook is registered for this project'],
       ['Event types', r ? r.types.join(', ') : '—'],
+      ['Deliveries', pauseText(r)],
+      ['Client certificate', certificateText(r, hl)],
       ['Health', hl.state],
       ['Circuit breaker', breakerText(hl.breaker)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
@@ -214,6 +219,33 @@
         rows.map(([term, detail]) => [h('dt', {}, term), h('dd', {}, detail)]),
       ),
       canManage() && r ? manageEndpointView(r) : null,
+    );
+  }
+
+  /** The client certificate presented to the receiver (mutual TLS), and the health route's warning near its expiry. */
+  function certificateText(r, hl) {
+    const c = r && r.clientCertificate;
+    if (!c) return 'none';
+    const expiry = hl.clientCertificate;
+    return h(
+      'span',
+      { 'data-certificate': expiry ? expiry.state : 'valid' },
+      `${c.subject}, valid until `,
+      time(c.notAfter),
+      expiry && expiry.warning ? h('strong', { class: 'warning', role: 'alert' }, ` ${expiry.warning}`) : null,
+    );
+  }
+
+  /** Whether a pause holds the deliveries, in words. */
+  function pauseText(r) {
+    if (!r) return '—';
+    if (!r.pausedUntil) return h('span', { 'data-pause': 'running' }, 'sent as events occur');
+    return h(
+      'span',
+      { 'data-pause': 'paused' },
+      'paused: held, nothing is sent until resumed or until ',
+      time(r.pausedUntil),
+      ', when the pause ends by itself',
     );
   }
 
@@ -292,6 +324,43 @@
         h('output', { 'aria-live': 'polite', 'data-testid': 'test-outcome' }, test || ''),
       ),
       h(
+        'div',
+        { class: 'row' },
+        r.pausedUntil
+          ? h(
+              'button',
+              {
+                type: 'button',
+                'data-focus': 'resume',
+                onclick: () =>
+                  act(
+                    async () => {
+                      state.registration = await api('POST', `${projectPath()}/resume`);
+                      await loadPage();
+                    },
+                    () => 'Deliveries resumed: the held ones go out now, falls first.',
+                  ),
+              },
+              'Resume deliveries',
+            )
+          : h(
+              'button',
+              {
+                type: 'button',
+                class: 'secondary',
+                'data-focus': 'pause',
+                onclick: () =>
+                  act(
+                    async () => {
+                      state.registration = await api('POST', `${projectPath()}/pause`);
+                    },
+                    () => 'Deliveries paused: events are held, not sent and not failed, until you resume.',
+                  ),
+              },
+              'Pause deliveries',
+            ),
+      ),
+      h(
         'form',
         {
           'aria-label': 'Rotate secret',
@@ -309,7 +378,76 @@
         h('button', { type: 'submit', 'data-focus': 'rotate' }, 'Rotate secret'),
       ),
       state.newSecret ? newSecretView(state.newSecret) : null,
+      certificateUploadView(),
+      state.contacts ? contactsView(state.contacts) : null,
     ];
+  }
+
+  /** Uploads a client certificate and its key (PEM) for receivers that require mutual TLS; the key is never shown. */
+  function certificateUploadView() {
+    const certificate = h('textarea', { name: 'certificate', rows: '4', 'data-focus': 'certificate' });
+    const privateKey = h('textarea', { name: 'private-key', rows: '4', 'data-focus': 'private-key' });
+    return h(
+      'form',
+      {
+        'aria-label': 'Client certificate',
+        onsubmit: (event) => {
+          event.preventDefault();
+          void act(
+            async () => {
+              state.registration = await api('PATCH', '/webhooks', {
+                projectId: state.claims.prj,
+                clientCertificate: { certificate: certificate.value, privateKey: privateKey.value },
+              });
+            },
+            () => 'The client certificate was uploaded; its key is sealed and not shown again.',
+          );
+        },
+      },
+      h('label', {}, 'Client certificate (PEM)', certificate),
+      h('label', {}, 'Its private key (PEM, not encrypted)', privateKey),
+      h('button', { type: 'submit', 'data-focus': 'upload-certificate' }, 'Upload client certificate'),
+    );
+  }
+
+  /** Who the service tells when the endpoint fails or recovers: a URL and e-mail addresses, one a line. */
+  function contactsView(contacts) {
+    // What was typed stays in the form when the API refuses it, to be corrected rather than typed again.
+    const draft = state.contactsDraft || { url: contacts.url || '', emails: contacts.emails.join('\n') };
+    const url = h('input', { type: 'url', name: 'contacts-url', value: draft.url, 'data-focus': 'contacts-url' });
+    const emails = h('textarea', { name: 'contacts-emails', rows: '3', 'data-focus': 'contacts-emails' });
+    emails.value = draft.emails;
+    return h(
+      'form',
+      {
+        'aria-label': 'Notification contacts',
+        onsubmit: (event) => {
+          event.preventDefault();
+          state.contactsDraft = { url: url.value, emails: emails.value };
+          void act(
+            async () => {
+              state.contacts = await api('PUT', `${projectPath()}/notifications`, {
+                url: url.value.trim() || null,
+                emails: emails.value
+                  .split(/[\s,]+/)
+                  .map((address) => address.trim())
+                  .filter(Boolean),
+              });
+              state.contactsDraft = null;
+            },
+            () => 'The notification contacts were saved.',
+          );
+        },
+      },
+      h(
+        'p',
+        { class: 'muted' },
+        'Told when deliveries keep failing, recover, are given up, and more; never with event data.',
+      ),
+      h('label', {}, 'Notification URL', url),
+      h('label', {}, 'Notification e-mail addresses (one a line)', emails),
+      h('button', { type: 'submit', 'data-focus': 'save-contacts' }, 'Save notification contacts'),
+    );
   }
 
   function newSecretView(rotated) {
@@ -645,6 +783,10 @@
     'webhook.secret.rotate': 'Rotated the signing secret',
     'webhook.secret.overlap-ended': 'The old signing secret stopped signing',
     'webhook.test': 'Sent a test event',
+    'webhook.pause': 'Paused deliveries',
+    'webhook.resume': 'Resumed deliveries',
+    'webhook.pause.expire': 'The pause ended by itself',
+    'notifications.update': 'Changed the notification contacts',
     'delivery.redeliver': 'Redelivered a delivery',
     'deliveries.recover': 'Recovered failed deliveries',
     'portal-link.create': 'Made a portal link',
@@ -848,6 +990,7 @@
     if (!state.claims || state.claims.exp * 1000 <= Date.now()) return showInvalidLink();
     try {
       await Promise.all([loadEndpoint(), loadPage()]);
+      if (canManage() && state.registration) state.contacts = await api('GET', `${projectPath()}/notifications`);
     } catch (error) {
       if (error.status === 401) return;
       app.replaceChildren(

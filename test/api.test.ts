@@ -162,8 +162,11 @@ describe('api: webhook management', () => {
       assert.equal(reply.status, 201, reply.text);
       assert.deepEqual(Object.keys(reply.body).sort(), [
         '_id',
+        'clientCertificate',
         'createdAt',
         'headerNames',
+        'pausedAt',
+        'pausedUntil',
         'projectId',
         'secret',
         'types',
@@ -426,8 +429,11 @@ describe('api: webhook management', () => {
       assert.equal(byUrl.status, 200, byUrl.text);
       assert.deepEqual(Object.keys(byUrl.body).sort(), [
         '_id',
+        'clientCertificate',
         'createdAt',
         'headerNames',
+        'pausedAt',
+        'pausedUntil',
         'projectId',
         'types',
         'updatedAt',
@@ -488,7 +494,7 @@ describe('api: webhook management', () => {
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { projectId: p } }),
         400,
-        /at least one of url, types and headers/,
+        /at least one of url, types, headers and clientCertificate/,
       );
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { url: 'https://x.example/' } }),

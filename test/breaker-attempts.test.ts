@@ -158,6 +158,12 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     assert.equal(details.reason, 'circuit-open');
     assert.match(details.lastError ?? '', message);
     assertDeferral(deferred, 'Circuit breaker open for this webhook');
+    const waiter = await database.db('webhook_breaker_waiters').where({ registration_id: delivery.registrationId });
+    assert.deepEqual(
+      waiter.map((row: { priority: number }) => row.priority),
+      [1],
+      'listed with the fall’s priority key',
+    );
     // Listed as a waiter: the resumer's signal ends the wait; its own timer is a safety net of ½ to 1 BREAKER_WAIT_MAX_MS.
     assert.ok(
       details.waitMs >= config.BREAKER_WAIT_MAX_MS! / 2 && details.waitMs <= config.BREAKER_WAIT_MAX_MS!,
@@ -328,6 +334,7 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       attempt,
       workflowId: `webhook-event-${randomUUID()}`,
       ...(listed && { waitToken: 1 }),
+      priority: 1,
       log: captureLogger().logger,
     });
     let letGo!: () => void;
@@ -344,6 +351,12 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       return details.waitMs;
     };
     const [listed, unlisted] = [await refused(true), await refused(false)];
+    const busyWaiters = await database.db('webhook_breaker_waiters').where({ registration_id: registrationId });
+    assert.deepEqual(
+      busyWaiters.map((row: { priority: number }) => row.priority),
+      [1],
+      'the listed one, with its priority key',
+    );
     letGo();
     assert.equal(await first, 'delivered');
     assert.ok(

@@ -125,6 +125,36 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     assert.equal((await take()).length, 0, 'every waiter woken once');
   });
 
+  it('waiters are woken falls first (their priority key), then oldest first; a listing again takes its new priority', async () => {
+    const id = await registrationId();
+    const db = fx.database.db;
+    const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 });
+    // Oldest first by listing order: a vital, a vital without a key (listed before keys: a vital), then two falls.
+    await addBreakerWaiter(db, id, 'webhook-event-vital', 1, 0, 3);
+    await addBreakerWaiter(db, id, 'webhook-event-unkeyed', 1);
+    await addBreakerWaiter(db, id, 'webhook-event-fall-1', 1, 0, 1);
+    await addBreakerWaiter(db, id, 'webhook-event-fall-2', 1, 0, 3);
+    await addBreakerWaiter(db, id, 'webhook-event-fall-2', 2, 0, 1);
+    for (const [i, workflowId] of ['vital', 'unkeyed', 'fall-1', 'fall-2'].entries())
+      await db('webhook_breaker_waiters')
+        .where({ registration_id: id, workflow_id: `webhook-event-${workflowId}` })
+        .update({ since: db.raw(`now() - make_interval(secs => ?)`, [(10 - i) / 1000]) });
+    const rows = await db('webhook_breaker_waiters').where({ registration_id: id }).orderBy('since');
+    assert.deepEqual(
+      rows.map((row: { priority: number }) => row.priority),
+      [3, 3, 1, 1],
+    );
+    assert.deepEqual(
+      (await take()).map((w) => w.workflowId),
+      ['webhook-event-fall-1', 'webhook-event-fall-2'],
+    );
+    await nextRound(id);
+    assert.deepEqual(
+      (await take()).map((w) => w.workflowId),
+      ['webhook-event-vital', 'webhook-event-unkeyed'],
+    );
+  });
+
   it('waiters stay listed until their signal went through: taken again after the lease, never after a new wait', async () => {
     const id = await registrationId();
     const db = fx.database.db;

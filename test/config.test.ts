@@ -198,6 +198,21 @@ describe('config', () => {
     assert.equal(metricsBindAddress({ host: '::1', port: 9464 }), '[::1]:9464');
   });
 
+  it('SMTP_URL: smtp:// or smtps:// only; SMTP_FROM has a default', () => {
+    assert.equal(loadConfig({}).SMTP_URL, undefined);
+    assert.equal(loadConfig({}).SMTP_FROM, 'webhooks@localhost');
+    assert.equal(loadConfig({ SMTP_URL: 'smtps://u:p@mail.example:465' }).SMTP_URL, 'smtps://u:p@mail.example:465');
+    assert.match(configError({ SMTP_URL: 'http://mail.example' }), /SMTP_URL must match pattern/);
+  });
+
+  it('PAUSE_MAX_HOURS: 72 by default, 1 to 720 hours', () => {
+    assert.equal(loadConfig({}).PAUSE_MAX_HOURS, 72);
+    assert.equal(loadConfig({ PAUSE_MAX_HOURS: '1' }).PAUSE_MAX_HOURS, 1);
+    assert.equal(loadConfig({ PAUSE_MAX_HOURS: '720' }).PAUSE_MAX_HOURS, 720);
+    assert.match(configError({ PAUSE_MAX_HOURS: '0' }), /PAUSE_MAX_HOURS must be >= 1/);
+    assert.match(configError({ PAUSE_MAX_HOURS: '721' }), /PAUSE_MAX_HOURS must be <= 720/);
+  });
+
   it('has defaults for the HTTP, database and Temporal timeouts and refuses headers slower than requests', () => {
     const config = loadConfig({});
     assert.deepEqual(

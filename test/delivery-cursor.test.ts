@@ -80,7 +80,7 @@ describe('delivery list query and cursor (pure)', () => {
   it('names every problem of a query at once', () => {
     assert.equal(
       problemOf({ status: 'lost', type: 'PANIC', since: 'yesterday', until: '2026-13-45T00:00:00Z', limit: '0' }),
-      'The query is invalid: status must be one of pending, delivered, failed, skipped; ' +
+      'The query is invalid: status must be one of pending, held, delivered, failed, skipped; ' +
         'type must be one of FALL_DETECTION, VITAL_THRESHOLD, TEST; ' +
         'since must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z; ' +
         'until must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z; ' +

@@ -295,6 +295,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       lastFailureAt: null,
       lastError: null,
       breaker: { state: 'closed', openUntil: null },
+      clientCertificate: null,
     });
   });
 
@@ -415,7 +416,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
     for (const [query, problem] of [
       ['?limit=0', 'limit must be an integer from 1 to 100'],
       ['?limit=101', 'limit must be an integer from 1 to 100'],
-      ['?status=lost', 'status must be one of pending, delivered, failed, skipped'],
+      ['?status=lost', 'status must be one of pending, held, delivered, failed, skipped'],
       ['?type=FALL', 'type must be one of FALL_DETECTION, VITAL_THRESHOLD, TEST'],
       ['?since=yesterday', 'since must be an ISO 8601 date-time with a time zone, such as 2026-01-01T00:00:00Z'],
       ['?cursor=bm90LWEtY3Vyc29y', 'cursor is not one this API returned'],
@@ -811,7 +812,7 @@ describe('delivery log: list, detail, redelivery, recovery, health, retention, a
       );
       lines.length = 0;
       assert.equal(await cli(['deliveries', 'list', p, '--status', 'lost'], io), 2);
-      assert.match(errors.join('\n'), /status must be one of pending, delivered, failed, skipped/);
+      assert.match(errors.join('\n'), /status must be one of pending, held, delivered, failed, skipped/);
 
       assert.equal(await cli(['deliveries', 'redeliver', p, delivered], io), 0, errors.join('\n'));
       const redelivery = lines.pop()!;

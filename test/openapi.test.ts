@@ -38,7 +38,11 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '503'],
   'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '503'],
-  'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '429', '502', '503'],
+  'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '409', '429', '502', '503'],
+  'POST /webhooks/project/{projectId}/pause': ['200', '400', '401', '403', '404', '413', '415', '503'],
+  'POST /webhooks/project/{projectId}/resume': ['200', '400', '401', '403', '404', '503'],
+  'GET /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '503'],
+  'PUT /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415', '503'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
@@ -517,6 +521,54 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(ROTATE, 415, { path, user: 'alice', raw: 'overlapSeconds=0', contentType: 'text/plain' });
     });
 
+    it('pause and resume: 200, 400, 401, 403, 404, 413, 415, and a TEST while paused is a 409', async () => {
+      const PAUSE = 'POST /webhooks/project/{projectId}/pause';
+      const RESUME = 'POST /webhooks/project/{projectId}/resume';
+      const p = await project('alice');
+      const [pause, resume] = [at(PAUSE.slice(5), p), at(RESUME.slice(5), p)];
+      await expect(PAUSE, 404, { path: pause, user: 'alice' });
+      await expect(RESUME, 404, { path: resume, user: 'alice' });
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const paused = await expect(PAUSE, 200, { path: pause, user: 'alice', body: { hours: 2 } });
+      assert.ok(typeof paused.pausedUntil === 'string');
+      const test = await expect(TEST, 409, { path: at(TEST.slice(5), p), user: 'alice' });
+      assert.equal(test.detail, 'The webhook is paused: resume it to send a test event');
+      const problem = await expect(PAUSE, 400, { path: pause, user: 'alice', body: { hours: 100 } });
+      assert.equal(problem.detail, 'The request body is invalid: /hours must be at most PAUSE_MAX_HOURS (72)');
+      await expect(PAUSE, 400, { path: pause, user: 'alice', body: { until: 'monday' } });
+      await expect(PAUSE, 401, { path: pause });
+      await expect(PAUSE, 403, { path: pause, user: 'mallory' });
+      await expect(PAUSE, 413, { path: pause, user: 'alice', body: { pad: 'x'.repeat(200_000) } });
+      await expect(PAUSE, 415, { path: pause, user: 'alice', raw: 'hours=1', contentType: 'text/plain' });
+      await expect(RESUME, 400, { path: at(RESUME.slice(5), 'bad%00id'), user: 'alice' });
+      await expect(RESUME, 401, { path: resume });
+      await expect(RESUME, 403, { path: resume, user: 'mallory' });
+      const resumed = await expect(RESUME, 200, { path: resume, user: 'alice' });
+      assert.deepEqual([resumed.pausedAt, resumed.pausedUntil], [null, null]);
+    });
+
+    it('notification contacts: 200, 400, 401, 403, 404, 413, 415', async () => {
+      const GET_CONTACTS = 'GET /webhooks/project/{projectId}/notifications';
+      const PUT_CONTACTS = 'PUT /webhooks/project/{projectId}/notifications';
+      const p = await project('alice');
+      const path = at(PUT_CONTACTS.slice(4), p);
+      const contacts = { url: 'https://oncall.example/notices', emails: ['oncall@example.com'] };
+      assert.deepEqual(await expect(GET_CONTACTS, 200, { path, user: 'alice' }), { url: null, emails: [] });
+      assert.deepEqual(await expect(PUT_CONTACTS, 200, { path, user: 'alice', body: contacts }), contacts);
+      assert.deepEqual(await expect(GET_CONTACTS, 200, { path, user: 'alice' }), contacts);
+      const bad = await expect(PUT_CONTACTS, 400, { path, user: 'alice', body: { url: null, emails: ['nope'] } });
+      assert.match(String(bad.detail), /\/emails\/0 must match pattern/);
+      await expect(GET_CONTACTS, 400, { path: at(GET_CONTACTS.slice(4), 'bad%00id'), user: 'alice' });
+      for (const operation of [GET_CONTACTS, PUT_CONTACTS]) {
+        const body = operation === PUT_CONTACTS ? contacts : undefined;
+        await expect(operation, 401, { path, body });
+        await expect(operation, 403, { path, user: 'mallory', body });
+        await expect(operation, 404, { path: path.replace(p, 'no-such-project'), user: 'alice', body });
+      }
+      await expect(PUT_CONTACTS, 413, { path, user: 'alice', body: { ...contacts, pad: 'x'.repeat(200_000) } });
+      await expect(PUT_CONTACTS, 415, { path, user: 'alice', raw: 'url=x', contentType: 'text/plain' });
+    });
+
     it('every webhook operation: 400 for a projectId outside the safe alphabet, 503 when a dependency is down', async () => {
       for (const operation of [GET, DELETE, TEST]) {
         const problem = await expect(operation, 400, {
@@ -550,6 +602,24 @@ describe('openapi: the document at /openapi.json', () => {
         const ROTATE = 'POST /webhooks/project/{projectId}/secret/rotate';
         const SESSIONS = '/webhooks/project/{projectId}/portal-sessions';
         await expect(ROTATE, 503, { base, path: at(ROTATE.slice(5), p), user: 'alice', body: {} });
+        const notifications = `/webhooks/project/${p}/notifications`;
+        await expect('GET /webhooks/project/{projectId}/notifications', 503, {
+          base,
+          path: notifications,
+          user: 'alice',
+        });
+        await expect('PUT /webhooks/project/{projectId}/notifications', 503, {
+          base,
+          path: notifications,
+          user: 'alice',
+          body: { url: null, emails: [] },
+        });
+        for (const action of ['pause', 'resume'])
+          await expect(`POST /webhooks/project/{projectId}/${action}`, 503, {
+            base,
+            path: `/webhooks/project/${p}/${action}`,
+            user: 'alice',
+          });
         await expect(`POST ${SESSIONS}`, 503, { base, path: at(SESSIONS, p), user: 'alice', body: {} });
         await expect(`DELETE ${SESSIONS}`, 503, { base, path: at(SESSIONS, p), user: 'alice' });
         // The codec needs no database but its audit row: no row, no answer.

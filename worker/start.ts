@@ -19,6 +19,8 @@ import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
+import { startPauseExpiry } from './pause-expiry';
+import { createNotifier } from '../activities/notices';
 import { unencryptedActivityInputGuard } from './unencrypted-guard';
 import { installTracing } from '../common/tracing-sdk';
 import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry-settings';
@@ -176,6 +178,15 @@ export async function startWorker(
   const http = tracing ? traceHttpClient(untracedHttp, { traceparent: config.DELIVERY_TRACEPARENT }) : untracedHttp;
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
+  // Projects' own contacts are told through the worker's delivery client (SSRF guard, egress proxy) and SMTP_URL.
+  const notifier = createNotifier({
+    db,
+    secretBox,
+    logger: logger.child({ component: 'notices' }),
+    http,
+    ...(config.SMTP_URL && { smtp: { url: config.SMTP_URL, from: config.SMTP_FROM } }),
+  });
+  const stopPauseExpiry = startPauseExpiry(db, logger, undefined, notifier.notify);
   const stopResumer = startBreakerResumer(
     db,
     connection,
@@ -192,6 +203,8 @@ export async function startWorker(
     tokens?.stop();
     stopSecretSweep();
     stopRetention();
+    stopPauseExpiry();
+    notifier.close();
     await stopResumer();
     await Promise.allSettled([connection.close(), http.close(), db.destroy(), tracing?.flush()]);
   };
@@ -206,6 +219,7 @@ export async function startWorker(
       searchAttributes: await hasSearchAttributes(connection, config, logger),
       // Inputs sealed for no workflow come from clients before sealing: accepted only where plain events are.
       requireBoundInputs: !unencryptedEventsAllowed(config),
+      notify: notifier.notify,
       alerts: {
         alertAfterMs: config.ALERT_AFTER_MS,
         ...(config.ALERT_WEBHOOK_URL &&

@@ -98,8 +98,9 @@ export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Prom
   const isTest = webhookType === 'TEST';
   const body = JSON.stringify(input.payload);
 
-  // The give-up window runs from the first attempt, across waits for an open circuit breaker (workflow time).
-  const giveUpAt = Date.now() + plan.retry.giveUpAfterMs;
+  // The give-up window runs from the first attempt, across waits for an open circuit breaker (workflow time), and
+  // stands still while the webhook is paused.
+  let giveUpAt = Date.now() + plan.retry.giveUpAfterMs;
   // Attempts that reached the receiver before the current call: the local first one, or those before a deferral.
   let earlierAttempts = 0;
   // The receiver's last failure as a deferral reported it, for a give-up that comes while no attempt runs.
@@ -163,6 +164,16 @@ export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Prom
         const deferral = last.details?.[0] as DeliveryDeferredDetails;
         earlierAttempts = deferral.attempt - 1;
         if (deferral.lastError) lastKnown = { statusCode: deferral.statusCode, lastError: deferral.lastError };
+        if (deferral.reason === 'paused') {
+          // Held by a pause: no attempt was made and the window does not run, until the resumer's signal (paced,
+          // falls first) or the pause's own end. Only this reason's histories take this path (no patch needed).
+          const heldFrom = Date.now();
+          const waitToken = (waits += 1);
+          await condition(() => resumed >= waitToken, deferral.waitMs);
+          giveUpAt += Date.now() - heldFrom;
+          local = plan.localAfterWait === true;
+          continue;
+        }
         // A durable wait, not a stream of failing attempts: until the timer, or the resumer's signal for this wait
         // (time to probe, or the breaker closed). A test is answered at once instead.
         if (!isTest) {

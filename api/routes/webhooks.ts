@@ -2,6 +2,8 @@ import { Router, type RouterContext } from '@koa/router';
 import { callerId, portalGuard } from '../auth';
 import { auditActor } from '../audit';
 import * as registrations from '../registrations';
+import { pauseWebhook, resumeWebhook, type PauseDeps } from '../pause';
+import { getNotificationContacts, setNotificationContacts } from '../notices';
 import { projectIdParam, validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from '../schemas';
 import type { WebhookUrlPolicy } from '../../common/webhook-url';
 import type { PortalGrant } from '../portal-tokens';
@@ -13,7 +15,7 @@ const shownUrl = (url: string, state: Context['state']) =>
   state.portal && !state.portal.capabilities.includes('manage') ? new URL(url).origin : url;
 
 /** The management endpoints of spec section 4; handlers validate, call the domain, shape the response. */
-export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookUrlPolicy?: WebhookUrlPolicy }): Router {
+export function webhooksRouter(deps: PauseDeps & { webhookUrlPolicy?: WebhookUrlPolicy }): Router {
   const handlers = {
     register: async (ctx: Context) => {
       ctx.body = await registrations.registerWebhook(
@@ -55,6 +57,20 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
         auditActor(ctx),
       );
     },
+    pause: async (ctx: Context) => {
+      const project = projectIdParam(ctx.params.projectId);
+      ctx.body = await pauseWebhook(deps, callerId(ctx.state), project, ctx.request.body, auditActor(ctx));
+    },
+    resume: async (ctx: Context) => {
+      ctx.body = await resumeWebhook(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId), auditActor(ctx));
+    },
+    notices: async (ctx: Context) => {
+      ctx.body = await getNotificationContacts(deps, callerId(ctx.state), projectIdParam(ctx.params.projectId));
+    },
+    setNotices: async (ctx: Context) => {
+      const project = projectIdParam(ctx.params.projectId);
+      ctx.body = await setNotificationContacts(deps, callerId(ctx.state), project, ctx.request.body, auditActor(ctx));
+    },
     test: async (ctx: Context) => {
       ctx.body = await registrations.testWebhook(
         deps,
@@ -76,5 +92,9 @@ export function webhooksRouter(deps: registrations.RegistrationDeps & { webhookU
   router.delete('/project/:projectId', handlers.delete);
   router.post('/test/project/:projectId', portal('manage'), handlers.test);
   router.post('/project/:projectId/secret/rotate', portal('manage'), handlers.rotateSecret);
+  router.post('/project/:projectId/pause', portal('manage'), handlers.pause);
+  router.post('/project/:projectId/resume', portal('manage'), handlers.resume);
+  router.get('/project/:projectId/notifications', portal('manage'), handlers.notices);
+  router.put('/project/:projectId/notifications', portal('manage'), handlers.setNotices);
   return router;
 }

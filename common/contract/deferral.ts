@@ -5,8 +5,11 @@
 export const DELIVERY_DEFERRED = 'WebhookDeliveryDeferred';
 
 export interface DeliveryDeferredDetails {
-  /** `circuit-open`: the registration's breaker is open, or half-open with another attempt probing. */
-  reason: 'circuit-open' | 'endpoint-busy';
+  /**
+   * `circuit-open`: the registration's breaker is open, or half-open with another attempt probing. `paused`: a member
+   * paused the webhook; the workflow waits without running its give-up window.
+   */
+  reason: 'circuit-open' | 'endpoint-busy' | 'paused';
   /**
    * How long the workflow waits (a durable timer) before the next attempt. For an open breaker this is a long
    * safety net: the resumer's signal normally ends the wait when it is time to probe or to go on.

@@ -27,6 +27,8 @@ export const FailureType = {
    * id or scheduled by a foreign workflow), or, in production, one sealed for none.
    */
   InputNotBound: 'DeliveryInputNotBound',
+  /** Non-retryable: a TEST event while the webhook is paused (other events are held, not failed). */
+  WebhookPaused: 'WebhookPaused',
 } as const;
 
 /** Spec section 6: TEST is delivered whatever the subscription; any other type only when subscribed. */

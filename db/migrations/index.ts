@@ -11,6 +11,9 @@ import * as deliveryRun from './009_delivery_run';
 import * as deliveryLogIndexes from './010_delivery_log_indexes';
 import * as auditEvents from './011_audit_events';
 import * as customHeaders from './012_custom_headers';
+import * as pause from './013_pause';
+import * as clientCertificates from './014_client_certificates';
+import * as notices from './015_notices';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -26,6 +29,9 @@ const migrations: Record<string, Knex.Migration> = {
   '010_delivery_log_indexes': deliveryLogIndexes,
   '011_audit_events': auditEvents,
   '012_custom_headers': customHeaders,
+  '013_pause': pause,
+  '014_client_certificates': clientCertificates,
+  '015_notices': notices,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -16,6 +16,7 @@ import {
   type AlertOptions,
 } from '../../activities';
 import type { Logger } from '../../common/logger';
+import type { Notify } from '../../activities/notices';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
@@ -37,6 +38,10 @@ export interface DeliveryWorkerOptions {
   requireBoundInputs?: boolean;
   /** Wraps the real activities (a test standing in for an earlier worker's scheduling). */
   wrapActivities?: (activities: ReturnType<typeof createActivities>) => ReturnType<typeof createActivities>;
+  /** Tells projects' own contacts (test/notices.test.ts); none told unless given. */
+  notify?: Notify;
+  /** CAs the worker's HTTP client trusts beside Node's (an https receiver with a certificate of the test's own CA). */
+  trustedCa?: string[];
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
 }
@@ -69,6 +74,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
       proxy: egressProxy(config),
+      trustedCa: options.trustedCa,
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,
@@ -85,6 +91,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
           searchAttributes,
           alerts: options.alerts,
           requireBoundInputs: options.requireBoundInputs,
+          notify: options.notify,
         }),
       ),
       ...options.slots,

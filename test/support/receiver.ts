@@ -49,7 +49,9 @@ export function independentSignatureValid(secret: string, request: ReceivedReque
 }
 
 /** A real HTTP receiver on 127.0.0.1 recording every request and answering from a script; https with `tls`. */
-export async function startTestReceiver(tls?: Pick<ServerOptions, 'key' | 'cert'>): Promise<TestReceiver> {
+export async function startTestReceiver(
+  tls?: Pick<ServerOptions, 'key' | 'cert' | 'ca' | 'requestCert' | 'rejectUnauthorized'>,
+): Promise<TestReceiver> {
   const requests: ReceivedRequest[] = [];
   const queue: ScriptedResponse[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];

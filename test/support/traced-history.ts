@@ -3,9 +3,8 @@
 import type { DataConverter } from '@temporalio/common';
 import { encryptedDataConverter, workerPayloadCodecFromConfig } from '../../common/payload-codec';
 
-/** Its event id: the input is sealed for its workflow id, which a replay must therefore be given. */
+/** Its event id: the input is sealed for its workflow id, which a replay reads from the history's start. */
 export const TRACED_EVENT_ID = 'traced-retried-fall';
-export const TRACED_WORKFLOW_ID = `webhook-event-${TRACED_EVENT_ID}`;
 
 export const TRACED_HISTORY_PAYLOAD_KEYS = `trace-test:${Buffer.alloc(32, 7).toString('base64')}`;
 

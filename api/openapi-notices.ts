@@ -1,0 +1,52 @@
+import type { HttpMethod, OpenApiOperation } from './openapi';
+import { notificationContactsSchema } from './notices';
+import { json, problem, projectIdParameter, ref } from './openapi-parts';
+
+// The project's notification contacts' part of the OpenAPI document (issue 32, item 5); ./openapi spreads these.
+
+const answers = {
+  '401': ref('responses', 'Unauthorized'),
+  '403': ref('responses', 'Forbidden'),
+  '404': problem('No project with id {id} was found.'),
+  '503': ref('responses', 'Unavailable'),
+} as const;
+
+export const noticePaths: Record<string, Partial<Record<HttpMethod, OpenApiOperation>>> = {
+  '/webhooks/project/{projectId}/notifications': {
+    get: {
+      operationId: 'getNotificationContacts',
+      summary: 'The project’s own notification contacts',
+      tags: ['webhooks'],
+      parameters: [projectIdParameter],
+      responses: {
+        '200': {
+          description: 'The contacts ({url: null, emails: []} when none).',
+          content: json(ref('schemas', 'NotificationContacts')),
+        },
+        '400': ref('responses', 'InvalidParameter'),
+        ...answers,
+      },
+    },
+    put: {
+      operationId: 'setNotificationContacts',
+      summary: 'Set who the service tells when the project’s endpoint fails or recovers',
+      description:
+        'Notices: breaker-open, recovered, delivery-gave-up, pause-ended, certificate-expiring; each at most once an ' +
+        'hour per project, never with a payload or a person’s data. The URL gets a JSON POST signed with the ' +
+        'webhook’s secret like a delivery (X-Timestamp, X-Signature; X-Webhook-Notice names the condition); the ' +
+        'addresses an e-mail through the service’s SMTP_URL.',
+      tags: ['webhooks'],
+      parameters: [projectIdParameter],
+      requestBody: { required: true, content: json(ref('schemas', 'NotificationContacts')) },
+      responses: {
+        '200': { description: 'Set.', content: json(ref('schemas', 'NotificationContacts')) },
+        '400': ref('responses', 'InvalidBody'),
+        ...answers,
+        '413': ref('responses', 'TooLarge'),
+        '415': ref('responses', 'UnsupportedMediaType'),
+      },
+    },
+  },
+};
+
+export const noticeSchemas = { NotificationContacts: notificationContactsSchema };

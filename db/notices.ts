@@ -1,0 +1,74 @@
+import type { Db } from './connection';
+
+/** A project's own notification contacts: a URL for signed notices, e-mail addresses, or both. */
+export interface NotificationContacts {
+  url: string | null;
+  emails: string[];
+}
+
+/** The conditions a project is told of, each at most once an hour. */
+export const NOTICE_CONDITIONS = [
+  'breaker-open',
+  'recovered',
+  'delivery-gave-up',
+  'pause-ended',
+  'certificate-expiring',
+] as const;
+export type NoticeCondition = (typeof NOTICE_CONDITIONS)[number];
+
+const CONTACTS = 'project_notification_contacts';
+const NOTICES = 'project_notices';
+
+/** Sets the project's contacts (none of either removes them). */
+export async function setNotificationContacts(
+  db: Db,
+  projectId: string,
+  contacts: NotificationContacts,
+): Promise<NotificationContacts> {
+  if (contacts.url === null && contacts.emails.length === 0) {
+    await db(CONTACTS).where({ project_id: projectId }).delete();
+    return contacts;
+  }
+  await db(CONTACTS)
+    .insert({ project_id: projectId, url: contacts.url, emails: contacts.emails })
+    .onConflict('project_id')
+    .merge({ url: contacts.url, emails: contacts.emails, updated_at: db.fn.now() });
+  return contacts;
+}
+
+/** The project's contacts; none when never set. */
+export async function findNotificationContacts(db: Db, projectId: string): Promise<NotificationContacts> {
+  const row = await db(CONTACTS)
+    .where({ project_id: projectId })
+    .first<{ url: string | null; emails: string[] } | undefined>('url', 'emails');
+  return { url: row?.url ?? null, emails: row?.emails ?? [] };
+}
+
+/**
+ * Claims the right to tell the project of `condition` now: true for one caller, and then for none until `everyMs` has
+ * passed (an hour by default), whichever worker asks.
+ */
+export async function claimNotice(
+  db: Db,
+  projectId: string,
+  condition: NoticeCondition,
+  everyMs = 3_600_000,
+): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: unknown[] }>(
+    `INSERT INTO ${NOTICES} AS n (project_id, condition, sent_at) VALUES (:projectId, :condition, now())
+     ON CONFLICT (project_id, condition) DO UPDATE SET sent_at = now()
+      WHERE n.sent_at <= now() - :everyMs * interval '1 millisecond'
+     RETURNING 1`,
+    { projectId, condition, everyMs },
+  );
+  return rows.length > 0;
+}
+
+/** Registrations whose client certificate expires within `withinMs` (or has expired), for the worker's notices. */
+export async function expiringCertificates(db: Db, withinMs: number): Promise<{ projectId: string; notAfter: Date }[]> {
+  const rows = await db('webhook_registrations')
+    .whereNotNull('client_certificate_not_after')
+    .where('client_certificate_not_after', '<=', db.raw(`now() + ? * interval '1 millisecond'`, [withinMs]))
+    .select<{ project_id: string; client_certificate_not_after: Date }[]>('project_id', 'client_certificate_not_after');
+  return rows.map((row) => ({ projectId: row.project_id, notAfter: row.client_certificate_not_after }));
+}

@@ -1,0 +1,141 @@
+import type { Db } from './connection';
+
+/**
+ * A pause that holds a registration's deliveries: while `paused_until` is ahead nothing is sent. Held deliveries are
+ * listed in the breaker resumer's waiters, eligible when the pause ends, so the resumer wakes them (falls first, oldest
+ * first, at the breaker's resume rate) whether a member resumes or the pause runs out.
+ */
+
+const REGISTRATIONS = 'webhook_registrations';
+const WAITERS = 'webhook_breaker_waiters';
+const DELIVERIES = 'deliveries';
+
+/** A registration's pause as the API shows it. */
+export interface PauseState {
+  registrationId: string;
+  pausedAt: Date;
+  pausedUntil: Date;
+}
+
+/** Whether a registration read at `now` is paused: a pause whose end has passed is over, swept or not. */
+export const isPaused = (row: { pausedUntil: Date | null }, now = Date.now()): boolean =>
+  row.pausedUntil !== null && row.pausedUntil.getTime() > now;
+
+interface PauseColumns {
+  id: string;
+  paused_at: Date;
+  paused_until: Date;
+}
+
+const toState = (c: PauseColumns): PauseState => ({
+  registrationId: c.id,
+  pausedAt: c.paused_at,
+  pausedUntil: c.paused_until,
+});
+
+/**
+ * Pauses the project's registration for `forMs` at most; a pause under way is left as it is (`started` false).
+ * Undefined when the project has no registration.
+ */
+export async function pauseRegistration(
+  db: Db,
+  projectId: string,
+  forMs: number,
+): Promise<(PauseState & { started: boolean }) | undefined> {
+  const { rows } = await db.raw<{ rows: (PauseColumns & { started: boolean })[] }>(
+    `WITH current AS (
+       SELECT id, paused_until > now() AS ongoing FROM ${REGISTRATIONS} WHERE project_id = :projectId FOR UPDATE
+     )
+     UPDATE ${REGISTRATIONS} r
+        SET paused_at = CASE WHEN current.ongoing THEN r.paused_at ELSE now() END,
+            paused_until = CASE WHEN current.ongoing THEN r.paused_until
+                                ELSE now() + :forMs * interval '1 millisecond' END,
+            updated_at = CASE WHEN current.ongoing THEN r.updated_at ELSE now() END
+       FROM current
+      WHERE r.id = current.id
+     RETURNING r.id, r.paused_at, r.paused_until, NOT coalesce(current.ongoing, false) AS started`,
+    { projectId, forMs },
+  );
+  const [row] = rows;
+  return row && { ...toState(row), started: row.started };
+}
+
+/**
+ * Ends the project's pause, if one is under way: its held deliveries become due for the resumer at once, and the
+ * delivery log shows them pending again. Returns the pause that ended (undefined: the project has no registration;
+ * `ended` undefined: it was not paused) and how many deliveries it held.
+ */
+export async function resumeRegistration(
+  db: Db,
+  projectId: string,
+): Promise<{ registrationId: string; ended?: PauseState; held: number } | undefined> {
+  return db.transaction(async (trx) => {
+    const { rows } = await trx.raw<{ rows: (PauseColumns & { ongoing: boolean })[] }>(
+      `UPDATE ${REGISTRATIONS} r SET paused_at = NULL, paused_until = NULL,
+              updated_at = CASE WHEN before.paused_until IS NULL THEN r.updated_at ELSE now() END
+         FROM ${REGISTRATIONS} before
+        WHERE before.id = r.id AND r.project_id = ?
+       RETURNING r.id, before.paused_at, before.paused_until, coalesce(before.paused_until > now(), false) AS ongoing`,
+      [projectId],
+    );
+    const [row] = rows;
+    if (!row) return undefined;
+    if (!row.ongoing) return { registrationId: row.id, held: 0 };
+    const held = await releaseHeld(trx, row.id, projectId);
+    return { registrationId: row.id, ended: toState(row), held };
+  });
+}
+
+/** The held deliveries of a registration become due now (the resumer paces them) and pending in the log. */
+async function releaseHeld(db: Db, registrationId: string, projectId: string): Promise<number> {
+  const held = await db(WAITERS)
+    .where({ registration_id: registrationId })
+    .where('eligible_at', '>', db.fn.now())
+    .update({ eligible_at: db.fn.now() });
+  await db(DELIVERIES).where({ project_id: projectId, status: 'held' }).update({ status: 'pending' });
+  return held;
+}
+
+/**
+ * Lists a delivery as held by its registration's pause, under its `waitToken`th wait: eligible when the pause ends, as
+ * the registration row says now. The row is read under a share lock, so a resume committing meanwhile is seen (the
+ * delivery is due at once) rather than leaving it listed until the old end.
+ */
+export async function holdDelivery(
+  db: Db,
+  registrationId: string,
+  workflowId: string,
+  waitToken: number,
+  priority: number,
+): Promise<void> {
+  await db.raw(
+    `WITH registration AS (
+       SELECT paused_until FROM ${REGISTRATIONS} WHERE id = :registrationId FOR SHARE
+     )
+     INSERT INTO ${WAITERS} AS w (registration_id, workflow_id, wait_token, eligible_at, priority)
+     SELECT :registrationId, :workflowId, :waitToken, GREATEST(now(), coalesce(paused_until, now())), :priority
+       FROM registration
+     ON CONFLICT (registration_id, workflow_id) DO UPDATE
+        SET wait_token = excluded.wait_token, since = now(), eligible_at = excluded.eligible_at, woken_at = NULL,
+            priority = excluded.priority`,
+    { registrationId, workflowId, waitToken, priority },
+  );
+}
+
+/**
+ * Ends the pauses that ran out (their held deliveries are already due: they were listed until the pause's end) and
+ * returns them, for the operators' log and the audit trail. Every worker may run it: each row is taken once.
+ */
+export async function endExpiredPauses(db: Db): Promise<(PauseState & { projectId: string })[]> {
+  return db.transaction(async (trx) => {
+    const { rows } = await trx.raw<{ rows: (PauseColumns & { project_id: string })[] }>(
+      `UPDATE ${REGISTRATIONS} r SET paused_at = NULL, paused_until = NULL, updated_at = now()
+         FROM (SELECT id, paused_at, paused_until FROM ${REGISTRATIONS}
+                WHERE paused_until IS NOT NULL AND paused_until <= now() FOR UPDATE SKIP LOCKED) before
+        WHERE r.id = before.id
+       RETURNING r.id, r.project_id, before.paused_at, before.paused_until`,
+    );
+    for (const row of rows) await releaseHeld(trx, row.id, row.project_id);
+    return rows.map((row) => ({ ...toState(row), projectId: row.project_id }));
+  });
+}

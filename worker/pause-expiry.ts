@@ -1,0 +1,51 @@
+import type { Logger } from '../common/logger';
+import { CLIENT_CERTIFICATE_WARNING_DAYS } from '../common/client-certificate';
+import { appendAuditEvent, endExpiredPauses, expiringCertificates, type Db } from '../db';
+import type { Notify } from '../activities/notices';
+
+/**
+ * Ends, every `intervalMs`, the pauses that ran out (PAUSE_MAX_HOURS after they began): the operators read it in the
+ * log and the audit trail (`webhook.pause.expire`). Their held deliveries need no help: they were listed as due at
+ * the pause's end, and the breaker resumer wakes them, paced. Every worker may run it. Returns the stop.
+ */
+export function startPauseExpiry(db: Db, logger: Logger, intervalMs = 30_000, notify?: Notify): () => void {
+  let running = false;
+  const sweep = async () => {
+    // Client certificates near their end: the project is told (at most hourly, like every notice).
+    if (notify)
+      for (const { projectId, notAfter } of await expiringCertificates(
+        db,
+        CLIENT_CERTIFICATE_WARNING_DAYS * 86_400_000,
+      ))
+        notify({ condition: 'certificate-expiring', projectId, facts: { notAfter: notAfter.toISOString() } });
+    for (const ended of await endExpiredPauses(db)) {
+      notify?.({
+        condition: 'pause-ended',
+        projectId: ended.projectId,
+        facts: { pausedAt: ended.pausedAt.toISOString() },
+      });
+      logger.warn(
+        { projectId: ended.projectId, pausedAt: ended.pausedAt.toISOString() },
+        'webhook pause ended by itself (PAUSE_MAX_HOURS): held deliveries resume',
+      );
+      await appendAuditEvent(db, {
+        actor: { kind: 'system' },
+        action: 'webhook.pause.expire',
+        outcome: 'ok',
+        projectId: ended.projectId,
+        registrationId: ended.registrationId,
+        changes: { pausedAt: ended.pausedAt.toISOString(), pausedUntil: ended.pausedUntil.toISOString() },
+      });
+    }
+  };
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    sweep()
+      .catch((error: unknown) => logger.warn({ err: error }, 'could not end expired webhook pauses'))
+      .finally(() => (running = false));
+  }, intervalMs);
+  // Never what keeps the process alive.
+  timer.unref();
+  return () => clearInterval(timer);
+}
