@@ -6,7 +6,7 @@ import { context, propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { createWebhookHttpClient, traceHttpClient } from '../activities';
+import { createWebhookHttpClient, traceHttpClient, type WebhookHttpClient } from '../activities';
 import { createLogger } from '../common/logger';
 import { tracer } from '../common/tracing';
 import { freePort } from '../dev/ports';
@@ -79,6 +79,22 @@ describe('tracing in process: POST spans, traceparent, log lines', () => {
     assert.deepEqual(eventsOf(first), ['connect.start', 'connect.end', 'request.headers_sent', 'response.first_byte']);
     assert.deepEqual(eventsOf(second).slice(-2), ['request.headers_sent', 'response.first_byte']);
     assert.equal(first.events[1]!.attributes?.['network.peer.address'], '127.0.0.1');
+  });
+
+  it('hands the registration’s client certificate to the client it wraps (mutual TLS while traced)', async () => {
+    const seen: unknown[] = [];
+    const inner: WebhookHttpClient = {
+      post: (_url, _headers, _body, clientCertificate) => {
+        seen.push(clientCertificate);
+        return Promise.resolve({ statusCode: 200 });
+      },
+      close: () => Promise.resolve(),
+    };
+    const certificate = { id: 'r1:fp', certificate: 'CERT', privateKey: () => 'KEY' };
+    const http = traceHttpClient(inner, { traceparent: true });
+    await http.post(new URL(receiver.url), {}, '{}', certificate);
+    await http.post(new URL(receiver.url), {}, '{}');
+    assert.deepEqual(seen, [certificate, undefined]);
   });
 
   it('sends no traceparent with DELIVERY_TRACEPARENT=false, and still traces the POST', async () => {
