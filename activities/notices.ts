@@ -38,9 +38,9 @@ export interface NotifierOptions {
 }
 
 /**
- * Tells a project's own contacts of a condition, at most once an hour per condition and project (across workers): a
- * POST to its notification URL, signed like a delivery (X-Timestamp, X-Signature with the webhook's secret), and an
- * e-mail to its addresses through SMTP_URL. Failures are logged, never retried or raised.
+ * Tells a project's own contacts of a condition, at most once an hour per condition and project (a certificate's end
+ * once a day; across workers): a POST to its notification URL, signed like a delivery (X-Timestamp, X-Signature with
+ * the webhook's secret), and an e-mail to its addresses through SMTP_URL. Failures are logged, never retried or raised.
  */
 export function createNotifier(options: NotifierOptions) {
   const { db, logger } = options;

@@ -6,7 +6,7 @@ export interface NotificationContacts {
   emails: string[];
 }
 
-/** The conditions a project is told of, each at most once an hour. */
+/** The conditions a project is told of, each at most once an hour (a certificate's end, once a day). */
 export const NOTICE_CONDITIONS = [
   'breaker-open',
   'recovered',
@@ -44,15 +44,24 @@ export async function findNotificationContacts(db: Db, projectId: string): Promi
   return { url: row?.url ?? null, emails: row?.emails ?? [] };
 }
 
+const HOUR_MS = 3_600_000;
+
+/**
+ * How often a condition may be told: an hour, but a client certificate's coming end once a day (it stays true for up
+ * to 14 days: hourly, it would be 336 notices).
+ */
+export const noticeIntervalMs = (condition: NoticeCondition): number =>
+  condition === 'certificate-expiring' ? 24 * HOUR_MS : HOUR_MS;
+
 /**
  * Claims the right to tell the project of `condition` now: true for one caller, and then for none until `everyMs` has
- * passed (an hour by default), whichever worker asks.
+ * passed (the condition's interval by default), whichever worker asks.
  */
 export async function claimNotice(
   db: Db,
   projectId: string,
   condition: NoticeCondition,
-  everyMs = 3_600_000,
+  everyMs = noticeIntervalMs(condition),
 ): Promise<boolean> {
   const { rows } = await db.raw<{ rows: unknown[] }>(
     `INSERT INTO ${NOTICES} AS n (project_id, condition, sent_at) VALUES (:projectId, :condition, now())

@@ -1,3 +1,4 @@
+import { appendAuditEvent } from './audit';
 import type { Db } from './connection';
 
 /**
@@ -123,8 +124,9 @@ export async function holdDelivery(
 }
 
 /**
- * Ends the pauses that ran out (their held deliveries are already due: they were listed until the pause's end) and
- * returns them, for the operators' log and the audit trail. Every worker may run it: each row is taken once.
+ * Ends the pauses that ran out (their held deliveries are already due: they were listed until the pause's end), each
+ * with its `webhook.pause.expire` audit row in the same transaction, and returns them for the operators' log and the
+ * project's notice. Every worker may run it: each row is taken once.
  */
 export async function endExpiredPauses(db: Db): Promise<(PauseState & { projectId: string })[]> {
   return db.transaction(async (trx) => {
@@ -135,7 +137,18 @@ export async function endExpiredPauses(db: Db): Promise<(PauseState & { projectI
         WHERE r.id = before.id
        RETURNING r.id, r.project_id, before.paused_at, before.paused_until`,
     );
-    for (const row of rows) await releaseHeld(trx, row.id, row.project_id);
-    return rows.map((row) => ({ ...toState(row), projectId: row.project_id }));
+    const ended = rows.map((row) => ({ ...toState(row), projectId: row.project_id }));
+    for (const pause of ended) {
+      await releaseHeld(trx, pause.registrationId, pause.projectId);
+      await appendAuditEvent(trx, {
+        actor: { kind: 'system' },
+        action: 'webhook.pause.expire',
+        outcome: 'ok',
+        projectId: pause.projectId,
+        registrationId: pause.registrationId,
+        changes: { pausedAt: pause.pausedAt.toISOString(), pausedUntil: pause.pausedUntil.toISOString() },
+      });
+    }
+    return ended;
   });
 }

@@ -68,6 +68,21 @@ describe('notices to a project’s own contacts', function () {
       assert.equal(await store.claimNotice(database.db, p, 'breaker-open', 60_000), false, 'just claimed');
     });
 
+    it('claims a client certificate’s coming end once a day, not hourly', async () => {
+      const p = newProjectId();
+      await store.addProject(database.db, p);
+      assert.equal(await store.claimNotice(database.db, p, 'certificate-expiring'), true);
+      const since = async (interval: string) => {
+        await database
+          .db('project_notices')
+          .where({ project_id: p, condition: 'certificate-expiring' })
+          .update({ sent_at: database.db.raw(`now() - interval '${interval}'`) });
+        return store.claimNotice(database.db, p, 'certificate-expiring');
+      };
+      assert.equal(await since('23 hours'), false, 'within the day');
+      assert.equal(await since('25 hours'), true, 'a day later');
+    });
+
     it('stores the contacts, and none when both are empty', async () => {
       const p = newProjectId();
       await store.addProject(database.db, p);

@@ -1,12 +1,13 @@
 import type { Logger } from '../common/logger';
 import { CLIENT_CERTIFICATE_WARNING_DAYS } from '../common/client-certificate';
-import { appendAuditEvent, endExpiredPauses, expiringCertificates, type Db } from '../db';
+import { endExpiredPauses, expiringCertificates, type Db } from '../db';
 import type { Notify } from '../activities/notices';
 
 /**
  * Ends, every `intervalMs`, the pauses that ran out (PAUSE_MAX_HOURS after they began): the operators read it in the
- * log and the audit trail (`webhook.pause.expire`). Their held deliveries need no help: they were listed as due at
- * the pause's end, and the breaker resumer wakes them, paced. Every worker may run it. Returns the stop.
+ * log and the audit trail (`webhook.pause.expire`, written with the change), the project's contacts in a notice.
+ * Their held deliveries need no help: they were listed as due at the pause's end, and the breaker resumer wakes them,
+ * paced. Every worker may run it. Returns the stop.
  */
 export function startPauseExpiry(db: Db, logger: Logger, intervalMs = 30_000, notify?: Notify): () => void {
   let running = false;
@@ -28,14 +29,6 @@ export function startPauseExpiry(db: Db, logger: Logger, intervalMs = 30_000, no
         { projectId: ended.projectId, pausedAt: ended.pausedAt.toISOString() },
         'webhook pause ended by itself (PAUSE_MAX_HOURS): held deliveries resume',
       );
-      await appendAuditEvent(db, {
-        actor: { kind: 'system' },
-        action: 'webhook.pause.expire',
-        outcome: 'ok',
-        projectId: ended.projectId,
-        registrationId: ended.registrationId,
-        changes: { pausedAt: ended.pausedAt.toISOString(), pausedUntil: ended.pausedUntil.toISOString() },
-      });
     }
   };
   const timer = setInterval(() => {
