@@ -219,6 +219,8 @@ export async function recordFailure(
          consecutive_failures = b.consecutive_failures + 1,
          open_until = CASE WHEN ${opening} THEN ${period} ELSE b.open_until END,
          probe_until = CASE WHEN ${opening} THEN NULL ELSE b.probe_until END,
+         -- A probe that failed has ended: the resumer wakes the next one when this period is over, not a lease later.
+         probe_woken_at = CASE WHEN ${opening} THEN NULL ELSE b.probe_woken_at END,
          consecutive_opens = CASE WHEN ${opening} THEN b.consecutive_opens + 1 ELSE b.consecutive_opens END,
          last_failure = :message,
          last_status_code = :statusCode,

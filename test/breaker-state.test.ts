@@ -125,6 +125,30 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     assert.equal((await take()).length, 0, 'every waiter woken once');
   });
 
+  it('a woken probe that fails reopens the breaker, and the next probe is woken when that period ends, not a lease later', async () => {
+    const id = await registrationId();
+    const db = fx.database.db;
+    const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 });
+    for (let i = 0; i < 3; i++) await recordFailure(db, id, thresholds, http500);
+    for (let i = 1; i <= 2; i++) await addBreakerWaiter(db, id, `webhook-event-probe-${i}`, i);
+    await endOpenPeriod(id);
+    const [woken] = await take();
+    assert.equal(woken?.workflowId, 'webhook-event-probe-1');
+    await forgetWokenWaiters(db, [woken]);
+    // The woken delivery probes and fails: the breaker opens again.
+    assert.equal((await admitAttempt(db, id, 60_000)).state, 'probe');
+    assert.ok((await recordFailure(db, id, thresholds, http500)).openUntil);
+    await nextRound(id);
+    assert.deepEqual(await take(), [], 'open again: nobody is woken');
+    await endOpenPeriod(id);
+    await nextRound(id);
+    assert.deepEqual(
+      (await take()).map((w) => w.workflowId),
+      ['webhook-event-probe-2'],
+      'the next probe, within the first probe’s lease',
+    );
+  });
+
   it('waiters are woken falls first (their priority key), then oldest first; a listing again takes its new priority', async () => {
     const id = await registrationId();
     const db = fx.database.db;
