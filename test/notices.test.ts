@@ -93,6 +93,20 @@ describe('notices to a project’s own contacts', function () {
       await store.setNotificationContacts(database.db, p, { url: null, emails: [] });
       assert.equal(await database.db('project_notification_contacts').where({ project_id: p }).first(), undefined);
     });
+
+    it('keeps either contact alone, and each project’s own: clearing one project’s leaves another’s', async () => {
+      const [p, q, r] = [newProjectId(), newProjectId(), newProjectId()];
+      for (const id of [p, q, r]) await store.addProject(database.db, id);
+      const urlOnly = { url: 'https://oncall.example/p', emails: [] };
+      const emailsOnly = { url: null, emails: ['q@example.com'] };
+      await store.setNotificationContacts(database.db, p, urlOnly);
+      await store.setNotificationContacts(database.db, q, emailsOnly);
+      assert.deepEqual(await store.findNotificationContacts(database.db, p), urlOnly);
+      assert.deepEqual(await store.findNotificationContacts(database.db, q), emailsOnly);
+      assert.deepEqual(await store.findNotificationContacts(database.db, r), { url: null, emails: [] }, 'none set');
+      await store.setNotificationContacts(database.db, r, { url: null, emails: [] });
+      assert.deepEqual(await store.findNotificationContacts(database.db, p), urlOnly, 'another project’s clearing');
+    });
   });
 
   describe('what tells them (real PostgreSQL)', () => {
@@ -122,6 +136,28 @@ describe('notices to a project’s own contacts', function () {
         notAfter: soon.toISOString(),
       });
       assert.ok(mine.some((notice) => notice.condition === 'pause-ended'));
+      const registrationId = (
+        await database.db('webhook_registrations').where({ project_id: projectId }).first<{ id: string }>('id')
+      ).id;
+      assert.deepEqual(
+        await store
+          .expiringCertificates(database.db, 14 * 86_400_000)
+          .then((all) => all.filter((c) => c.projectId === projectId)),
+        [{ projectId, notAfter: soon }],
+      );
+      // The expiry's audit row, written with it: the service's own action, when the pause began and was to end.
+      const rows = await database
+        .db('audit_events')
+        .where({ project_id: projectId, action: 'webhook.pause.expire' })
+        .select<{ actor_kind: string; registration_id: string; changes: Record<string, string> }[]>(
+          'actor_kind',
+          'registration_id',
+          'changes',
+        );
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0]!.actor_kind, 'system');
+      assert.equal(rows[0]!.registration_id, registrationId);
+      assert.deepEqual(Object.keys(rows[0]!.changes).sort(), ['pausedAt', 'pausedUntil']);
     });
 
     it('a delivery given up is told with its type and X-Webhook-Id only; a TEST is not', async () => {
