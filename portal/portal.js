@@ -547,6 +547,26 @@
     );
   }
 
+  /** A page of a live list, newest first (the delivery log, the activity), or `empty` when it has no rows. */
+  function liveTable(columns, rows, empty) {
+    if (!rows.length) return h('p', {}, empty);
+    return h(
+      'table',
+      {},
+      h('caption', { class: 'muted' }, 'Newest first; refreshed every few seconds on the first page.'),
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          columns.map((c) => h('th', { scope: 'col' }, c)),
+        ),
+      ),
+      h('tbody', {}, rows),
+    );
+  }
+
   function deliveriesView() {
     const manage = canManage();
     const rows = state.page.items.map((d) =>
@@ -602,25 +622,11 @@
         ),
       ),
     );
-    const table = rows.length
-      ? h(
-          'table',
-          {},
-          h('caption', { class: 'muted' }, 'Newest first; refreshed every few seconds on the first page.'),
-          h(
-            'thead',
-            {},
-            h(
-              'tr',
-              {},
-              ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last attempt', 'Actions'].map((c) =>
-                h('th', { scope: 'col' }, c),
-              ),
-            ),
-          ),
-          h('tbody', {}, rows),
-        )
-      : h('p', {}, 'No deliveries match.');
+    const table = liveTable(
+      ['X-Webhook-Id', 'Type', 'Status', 'Attempts', 'Last status code', 'Last attempt', 'Actions'],
+      rows,
+      'No deliveries match.',
+    );
     const pager = h(
       'div',
       { class: 'row' },
@@ -848,23 +854,7 @@
         h('td', {}, changesView(event)),
       ),
     );
-    const table = rows.length
-      ? h(
-          'table',
-          {},
-          h('caption', { class: 'muted' }, 'Newest first; refreshed every few seconds on the first page.'),
-          h(
-            'thead',
-            {},
-            h(
-              'tr',
-              {},
-              ['Time', 'Who', 'Action', 'Outcome', 'What changed'].map((c) => h('th', { scope: 'col' }, c)),
-            ),
-          ),
-          h('tbody', {}, rows),
-        )
-      : h('p', {}, 'No activity yet.');
+    const table = liveTable(['Time', 'Who', 'Action', 'Outcome', 'What changed'], rows, 'No activity yet.');
     const turn = (older) =>
       act(async () => {
         if (older) state.activity.cursors.push(page.nextCursor);
