@@ -39,11 +39,13 @@ export default {
     'db/pause.ts',
     'common/client-certificate.ts',
     'db/notices.ts',
+    'common/prometheus-otlp.ts',
   ],
   mochaOptions: {
     spec: [
       'test/retry-after.test.ts',
       'test/telemetry-settings.test.ts',
+      'test/prometheus-otlp.test.ts',
       'test/signature.test.ts',
       'test/temporal-token.test.ts',
       'test/standard-webhooks.test.ts',

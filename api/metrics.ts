@@ -88,13 +88,25 @@ function alertStateGauges(db: Knex): { registry: Registry; refresh(): Promise<vo
 }
 
 /**
+ * What GET /metrics serves and the OTLP export sends (api/otlp-metrics.ts): the API's figures, the per-project alert
+ * state read from the database now (a database that does not answer rejects), and the in-process delivery counters.
+ */
+export function apiMetricsSource(db: Knex): () => Promise<Registry> {
+  const alertState = alertStateGauges(db);
+  return async () => {
+    await alertState.refresh();
+    return Registry.merge([apiRegistry, deliveryRegistry, alertState.registry]);
+  };
+}
+
+/**
  * GET /metrics in the Prometheus text format: the API's figures, the per-project alert state and, when the worker runs
  * in this process, the delivery counters. A bearer token equal to METRICS_TOKEN is required when it is set; production refuses to start
  * without it (loadConfig), so only development serves it openly.
  */
 export function metricsRouter(deps: { metricsToken?: string; db: Knex }): Router {
   const router = new Router();
-  const alertState = alertStateGauges(deps.db);
+  const readMetrics = apiMetricsSource(deps.db);
   router.get('/metrics', async (ctx) => {
     const { metricsToken } = deps;
     if (metricsToken) {
@@ -103,8 +115,7 @@ export function metricsRouter(deps: { metricsToken?: string; db: Knex }): Router
         throw new UnauthorizedError('A bearer token equal to METRICS_TOKEN is required');
     }
     // A database that does not answer fails the scrape (`up` 0, an alert of its own) rather than hide every project.
-    await alertState.refresh();
-    const merged = Registry.merge([apiRegistry, deliveryRegistry, alertState.registry]);
+    const merged = await readMetrics();
     ctx.type = merged.contentType;
     ctx.body = await merged.metrics();
   });

@@ -6,6 +6,9 @@ import { createLogger, prettyLogs, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { onShutdownSignal } from '../common/signals';
 import { installTracing } from '../common/tracing-sdk';
+import { otlpMetricsExporter, otlpMetricsNamed } from '../common/telemetry-settings';
+import { apiMetricsSource } from './metrics';
+import { startOtlpMetrics } from './otlp-metrics';
 import type { SendTestEvent } from './test-event';
 import { createDb, dbPoolOptions, migrateToLatest } from '../db';
 import { temporalConnectionOptions } from '../common/temporal-connection';
@@ -65,8 +68,13 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     ...(config.TEMPORAL_OAUTH_TOKEN_URL && ownTemporal && { apiKey: () => ownTemporal.accessToken() }),
   });
   const searchAttributes = searchAttributesCheck(readiness, config.TEMPORAL_NAMESPACE, logger);
-  /** Closes what startApi opened, each whatever happens to the others. */
+  // The same series as /metrics over OTLP, when asked for by name (api/otlp-metrics.ts).
+  const otlpMetrics = otlpMetricsNamed(process.env)
+    ? startOtlpMetrics('webhook-api', apiMetricsSource(db), otlpMetricsExporter(process.env), logger)
+    : undefined;
+  /** Closes what startApi opened, each whatever happens to the others; the last metrics read the database first. */
   const closeOwned = async () => {
+    await otlpMetrics?.shutdown().catch(() => undefined);
     await Promise.allSettled([readiness.close(), ownTemporal?.close(), ownDb?.destroy(), tracing?.flush()]);
   };
   try {
@@ -146,7 +154,10 @@ async function main(): Promise<void> {
     process.exitCode = 1;
     return;
   }
-  const logger = createLogger(config.LOG_LEVEL, 'webhooks', undefined, prettyLogs(config));
+  const logger = createLogger(config.LOG_LEVEL, 'webhooks', undefined, {
+    pretty: prettyLogs(config),
+    otlpService: 'webhook-api',
+  });
   const api = await startApi(config, logger);
   onShutdownSignal(logger, SHUTDOWN_TIMEOUT_MS, () => api.close());
 }

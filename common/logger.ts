@@ -1,7 +1,8 @@
-import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type Logger, type LoggerOptions, type TransportTargetOptions } from 'pino';
 import type { Config } from './config';
 import { isDevelopment } from './node-env';
 import { deepRedaction, redactChildBindings } from './log-redaction';
+import { telemetrySettings } from './telemetry-settings';
 import { traceFields, tracingEnabled } from './tracing';
 
 export type { Logger };
@@ -37,14 +38,51 @@ export function prettyLogs(
   }
 }
 
+/** Where a process's lines go besides its stdout. */
+export interface LogOutputs {
+  /** Human-readable lines (see prettyLogs); JSON otherwise. */
+  pretty?: boolean;
+  /**
+   * The same lines over OTLP/HTTP too, as this service (`service.name`, unless OTEL_SERVICE_NAME names it), when the
+   * OTEL_* variables ask for logs (common/telemetry-settings.ts).
+   */
+  otlpService?: string;
+}
+
+/**
+ * pino's transport targets for `outputs`, each at `level`: stdout (pretty or JSON) and, when logs leave over OTLP,
+ * pino-opentelemetry-transport, which maps a line's `trace_id`, `span_id` and `trace_flags` to the record's trace
+ * context. Undefined for plain JSON to stdout (no worker thread then).
+ */
+export function logTargets(
+  level: string,
+  outputs: LogOutputs,
+  env: NodeJS.ProcessEnv = process.env,
+): TransportTargetOptions[] | undefined {
+  const otlp = outputs.otlpService !== undefined && telemetrySettings(env).logs;
+  if (!otlp && !outputs.pretty) return undefined;
+  const stdout = outputs.pretty
+    ? { target: 'pino-pretty', level, options: {} }
+    : { target: 'pino/file', level, options: { destination: 1 } };
+  if (!otlp) return [stdout];
+  const serviceName = env.OTEL_SERVICE_NAME?.trim() || outputs.otlpService!;
+  return [
+    stdout,
+    {
+      target: 'pino-opentelemetry-transport',
+      level,
+      options: { loggerName: 'webhook-delivery-service', resourceAttributes: { 'service.name': serviceName } },
+    },
+  ];
+}
+
 /** JSON lines to stdout (pretty for a developer at a terminal), with credentials and personal data redacted. */
 export function createLogger(
   level = 'info',
   name = 'webhooks',
   /** Where lines go instead of stdout (tests read them back). */
   destination?: DestinationStream,
-  /** Human-readable lines (see prettyLogs); JSON otherwise. */
-  pretty = false,
+  outputs: LogOutputs = {},
 ): Logger {
   const options: LoggerOptions = {
     name,
@@ -57,5 +95,6 @@ export function createLogger(
     ...(tracingEnabled() && { mixin: traceFields }),
   };
   if (destination) return redactChildBindings(pino(options, destination));
-  return redactChildBindings(pino(pretty ? { ...options, transport: { target: 'pino-pretty' } } : options));
+  const targets = logTargets(options.level!, outputs);
+  return redactChildBindings(pino(targets ? { ...options, transport: { targets } } : options));
 }

@@ -1,12 +1,17 @@
-// Whether traces and metrics leave over OTLP, read from the standard OpenTelemetry variables: off unless an exporter or
-// an endpoint is named, off whenever OTEL_SDK_DISABLED=true or the exporter is `none`. Pure, so config.ts validates
-// the same reading the processes act on.
+// Whether traces, metrics and logs leave over OTLP, read from the standard OpenTelemetry variables: off unless an
+// exporter or an endpoint is named, off whenever OTEL_SDK_DISABLED=true or the exporter is `none`. Logs only when asked
+// for by name (stdout keeps every line either way). Pure, so config.ts validates the same reading the processes act on.
 
 export interface TelemetrySettings {
   /** Spans exported over OTLP (OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint set). */
   traces: boolean;
   /** Metrics exported over OTLP (OTEL_METRICS_EXPORTER=otlp, or an OTLP endpoint set). */
   metrics: boolean;
+  /**
+   * Log lines exported over OTLP as well as written to stdout: OTEL_LOGS_EXPORTER=otlp or a logs endpoint only, never
+   * the shared OTEL_EXPORTER_OTLP_ENDPOINT alone (a trace store such as Jaeger takes no logs).
+   */
+  logs: boolean;
   /** What is wrong, each naming its variable; empty when the variables are usable. */
   problems: string[];
 }
@@ -33,7 +38,7 @@ export function telemetrySettings(env: Env): TelemetrySettings {
     problems.push('OTEL_SDK_DISABLED must be true or false');
   const disabled = disabledValue === 'true';
 
-  const signal = (kind: 'TRACES' | 'METRICS'): boolean => {
+  const signal = (kind: 'TRACES' | 'METRICS' | 'LOGS'): boolean => {
     const exporterName = `OTEL_${kind}_EXPORTER`;
     const exporters = (value(exporterName) ?? '').split(',').map((name) => name.trim().toLowerCase());
     const named = exporters.filter((name) => name !== '');
@@ -47,10 +52,12 @@ export function telemetrySettings(env: Env): TelemetrySettings {
     if (protocol !== undefined && protocol !== PROTOCOL)
       problems.push(`OTEL_EXPORTER_OTLP_${kind}_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL: only ${PROTOCOL} is supported`);
     if (disabled || named.includes('none')) return false;
+    if (kind === 'LOGS') return named.includes('otlp') || value('OTEL_EXPORTER_OTLP_LOGS_ENDPOINT') !== undefined;
     return named.includes('otlp') || endpoint !== undefined;
   };
   const traces = signal('TRACES');
   const metrics = signal('METRICS');
+  const logs = signal('LOGS');
 
   const sampler = value('OTEL_TRACES_SAMPLER')?.toLowerCase();
   if (sampler !== undefined && !SAMPLERS.includes(sampler))
@@ -62,7 +69,7 @@ export function telemetrySettings(env: Env): TelemetrySettings {
       problems.push('OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces sampled)');
   }
   // The shared variables are read for both signals: each problem said once.
-  return { traces, metrics, problems: [...new Set(problems)] };
+  return { traces, metrics, logs, problems: [...new Set(problems)] };
 }
 
 /**

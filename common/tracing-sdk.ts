@@ -17,6 +17,10 @@ export interface Tracing {
 
 let installed: Tracing | undefined;
 
+/** The process's resource for every signal: `serviceName` unless OTEL_SERVICE_NAME names it, and the SDK's defaults. */
+export const serviceResource = (serviceName: string, env: NodeJS.ProcessEnv = process.env): Resource =>
+  Resource.default().merge(new Resource({ 'service.name': env.OTEL_SERVICE_NAME?.trim() || serviceName }));
+
 /**
  * Registers the tracer provider (W3C trace context propagation, async-hooks context) exporting to
  * OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, sampled as OTEL_TRACES_SAMPLER[_ARG] say; once per process. Undefined when
@@ -24,9 +28,7 @@ let installed: Tracing | undefined;
  */
 export function installTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
   if (installed || !tracingEnabled(env)) return installed;
-  const resource = Resource.default().merge(
-    new Resource({ 'service.name': env.OTEL_SERVICE_NAME?.trim() || serviceName }),
-  );
+  const resource = serviceResource(serviceName, env);
   const spanProcessor = new BatchSpanProcessor(new OTLPTraceExporter());
   const provider = new NodeTracerProvider({ resource, spanProcessors: [spanProcessor] });
   // Trace context only, no baggage: what crosses Temporal and reaches receivers is the trace's ids.

@@ -10,11 +10,14 @@ export const tracingEnabled = (env: NodeJS.ProcessEnv = process.env): boolean =>
 /** The service's own tracer (a no-op one while no provider is registered). */
 export const tracer = (): Tracer => trace.getTracer('webhook-delivery-service');
 
-/** The active span's ids for a log line; nothing outside a span, or in one that is not sampled (its ids go nowhere). */
-export function traceFields(): { trace_id?: string; span_id?: string } {
+/**
+ * The active span's ids for a log line, with `trace_flags` as OpenTelemetry's log correlation writes it (`01`,
+ * sampled); nothing outside a span, or in one that is not sampled (its ids go nowhere).
+ */
+export function traceFields(): { trace_id?: string; span_id?: string; trace_flags?: string } {
   const context = trace.getActiveSpan()?.spanContext();
   if (!context || (context.traceFlags & 1) === 0) return {};
-  return { trace_id: context.traceId, span_id: context.spanId };
+  return { trace_id: context.traceId, span_id: context.spanId, trace_flags: '01' };
 }
 
 /** Runs `fn` in a new active span that ends when it settles, its status an error (named, not its message) on a throw. */

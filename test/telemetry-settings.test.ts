@@ -1,6 +1,7 @@
 // The OTEL_* variables' standard semantics as this service reads them, and what a delivery's span may carry.
 import assert from 'node:assert/strict';
 import { loadConfig } from '../common/config';
+import { logTargets } from '../common/logger';
 import { otlpMetricsExporter, otlpMetricsNamed, telemetrySettings } from '../common/telemetry-settings';
 import {
   deliverySpanAttributes,
@@ -13,10 +14,11 @@ const ENDPOINT = 'http://127.0.0.1:4318';
 
 describe('telemetry settings (OTEL_* variables)', () => {
   it('is off when no OTEL variable is set, with nothing to complain about', () => {
-    assert.deepEqual(telemetrySettings({}), { traces: false, metrics: false, problems: [] });
+    assert.deepEqual(telemetrySettings({}), { traces: false, metrics: false, logs: false, problems: [] });
     assert.deepEqual(telemetrySettings({ OTEL_EXPORTER_OTLP_ENDPOINT: '  ' }), {
       traces: false,
       metrics: false,
+      logs: false,
       problems: [],
     });
   });
@@ -25,6 +27,7 @@ describe('telemetry settings (OTEL_* variables)', () => {
     assert.deepEqual(telemetrySettings({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT }), {
       traces: true,
       metrics: true,
+      logs: false,
       problems: [],
     });
     const tracesOnly = telemetrySettings({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${ENDPOINT}/v1/traces` });
@@ -39,6 +42,59 @@ describe('telemetry settings (OTEL_* variables)', () => {
     assert.equal(telemetrySettings({ OTEL_METRICS_EXPORTER: 'otlp' }).traces, false);
   });
 
+  it('sends logs over OTLP only when asked for by name, never for the shared endpoint alone', () => {
+    assert.equal(telemetrySettings({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT }).logs, false);
+    assert.equal(telemetrySettings({ OTEL_LOGS_EXPORTER: 'otlp' }).logs, true);
+    assert.equal(telemetrySettings({ OTEL_LOGS_EXPORTER: ' OTLP ' }).logs, true);
+    assert.equal(telemetrySettings({ OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: `${ENDPOINT}/v1/logs` }).logs, true);
+    const logsOnly = telemetrySettings({ OTEL_LOGS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT });
+    assert.deepEqual(logsOnly, { traces: true, metrics: true, logs: true, problems: [] });
+    assert.equal(telemetrySettings({ OTEL_LOGS_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }).logs, false);
+    assert.equal(
+      telemetrySettings({ OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: ENDPOINT, OTEL_LOGS_EXPORTER: 'none' }).logs,
+      false,
+    );
+    assert.equal(telemetrySettings({ OTEL_LOGS_EXPORTER: 'otlp,none' }).logs, false);
+    assert.deepEqual(telemetrySettings({ OTEL_LOGS_EXPORTER: 'console' }).problems, [
+      'OTEL_LOGS_EXPORTER must be otlp or none (this service exports over OTLP only)',
+    ]);
+    assert.deepEqual(telemetrySettings({ OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'collector:4318' }).problems, [
+      'OTEL_EXPORTER_OTLP_LOGS_ENDPOINT must be an http:// or https:// URL',
+    ]);
+    assert.deepEqual(telemetrySettings({ OTEL_EXPORTER_OTLP_LOGS_PROTOCOL: 'grpc' }).problems, [
+      'OTEL_EXPORTER_OTLP_LOGS_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is supported',
+    ]);
+  });
+
+  it("writes logs to stdout alone unless they leave over OTLP, then to both at the logger's level, as the service", () => {
+    const otlp = { OTEL_LOGS_EXPORTER: 'otlp' };
+    const stdout = { target: 'pino/file', level: 'debug', options: { destination: 1 } };
+    assert.equal(logTargets('info', {}, otlp), undefined, 'a logger that names no service (tests, the CLI)');
+    assert.equal(logTargets('info', { otlpService: 'webhook-api' }, {}), undefined);
+    assert.equal(
+      logTargets('info', { otlpService: 'webhook-api' }, { OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT }),
+      undefined,
+    );
+    assert.deepEqual(logTargets('debug', { otlpService: 'webhook-api' }, otlp), [
+      stdout,
+      {
+        target: 'pino-opentelemetry-transport',
+        level: 'debug',
+        options: { loggerName: 'webhook-delivery-service', resourceAttributes: { 'service.name': 'webhook-api' } },
+      },
+    ]);
+    const named = logTargets('debug', { otlpService: 'webhook-api' }, { ...otlp, OTEL_SERVICE_NAME: ' api-eu ' });
+    assert.deepEqual(named?.[1]?.options, {
+      loggerName: 'webhook-delivery-service',
+      resourceAttributes: { 'service.name': 'api-eu' },
+    });
+    assert.deepEqual(logTargets('warn', { pretty: true }, {}), [{ target: 'pino-pretty', level: 'warn', options: {} }]);
+    assert.deepEqual(
+      logTargets('warn', { pretty: true, otlpService: 'webhook-worker' }, otlp)?.map((t) => t.target),
+      ['pino-pretty', 'pino-opentelemetry-transport'],
+    );
+  });
+
   it('is off whenever OTEL_SDK_DISABLED=true or the exporter is none, endpoint or not', () => {
     for (const disabled of ['true', 'TRUE', ' true '])
       assert.deepEqual(
@@ -47,11 +103,11 @@ describe('telemetry settings (OTEL_* variables)', () => {
           OTEL_SDK_DISABLED: disabled,
           OTEL_TRACES_EXPORTER: 'otlp',
         }),
-        { traces: false, metrics: false, problems: [] },
+        { traces: false, metrics: false, logs: false, problems: [] },
       );
     assert.equal(telemetrySettings({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, OTEL_SDK_DISABLED: 'false' }).traces, true);
     const noTraces = telemetrySettings({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, OTEL_TRACES_EXPORTER: 'none' });
-    assert.deepEqual(noTraces, { traces: false, metrics: true, problems: [] });
+    assert.deepEqual(noTraces, { traces: false, metrics: true, logs: false, problems: [] });
     assert.equal(
       telemetrySettings({ OTEL_EXPORTER_OTLP_ENDPOINT: ENDPOINT, OTEL_METRICS_EXPORTER: 'none' }).metrics,
       false,
@@ -77,6 +133,7 @@ describe('telemetry settings (OTEL_* variables)', () => {
     assert.deepEqual(problems({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), [
       'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is supported',
       'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is supported',
+      'OTEL_EXPORTER_OTLP_LOGS_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is supported',
     ]);
     assert.deepEqual(problems({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' }), []);
     assert.deepEqual(problems({ OTEL_TRACES_SAMPLER: 'sometimes' }), [

@@ -132,7 +132,7 @@ describe('tracing in process: POST spans, traceparent, log lines', () => {
     assert.deepEqual(eventsOf(post), ['connect.start', 'connect.error']);
   });
 
-  it('writes trace_id and span_id on log lines inside a sampled span, only when tracing is on', () => {
+  it('writes trace_id, span_id and trace_flags on log lines inside a sampled span, only when tracing is on', () => {
     const lines: Record<string, unknown>[] = [];
     const sink = new Writable({
       write(chunk: Buffer, _encoding, done) {
@@ -155,11 +155,11 @@ describe('tracing in process: POST spans, traceparent, log lines', () => {
     });
     traced.info('after the span');
     assert.deepEqual(
-      lines.map((line) => [line.msg, line.trace_id, line.span_id]),
+      lines.map((line) => [line.msg, line.trace_id, line.span_id, line.trace_flags]),
       [
-        ['inside', ids.traceId, ids.spanId],
-        ['untraced inside', undefined, undefined],
-        ['after the span', undefined, undefined],
+        ['inside', ids.traceId, ids.spanId, '01'],
+        ['untraced inside', undefined, undefined, undefined],
+        ['after the span', undefined, undefined, undefined],
       ],
     );
   });

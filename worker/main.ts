@@ -16,7 +16,10 @@ async function main(): Promise<void> {
     process.exitCode = 1;
     return;
   }
-  const logger = createLogger(config.LOG_LEVEL, 'webhooks', undefined, prettyLogs(config));
+  const logger = createLogger(config.LOG_LEVEL, 'webhooks', undefined, {
+    pretty: prettyLogs(config),
+    otlpService: 'webhook-worker',
+  });
   const running = await startWorker(config, logger);
   // In-flight delivery attempts get WORKER_SHUTDOWN_GRACE_MS to finish; the rest is closing connections.
   onShutdownSignal(logger, config.WORKER_SHUTDOWN_GRACE_MS + 10_000, () => running.shutdown());

@@ -71,7 +71,11 @@ export const start: CliCommand = {
   async run(args, io) {
     parseCommandArgs(args, {}, []);
     const base = loadConfig(io.env);
-    const logger = createLogger(base.LOG_LEVEL, 'webhooks', undefined, prettyLogs(base));
+    const logger = createLogger(base.LOG_LEVEL, 'webhooks', undefined, {
+      pretty: prettyLogs(base),
+      // The worker starts first: its name is this process's service in traces too.
+      otlpService: 'webhook-worker',
+    });
     const stack: Stack = {};
     let stopping: Promise<void> | undefined;
     onShutdownSignal(logger, STOP_TIMEOUT_MS, () => (stopping = stopAll(stack, logger)));

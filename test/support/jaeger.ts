@@ -1,6 +1,7 @@
 // A real Jaeger v2 (all-in-one: OTLP/HTTP in, in-memory storage, the query API out) on free loopback ports, built
 // from its Go module by scripts/ensure-jaeger.sh. Jaeger v2 is an OpenTelemetry Collector: the same OTLP receiver
-// also takes metrics, which its Prometheus exporter serves for the test to read.
+// also takes metrics, which its Prometheus exporter serves for the test to read, and logs, which its debug exporter
+// writes to its output in full.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,7 +15,8 @@ export interface RunningJaeger {
   queryUrl: string;
   /** The OTLP metrics received, in Prometheus text format. */
   metricsUrl: string;
-  output(): string;
+  /** The process's output, its last `chars` characters (the log records received are in it). */
+  output(chars?: number): string;
   stop(): Promise<void>;
 }
 
@@ -37,6 +39,9 @@ function jaegerConfig(otlpPort: number, queryPort: number, queryGrpcPort: number
     metrics:
       receivers: [otlp]
       exporters: [prometheus]
+    logs:
+      receivers: [otlp]
+      exporters: [debug]
   telemetry:
     metrics:
       level: none
@@ -70,6 +75,9 @@ exporters:
     trace_storage: memstore
   prometheus:
     endpoint: 127.0.0.1:${metricsPort}
+  debug:
+    verbosity: detailed
+    use_internal_logger: false
 `;
 }
 
@@ -89,7 +97,7 @@ export async function startJaeger(binary = jaegerBinary()): Promise<RunningJaege
   child.stderr?.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const queryUrl = `http://127.0.0.1:${queryPort}`;
-  const output = () => lines.join('').slice(-4_000);
+  const output = (chars = 4_000) => lines.join('').slice(-chars);
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     await exited;
@@ -149,4 +157,33 @@ export async function getTrace(queryUrl: string, traceId: string): Promise<Jaege
   if (response.status === 404) return undefined;
   if (!response.ok) throw new Error(`Jaeger answered ${response.status} for trace ${traceId}`);
   return ((await response.json()) as { data: JaegerTrace[] }).data[0];
+}
+
+/** One log record as the collector's debug exporter (`verbosity: detailed`) printed it, with its resource's service. */
+export interface PrintedLogRecord {
+  service: string;
+  body: string;
+  severity: string;
+  traceId: string;
+  spanId: string;
+}
+
+/** The debug exporter's log output: `ResourceLog #n` blocks naming `service.name`, each with `LogRecord #n` blocks. */
+export function printedLogRecords(output: string): PrintedLogRecord[] {
+  return output
+    .split(/ResourceLog #\d+/)
+    .slice(1)
+    .flatMap((resource) => {
+      const service = /-> service\.name: Str\(([^)]*)\)/.exec(resource)?.[1] ?? '';
+      return resource
+        .split(/LogRecord #\d+/)
+        .slice(1)
+        .map((record) => ({
+          service,
+          body: /^Body: Str\((.*)\)$/m.exec(record)?.[1] ?? '',
+          severity: /^SeverityText: (\S*)/m.exec(record)?.[1] ?? '',
+          traceId: /^Trace ID: ?([0-9a-f]*)/m.exec(record)?.[1] ?? '',
+          spanId: /^Span ID: ?([0-9a-f]*)/m.exec(record)?.[1] ?? '',
+        }));
+    });
 }
