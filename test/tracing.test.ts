@@ -7,7 +7,7 @@
 // metrics reached the same OTLP endpoint.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -28,7 +28,6 @@ import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
 import { startBoth } from './support/setup';
 import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
-import { renderTraceWaterfall } from './support/trace-waterfall';
 import { TRACED_EVENT_ID, TRACED_HISTORY_PAYLOAD_KEYS, tracedHistoryDataConverter } from './support/traced-history';
 import { workflowBundleOptions } from '../worker/start';
 import { workflowSpanSinks } from '../worker/tracing';
@@ -316,18 +315,10 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
     assert.match(metrics, /^webhook_delivery_latency(_seconds)?_bucket\{/m);
     assert.match(metrics, /^temporal_workflow_completed(_total)?\{/m);
 
-    // The trace drawn from what Jaeger's query API returned, photographed in Chromium for docs/operators.md.
-    if (process.env.TRACE_SCREENSHOT === '1' && existsSync(CHROMIUM)) {
-      const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
-      try {
-        const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
-        await page.setContent(renderTraceWaterfall(trace));
-        mkdirSync(join(__dirname, '..', 'docs'), { recursive: true });
-        await page.screenshot({ path: SCREENSHOT, fullPage: true });
-      } finally {
-        await browser.close();
-      }
-    }
+    // The trace in the real Jaeger UI, photographed in Chromium for docs/operators.md: opt-in, since its assets are
+    // built from jaeger-ui's source (scripts/ensure-jaeger-ui.sh), which CI does not fetch.
+    if (process.env.TRACE_SCREENSHOT === '1' && process.env.JAEGER_UI_ASSETS && existsSync(CHROMIUM))
+      await photographTrace(jaeger.queryUrl, trace);
   });
 
   it("follows the emitter's sampling: an event it did not sample records no span anywhere, its receiver told so", async () => {
@@ -420,3 +411,39 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
       );
   });
 });
+
+/**
+ * Jaeger UI's trace page (the query extension serves it from JAEGER_UI_ASSETS) with every span row drawn, the name
+ * column wide enough for the operations' names, the first attempt's details open with its tags and each POST's with
+ * its tags summed up on a line (the status code among them), saved as docs/trace-fall-detection.png: 1280 px wide,
+ * down to the last row.
+ */
+async function photographTrace(queryUrl: string, trace: JaegerTrace): Promise<void> {
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  try {
+    // Tall enough that the whole timeline is in view: the page's header is fixed, a full-page capture would repeat it.
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1800 }, colorScheme: 'light' });
+    // The UI keeps the name column's width (a fraction of the page, 0.25 at first) in localStorage.
+    await page.addInitScript("localStorage.setItem('spanNameColumnWidth', '0.4')");
+    await page.goto(`${queryUrl}/trace/${trace.traceID}`);
+    const rows = page.locator('.span-row');
+    await eventually('every span drawn', async () => ((await rows.count()) === trace.spans.length ? true : undefined));
+    const operation = (name: string) =>
+      page.locator('.span-row .endpoint-name').filter({ hasText: new RegExp(`^${name}$`) });
+    await operation('attempt').first().click();
+    const details = page.locator('.detail-row');
+    await details.first().locator('.AccordianKeyValues--header', { hasText: 'Tags' }).click();
+    await details.first().locator('.KeyValueTable').waitFor();
+    await operation('POST').first().click();
+    await operation('POST').last().click();
+    await eventually('three spans detailed', async () => ((await details.count()) === 3 ? true : undefined));
+    let bottom = 0;
+    for (const row of await page.locator('.span-row, .detail-row').all()) {
+      const box = await row.boundingBox();
+      if (box) bottom = Math.max(bottom, box.y + box.height);
+    }
+    await page.screenshot({ path: SCREENSHOT, clip: { x: 0, y: 0, width: 1280, height: Math.ceil(bottom) + 8 } });
+  } finally {
+    await browser.close();
+  }
+}

@@ -1,7 +1,8 @@
 // A real Jaeger v2 (all-in-one: OTLP/HTTP in, in-memory storage, the query API out) on free loopback ports, built
 // from its Go module by scripts/ensure-jaeger.sh. Jaeger v2 is an OpenTelemetry Collector: the same OTLP receiver
 // also takes metrics, which its Prometheus exporter serves for the test to read, and logs, which its debug exporter
-// writes to its output in full.
+// writes to its output in full. The module carries no UI assets: JAEGER_UI_ASSETS names a folder of them (index.html
+// and static/, built by scripts/ensure-jaeger-ui.sh), which the query extension then serves as its UI beside the API.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +12,7 @@ import { freePort } from '../../dev/ports';
 export interface RunningJaeger {
   /** OTEL_EXPORTER_OTLP_ENDPOINT for the processes under test. */
   otlpEndpoint: string;
-  /** Jaeger's query API (and UI, when its assets are built in): /api/traces, /api/services. */
+  /** Jaeger's query API (/api/traces, /api/services) and, with JAEGER_UI_ASSETS, its UI (/trace/<id>). */
   queryUrl: string;
   /** The OTLP metrics received, in Prometheus text format. */
   metricsUrl: string;
@@ -27,8 +28,19 @@ export function jaegerBinary(): string {
   return execFileSync('sh', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 }
 
-/** Jaeger v2's collector-style configuration: OTLP/HTTP receiver, memory store, query API; no other listener. */
-function jaegerConfig(otlpPort: number, queryPort: number, queryGrpcPort: number, metricsPort: number): string {
+/**
+ * Jaeger v2's collector-style configuration: OTLP/HTTP receiver, memory store, query API (and the UI from `uiAssets`,
+ * when given); no other listener.
+ */
+function jaegerConfig(
+  otlpPort: number,
+  queryPort: number,
+  queryGrpcPort: number,
+  metricsPort: number,
+  uiAssets: string | undefined,
+): string {
+  // jaeger_query's `ui.assets_path` (cmd/query/app/flags.go, UIConfig.AssetsPath); a JSON string is a YAML string.
+  const ui = uiAssets ? `\n    ui:\n      assets_path: ${JSON.stringify(uiAssets)}` : '';
   return `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -61,7 +73,7 @@ extensions:
     http:
       endpoint: 127.0.0.1:${queryPort}
     grpc:
-      endpoint: 127.0.0.1:${queryGrpcPort}
+      endpoint: 127.0.0.1:${queryGrpcPort}${ui}
 receivers:
   otlp:
     protocols:
@@ -81,7 +93,10 @@ exporters:
 `;
 }
 
-export async function startJaeger(binary = jaegerBinary()): Promise<RunningJaeger> {
+export async function startJaeger(
+  binary = jaegerBinary(),
+  uiAssets = process.env.JAEGER_UI_ASSETS || undefined,
+): Promise<RunningJaeger> {
   const [otlpPort, queryPort, queryGrpcPort, metricsPort] = [
     await freePort(),
     await freePort(),
@@ -90,7 +105,7 @@ export async function startJaeger(binary = jaegerBinary()): Promise<RunningJaege
   ];
   const dir = mkdtempSync(join(tmpdir(), 'jaeger-'));
   const config = join(dir, 'config.yaml');
-  writeFileSync(config, jaegerConfig(otlpPort, queryPort, queryGrpcPort, metricsPort));
+  writeFileSync(config, jaegerConfig(otlpPort, queryPort, queryGrpcPort, metricsPort, uiAssets));
   const lines: string[] = [];
   const child: ChildProcess = spawn(binary, ['--config', config], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout?.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
