@@ -18,6 +18,8 @@
     registration: null,
     health: null,
     filters: { status: '', type: '', since: '', until: '' },
+    /** The filter form as the reader left it, not yet applied: kept when the live refresh redraws the page. */
+    draftFilters: { status: '', type: '', since: '', until: '' },
     /** Cursors of the pages before the current one; the current page's cursor is the last. */
     cursors: [],
     page: { items: [], nextCursor: null },
@@ -517,7 +519,7 @@
           'select',
           { name, 'data-focus': `filter-${name}` },
           h('option', { value: '' }, 'Any'),
-          options.map((o) => h('option', { value: o, selected: state.filters[name] === o }, o)),
+          options.map((o) => h('option', { value: o, selected: state.draftFilters[name] === o }, o)),
         ),
       );
     const timeInput = (name, label) =>
@@ -525,16 +527,20 @@
         'label',
         {},
         label,
-        h('input', { type: 'datetime-local', name, value: state.filters[name], 'data-focus': `filter-${name}` }),
+        h('input', { type: 'datetime-local', name, value: state.draftFilters[name], 'data-focus': `filter-${name}` }),
       );
     return h(
       'form',
       {
         'aria-label': 'Filter deliveries',
+        oninput: (event) => {
+          if (event.target.name in state.draftFilters) state.draftFilters[event.target.name] = event.target.value;
+        },
         onsubmit: (event) => {
           event.preventDefault();
           const data = new FormData(event.target);
-          for (const key of Object.keys(state.filters)) state.filters[key] = String(data.get(key) || '');
+          for (const key of Object.keys(state.filters))
+            state.filters[key] = state.draftFilters[key] = String(data.get(key) || '');
           state.cursors = [];
           void act(loadPage);
         },
@@ -956,10 +962,10 @@
     }
   }
 
-  /** New deliveries appear without a reload: the first page and the health refresh while nobody is typing. */
+  /** New deliveries appear without a reload: the first page and the health refresh while nobody is typing (a pasted certificate or key included). */
   async function refresh() {
     if (stopped) return;
-    const busy = document.activeElement && ['INPUT', 'SELECT'].includes(document.activeElement.tagName);
+    const busy = document.activeElement && ['INPUT', 'SELECT', 'TEXTAREA'].includes(document.activeElement.tagName);
     if (state.cursors.length === 0 && !busy) {
       try {
         const activity = state.view === 'activity' && state.activity.cursors.length === 0;

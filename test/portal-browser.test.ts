@@ -240,6 +240,11 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
         await page.locator('tbody tr[data-delivery]').first().waitFor();
         assert.equal(await row(page, arrived).count(), 1);
         await page.getByLabel('Status').selectOption('failed');
+        // A choice not yet applied survives the live refresh's redraw: a delivery arriving redraws the page.
+        await page.evaluate('document.activeElement?.blur()');
+        const meanwhile = await deliver(fallEvent(p));
+        await row(page, meanwhile).waitFor({ timeout: 5_000 });
+        assert.equal(await page.getByLabel('Status').inputValue(), 'failed', 'the unapplied choice was kept');
         await pressByKeyboard(page, 'Apply filters');
         await page.getByText('No deliveries match.').waitFor();
 
