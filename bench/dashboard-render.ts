@@ -202,6 +202,28 @@ export function formatValue(value: number, unit = 'none', decimals?: number): st
   }
 }
 
+/**
+ * One unit for a whole axis, chosen by its largest value, so its ticks read alike (0, 20, 40, 60 s rather than
+ * 40 s and 1 min): the factor from the panel's unit to the axis', and the label of a tick.
+ */
+export function axisUnit(
+  unit = 'none',
+  largest: number,
+): { factor: number; label: (value: number, decimals: number) => string } {
+  const as = (factor: number, suffix: string) => ({
+    factor,
+    label: (value: number, decimals: number) => `${(value * factor).toFixed(decimals)}${suffix}`,
+  });
+  switch (unit) {
+    case 's':
+      return largest < 1 ? as(1000, ' ms') : largest < 120 ? as(1, ' s') : as(1 / 60, ' min');
+    case 'ms':
+      return largest < 1000 ? as(1, ' ms') : largest < 120_000 ? as(1 / 1000, ' s') : as(1 / 60_000, ' min');
+    default:
+      return { factor: 1, label: (value: number, decimals: number) => formatValue(value, unit, decimals) };
+  }
+}
+
 /** The finite samples of a series (NaN and ±Inf are gaps, as in Grafana's graph). */
 const finite = (series: Series) => series.points.filter(([, v]) => Number.isFinite(v));
 
@@ -369,16 +391,20 @@ export function timeseriesSvg(
   const plotW = width - left - 8;
   const plotH = height - bottom - 6;
   const values = drawn.flatMap(({ series }) => finite(series).map(([, v]) => v));
-  const ticks = niceTicks(Math.min(0, ...values), Math.max(0, ...values));
+  const axis = axisUnit(defaults.unit, Math.max(0, ...values.map(Math.abs)));
+  // Ticks at round numbers of the axis' own unit (e.g. every 20 s, not every 25,000 ms).
+  const ticks = niceTicks(Math.min(0, ...values) * axis.factor, Math.max(0, ...values) * axis.factor).map(
+    (tick) => tick / axis.factor,
+  );
   const low = ticks[0]!;
   const high = ticks.at(-1)!;
   const x = (t: number) => left + ((t - from) / Math.max(1, to - from)) * plotW;
   const y = (v: number) => 6 + plotH - ((v - low) / (high - low)) * plotH;
   const parts: string[] = [];
-  const tickDecimals = decimalsOf(ticks[1]! - ticks[0]!);
+  const tickDecimals = decimalsOf((ticks[1]! - ticks[0]!) * axis.factor);
   for (const tick of ticks) {
     parts.push(`<line x1="${left}" x2="${left + plotW}" y1="${y(tick)}" y2="${y(tick)}" class="grid"/>`);
-    const label = formatValue(tick, defaults.unit, defaults.decimals ?? (tickDecimals || undefined));
+    const label = axis.label(tick, defaults.decimals ?? tickDecimals);
     parts.push(`<text x="${left - 6}" y="${y(tick) + 4}" text-anchor="end">${escapeHtml(label)}</text>`);
   }
   const times = timeTicks(from, to);
@@ -438,8 +464,9 @@ function legendTable(drawn: readonly Drawn[], calcs: readonly string[], defaults
   const head = `<tr><th>Name</th>${calcs.map((c) => `<th>${escapeHtml(c[0]!.toUpperCase() + c.slice(1))}</th>`).join('')}</tr>`;
   const rows = drawn.map(({ name, color, series }) => {
     const cells = calcs.map((calc) => {
-      const value = reduce(series, calc);
-      return `<td>${value === undefined ? '' : escapeHtml(formatValue(value, defaults.unit, defaults.decimals))}</td>`;
+      // A series of NaN samples only (a quantile over no observations) has no value to reduce: NaN, as it came.
+      const value = reduce(series, calc) ?? Number.NaN;
+      return `<td>${escapeHtml(formatValue(value, defaults.unit, defaults.decimals))}</td>`;
     });
     return `<tr><td class="name"><span class="swatch" style="background:${color}"></span>${escapeHtml(name || ' ')}</td>${cells.join('')}</tr>`;
   });
