@@ -1,6 +1,8 @@
-// `npm run bench [-- --quick] [-- --stages a,b] [-- --faults f,g] [-- --engine-search] [-- --profile]`: delivery
-// throughput and latency against the engine's own limit, raw send limit, growth, API throughput, isolation, and on
-// request a search of the engine settings, in one run on this machine. Exits 1 when an event is unaccounted for.
+// `npm run bench [-- --quick] [-- --stages a,b] [-- --faults f,g] [-- --engine-search] [-- --profile]
+// [-- --dashboard docs/dashboard-bench.png]`: delivery throughput and latency against the engine's own limit, raw send
+// limit, growth, API throughput, isolation, and on request a search of the engine settings, in one run on this machine;
+// with --dashboard, also the shipped Grafana dashboard's panels over the run (bench/dashboard.ts), drawn into a PNG.
+// Exits 1 when an event is unaccounted for.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -20,7 +22,8 @@ import { addMember, addProject, createDb, createRegistration, migrateToLatest } 
 import { auditStage, auditStageProblems } from './audit';
 import { QUICK_SEARCH_GRID, SEARCH_GRID, engineSearch } from './engine-search';
 import { NeighbourReceiver, floodStage, neighbourStage, type NeighbourRow } from './neighbour';
-import { commandOf, parseArgsToPlan, type Plan, type Stage } from './plan';
+import { SCRAPE_INTERVAL_SECONDS, startDashboardCapture, type DashboardCapture } from './dashboard';
+import { WORKER_STAGES, commandOf, parseArgsToPlan, type Plan } from './plan';
 import {
   CpuMeter,
   RssSampler,
@@ -65,9 +68,6 @@ function versions() {
 
 const BENCH_USER = 'bench-user';
 
-/** Stages that need the delivery worker; the API stage needs the API; the engine stage the empty worker. */
-const PIPELINE_STAGES: readonly Stage[] = ['steady', 'saturation', 'neighbour', 'flood'];
-
 type StageFigures = Pick<
   BenchReport,
   'stack' | 'engine' | 'rawSend' | 'saturation' | 'steady' | 'growth' | 'api' | 'audit' | 'neighbour' | 'flood'
@@ -86,6 +86,8 @@ interface RunInputs {
   connection?: Connection;
   neighbour?: NeighbourReceiver;
   stack?: BenchStack;
+  /** `--dashboard`: the PNG to write, and the Prometheus scraping the run for it. */
+  dashboard?: { pngPath: string; command: string; capture?: DashboardCapture };
 }
 
 /** Raw PayloadCodec-free look at what the server stored: is the workflow's input encrypted? */
@@ -183,7 +185,11 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     LOG_PRETTY: 'false',
     ...plan.workerEnv,
   };
-  const needsWorker = PIPELINE_STAGES.some((stage) => selected.has(stage));
+  // Stages that need the delivery worker; the API stage needs the API; the engine stage the empty worker.
+  const needsWorker = WORKER_STAGES.some((stage) => selected.has(stage));
+  // The dashboard reads the worker's metrics endpoint and the API's /metrics (per-project breaker gauges).
+  const workerMetricsPort = inputs.dashboard ? await freePort() : undefined;
+  const needsApi = selected.has('api') || inputs.dashboard !== undefined;
   // The test button as `npm start` serves it: API and worker in one process, its starts eager on the worker's connection.
   const appEnv: NodeJS.ProcessEnv = {
     ...env,
@@ -192,8 +198,15 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     TEST_EVENTS_PER_MINUTE: '10000',
   };
   const [worker, api, app, emptyWorker] = await Promise.all([
-    needsWorker ? startNodeService({ name: 'worker', env, logDir, cpuProfDir }) : undefined,
-    selected.has('api') ? startNodeService({ name: 'api', env, logDir, cpuProfDir }) : undefined,
+    needsWorker
+      ? startNodeService({
+          name: 'worker',
+          env: { ...env, ...(workerMetricsPort && { WORKER_METRICS_PORT: String(workerMetricsPort) }) },
+          logDir,
+          cpuProfDir,
+        })
+      : undefined,
+    needsApi ? startNodeService({ name: 'api', env, logDir, cpuProfDir }) : undefined,
     selected.has('api') ? startNodeService({ name: 'app', env: appEnv, logDir, cpuProfDir }) : undefined,
     selected.has('engine') ? startEmptyWorker({ ...env, BENCH_EMPTY_TASK_QUEUE: emptyTaskQueue }, logDir) : undefined,
   ]);
@@ -201,6 +214,16 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   log(
     `running: ${[worker, api, app, emptyWorker].flatMap((child) => (child ? [child.name] : [])).join(', ') || 'no service'}`,
   );
+
+  if (inputs.dashboard && workerMetricsPort) {
+    log(`dashboard: Prometheus scraping the API's /metrics and the worker's port ${workerMetricsPort}`);
+    inputs.dashboard.capture = await startDashboardCapture({
+      dir: join(dataDir, 'prometheus'),
+      apiPort,
+      metricsToken: env.METRICS_TOKEN!,
+      workerMetricsPort,
+    });
+  }
 
   const connection = await Connection.connect(
     temporalConnectionOptions({ ...config, TEMPORAL_ADDRESS: stack.temporalAddress }),
@@ -323,7 +346,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     figures.saturation = growth.find((row) => row.n === plan.n)!;
   }
 
-  if (api) {
+  if (api && selected.has('api')) {
     const token = jwt.sign({ sub: BENCH_USER }, jwtSecret, { algorithm: 'HS256', expiresIn: 3600 });
     const apiUrl = `http://127.0.0.1:${apiPort}`;
     log(`API: GET for ${plan.apiSeconds} s`);
@@ -425,13 +448,47 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     );
     check('flood', figures.flood.accounting);
   }
+  if (inputs.dashboard?.capture) await drawDashboard(inputs.dashboard, dataDir);
   return figures;
+}
+
+/** The commit of the bench's sources (with `-dirty` when they differ from it), or undefined outside git. */
+function sourceCommit(): string | undefined {
+  try {
+    return execFileSync('git', ['describe', '--always', '--dirty', '--abbrev=7'], {
+      cwd: join(__dirname, '..'),
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** `--dashboard`: every panel's queries over the run, drawn into the PNG; the panels without data are logged. */
+async function drawDashboard(dashboard: NonNullable<RunInputs['dashboard']>, dataDir: string): Promise<void> {
+  const commit = sourceCommit();
+  const clock = (unix: number) => new Date(unix * 1000).toISOString().replace('T', ' ').slice(0, 19);
+  log(`dashboard: querying every panel over the run and drawing ${dashboard.pngPath}`);
+  const empty = await dashboard.capture!.finish({
+    pngPath: dashboard.pngPath,
+    keepDir: dataDir,
+    caption: (facts) => [
+      `The panels of \`deploy/grafana/dashboards/webhook-delivery.json\`, each query evaluated by Prometheus ${facts.prometheusVersion} ` +
+        `(/api/v1/query_range) over a bench run, ${clock(facts.from)}–${clock(facts.to).slice(11)} UTC` +
+        `${commit ? ` at commit ${commit}` : ''}: \`${dashboard.command}\`.`,
+      `Prometheus scraped the bench's worker (WORKER_METRICS_PORT) and API (/metrics) every ${SCRAPE_INTERVAL_SECONDS} s; ` +
+        `step ${facts.stepSeconds} s, $__rate_interval ${facts.rateInterval} (Grafana's rule for that scrape interval). ` +
+        `Drawn by bench/dashboard-render.ts in Chromium, not by Grafana; an empty panel says "No data".`,
+    ],
+  });
+  log(`dashboard: written to ${dashboard.pngPath}${empty.length ? `; no data in: ${empty.join('; ')}` : ''}`);
 }
 
 async function main(): Promise<number> {
   const began = Date.now();
   const loadBefore = Math.round(loadavg()[0]! * 100) / 100;
-  const { plan, out, profile, keep } = parseArgsToPlan(process.argv.slice(2));
+  const { plan, out, profile, keep, dashboard } = parseArgsToPlan(process.argv.slice(2));
   const config = loadConfig(process.env);
   const dataDir = mkdtempSync(join(tmpdir(), 'webhooks-bench-'));
   const logDir = join(dataDir, 'logs');
@@ -448,6 +505,9 @@ async function main(): Promise<number> {
     payloadKeys: `bench:${randomBytes(32).toString('base64')}`,
     problems: [],
     processes: [],
+    ...(dashboard && {
+      dashboard: { pngPath: dashboard, command: `npm run bench -- ${process.argv.slice(2).join(' ')}` },
+    }),
   };
   try {
     const onStack = plan.stages.some((stage) => stage !== 'engine-search');
@@ -540,7 +600,10 @@ async function main(): Promise<number> {
 /** Closes the client, stops the services, the failing receiver and the stack; safe to call twice. */
 async function stopAll(inputs: RunInputs): Promise<void> {
   const { connection, neighbour, stack } = inputs;
+  const capture = inputs.dashboard?.capture;
+  if (inputs.dashboard) inputs.dashboard.capture = undefined;
   Object.assign(inputs, { connection: undefined, neighbour: undefined, stack: undefined });
+  await capture?.stop().catch(() => undefined);
   await connection?.close().catch(() => undefined);
   await Promise.all(inputs.processes.splice(0).map((child) => child.stop()));
   await neighbour?.stop().catch(() => undefined);

@@ -115,7 +115,12 @@ export interface BenchArgs {
   out: string;
   profile: boolean;
   keep: boolean;
+  /** Where to write the dashboard's picture over this run (`--dashboard <png>`); none when not asked for. */
+  dashboard?: string;
 }
+
+/** The stages that run the delivery worker, whose metrics the dashboard reads. */
+export const WORKER_STAGES: readonly Stage[] = ['steady', 'saturation', 'neighbour', 'flood'];
 
 /** A comma-separated list of names out of `allowed`, in `allowed`'s order, each once. */
 function pick<T extends string>(text: string, allowed: readonly T[], option: string): T[] {
@@ -143,11 +148,13 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
       'api-seconds': { type: 'string' },
       'test-round-trips': { type: 'string' },
       'audit-seconds': { type: 'string' },
+      'neighbour-seconds': { type: 'string' },
       'search-n': { type: 'string' },
       'search-warmup': { type: 'string' },
       out: { type: 'string', default: join(__dirname, 'results', 'latest.json') },
       profile: { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
+      dashboard: { type: 'string' },
     },
   });
   const stages = values.stages ? pick(values.stages, STAGES, 'stages') : [...DEFAULT_STAGES];
@@ -165,10 +172,22 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
   if (values['api-seconds']) plan.apiSeconds = count(values['api-seconds'], 'api-seconds');
   if (values['test-round-trips']) plan.testRoundTrips = count(values['test-round-trips'], 'test-round-trips');
   if (values['audit-seconds']) plan.auditSeconds = count(values['audit-seconds'], 'audit-seconds');
+  if (values['neighbour-seconds']) plan.neighbourSeconds = count(values['neighbour-seconds'], 'neighbour-seconds');
   if (values['search-n']) plan.searchN = count(values['search-n'], 'search-n');
   if (values['search-warmup']) plan.searchWarmup = count(values['search-warmup'], 'search-warmup', 0);
   if (!plan.sizes.includes(plan.n)) plan.sizes = [...plan.sizes, plan.n].sort((a, b) => a - b);
-  return { plan, out: resolve(values.out), profile: values.profile, keep: values.keep };
+  if (values.dashboard !== undefined) {
+    if (!values.dashboard.endsWith('.png')) throw new Error('--dashboard names the PNG to write (…/name.png)');
+    if (!stages.some((stage) => WORKER_STAGES.includes(stage)))
+      throw new Error(`--dashboard needs a stage that runs the delivery worker (${WORKER_STAGES.join(', ')})`);
+  }
+  return {
+    plan,
+    out: resolve(values.out),
+    profile: values.profile,
+    keep: values.keep,
+    ...(values.dashboard !== undefined && { dashboard: resolve(values.dashboard) }),
+  };
 }
 
 /** The command line that reproduces a run's selection. */

@@ -44,21 +44,24 @@ export interface RunningPrometheus {
 
 /**
  * A real Prometheus in `dir` scraping the API's /metrics (with its METRICS_TOKEN) and a worker's metrics port every
- * second, evaluating `rules` (a rules file's text) when given; resolves once both targets are up.
+ * second (or every `scrapeIntervalSeconds`), evaluating `rules` (a rules file's text) when given; resolves once both
+ * targets are up.
  */
 export async function startPrometheus(options: {
   dir: string;
   api: { port: number; metricsToken: string };
   workerMetricsPort: number;
   rules?: string;
+  scrapeIntervalSeconds?: number;
 }): Promise<RunningPrometheus> {
   const { dir } = options;
+  const interval = `${options.scrapeIntervalSeconds ?? 1}s`;
   const port = await freePort();
   if (options.rules !== undefined) writeFileSync(join(dir, 'rules.yml'), options.rules);
   writeFileSync(
     join(dir, 'prometheus.yml'),
     JSON.stringify({
-      global: { scrape_interval: '1s', evaluation_interval: '1s' },
+      global: { scrape_interval: interval, evaluation_interval: interval },
       ...(options.rules !== undefined && { rule_files: [join(dir, 'rules.yml')] }),
       scrape_configs: [
         {
