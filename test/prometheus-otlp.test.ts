@@ -43,9 +43,10 @@ describe('prom-client registries as OpenTelemetry metrics (OTLP export of /metri
     ]);
   });
 
-  it('a counter named without _total keeps its name; a gauge is a gauge under its own name', async () => {
+  it('a counter named without _total keeps its name, only a final _total goes; a gauge is a gauge under its own name', async () => {
     const metrics = await converted((registry) => {
       new Counter({ name: 'webhook_events', help: 'events', registers: [registry] }).inc(2);
+      new Counter({ name: 'webhook_total_refusals_total', help: 'refusals', registers: [registry] }).inc();
       const open = new Gauge({
         name: 'webhook_circuit_breaker_open',
         help: 'open breakers',
@@ -58,10 +59,11 @@ describe('prom-client registries as OpenTelemetry metrics (OTLP export of /metri
       metrics.map((m) => [m.descriptor.name, m.dataPointType, m.descriptor.type]),
       [
         ['webhook_events', DataPointType.SUM, InstrumentType.COUNTER],
+        ['webhook_total_refusals', DataPointType.SUM, InstrumentType.COUNTER],
         ['webhook_circuit_breaker_open', DataPointType.GAUGE, InstrumentType.GAUGE],
       ],
     );
-    const gauge = metrics[1]!;
+    const gauge = metrics[2]!;
     assert.equal(gauge.aggregationTemporality, AggregationTemporality.CUMULATIVE);
     assert.equal(gauge.descriptor.description, 'open breakers');
     assert.deepEqual(gauge.dataPoints, [{ startTime: START, endTime: END, attributes: { project: 'p-1' }, value: 1 }]);
@@ -112,6 +114,9 @@ describe('prom-client registries as OpenTelemetry metrics (OTLP export of /metri
             { value: 1, labels: { le: 1 }, metricName: 'h_bucket' },
             { value: 9.5, labels: {}, metricName: 'h_sum' },
             { value: 4, labels: {}, metricName: 'h_count' },
+            // Neither a bucket, a sum nor a count (prom-client writes none such): left out.
+            { value: 99, labels: {}, metricName: 'h_created' },
+            { value: 98, labels: {} },
           ],
         },
       ],
