@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { freePort } from '../dev/ports';
-import { killWorker, spawnProcess, spawnWorker, type WorkerProcess } from './faults/support';
+import { killWorker, spawnEmit, spawnProcess, spawnWorker, type WorkerProcess } from './faults/support';
 import { Registrations, newProjectId } from './support/deliveries';
 import { eventually } from './support/eventually';
 import { getTrace, printedLogRecords, startJaeger, type RunningJaeger } from './support/jaeger';
@@ -104,25 +104,16 @@ describe('metrics and logs over OTLP into a real OpenTelemetry Collector', funct
     // A traced emit (the CLI, as the monitoring system) of an event with a person in it; its first attempt fails.
     const userUUID = randomUUID();
     const person = { email: `otlp.${randomUUID()}@example.com`, firstName: 'Ottoline', lastName: 'Logexporter' };
-    const cli = spawnProcess(
-      process.execPath,
-      [
-        '--require',
-        'tsx/cjs',
-        join(__dirname, '..', 'cli', 'index.ts'),
-        'event',
-        'emit',
-        projectId,
-        'FALL_DETECTION',
-        '--user',
-        userUUID,
-        '--data',
-        JSON.stringify({ userUUID, reasons: ['otlp-export-test'], happenedAt: new Date().toISOString(), ...person }),
-      ],
+    const cli = spawnEmit(
+      {
+        projectId: projectId,
+        type: 'FALL_DETECTION',
+        userUUID: userUUID,
+        data: { userUUID, reasons: ['otlp-export-test'], happenedAt: new Date().toISOString(), ...person },
+      },
       {
         ...otel,
         OTEL_LOGS_EXPORTER: 'none',
-        NODE_ENV: 'development',
         TEMPORAL_ADDRESS: env.address,
         TEMPORAL_TASK_QUEUE: taskQueue,
       },

@@ -13,7 +13,7 @@ import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { chromium } from 'playwright-core';
-import { killWorker, spawnProcess, spawnWorker, type WorkerProcess } from './faults/support';
+import { killWorker, spawnEmit, spawnWorker, type WorkerProcess } from './faults/support';
 import { Registrations, newProjectId } from './support/deliveries';
 import { eventually } from './support/eventually';
 import {
@@ -109,24 +109,9 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
     // The monitoring system's side: `webhooks event emit`, the CLI, in its own process.
     // A fixed id (each run has its own Temporal): the recorded history's input is sealed for its workflow id.
     const eventId = TRACED_EVENT_ID;
-    const cli = spawnProcess(
-      process.execPath,
-      [
-        '--require',
-        'tsx/cjs',
-        join(__dirname, '..', 'cli', 'index.ts'),
-        'event',
-        'emit',
-        projectId,
-        'FALL_DETECTION',
-        '--user',
-        payload.userUUID,
-        '--data',
-        JSON.stringify(payload),
-        '--id',
-        eventId,
-      ],
-      { ...otel, NODE_ENV: 'development', TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: taskQueue },
+    const cli = spawnEmit(
+      { projectId, type: 'FALL_DETECTION', userUUID: payload.userUUID, data: payload, id: eventId },
+      { ...otel, TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: taskQueue },
     );
     const emitted = await cli.exited;
     assert.equal(emitted.code, 0, cli.output());
@@ -343,28 +328,12 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
     });
     const before = receiver.requests.length;
     const eventId = `unsampled-${randomUUID()}`;
-    const cli = spawnProcess(
-      process.execPath,
-      [
-        '--require',
-        'tsx/cjs',
-        join(__dirname, '..', 'cli', 'index.ts'),
-        'event',
-        'emit',
-        projectId,
-        'FALL_DETECTION',
-        '--user',
-        payload.userUUID,
-        '--data',
-        JSON.stringify(payload),
-        '--id',
-        eventId,
-      ],
+    const cli = spawnEmit(
+      { projectId, type: 'FALL_DETECTION', userUUID: payload.userUUID, data: payload, id: eventId },
       // The emitter samples nothing (as 90 % of events under parentbased_traceidratio 0.1); the worker samples all.
       {
         ...otel,
         OTEL_TRACES_SAMPLER: 'always_off',
-        NODE_ENV: 'development',
         TEMPORAL_ADDRESS: env.address,
         TEMPORAL_TASK_QUEUE: taskQueue,
       },
@@ -375,24 +344,9 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
 
     // A traced event emitted after it reaches Jaeger, so the batch the worker would have sent the other in is there.
     const marker = `sampled-${randomUUID()}`;
-    const traced = spawnProcess(
-      process.execPath,
-      [
-        '--require',
-        'tsx/cjs',
-        join(__dirname, '..', 'cli', 'index.ts'),
-        'event',
-        'emit',
-        projectId,
-        'FALL_DETECTION',
-        '--user',
-        payload.userUUID,
-        '--data',
-        JSON.stringify(payload),
-        '--id',
-        marker,
-      ],
-      { ...otel, NODE_ENV: 'development', TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: taskQueue },
+    const traced = spawnEmit(
+      { projectId, type: 'FALL_DETECTION', userUUID: payload.userUUID, data: payload, id: marker },
+      { ...otel, TEMPORAL_ADDRESS: env.address, TEMPORAL_TASK_QUEUE: taskQueue },
     );
     assert.equal((await traced.exited).code, 0, traced.output());
     await eventually(

@@ -121,6 +121,32 @@ export function spawnWorker(env: Record<string, string>): WorkerProcess {
   });
 }
 
+/** `webhooks event emit`, the CLI as the monitoring system runs it, in its own process from sources. */
+export function spawnEmit(
+  event: { projectId: string; type: string; userUUID: string; data: object; id?: string },
+  env: Record<string, string>,
+): WorkerProcess {
+  const cli = join(__dirname, '..', '..', 'cli', 'index.ts');
+  const args = [
+    'event',
+    'emit',
+    event.projectId,
+    event.type,
+    '--user',
+    event.userUUID,
+    '--data',
+    JSON.stringify(event.data),
+  ];
+  return spawnProcess(
+    process.execPath,
+    ['--require', 'tsx/cjs', cli, ...args, ...(event.id ? ['--id', event.id] : [])],
+    {
+      NODE_ENV: 'development',
+      ...env,
+    },
+  );
+}
+
 /** A service process with only this environment (and PATH, HOME), its output kept for failure messages. */
 export function spawnProcess(command: string, args: string[], env: Record<string, string>): WorkerProcess {
   const lines: string[] = [];
