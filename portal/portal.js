@@ -18,8 +18,6 @@
     registration: null,
     health: null,
     filters: { status: '', type: '', since: '', until: '' },
-    /** The filter form as the reader left it, not yet applied: kept when the live refresh redraws the page. */
-    draftFilters: { status: '', type: '', since: '', until: '' },
     /** Cursors of the pages before the current one; the current page's cursor is the last. */
     cursors: [],
     page: { items: [], nextCursor: null },
@@ -269,7 +267,12 @@
   function manageEndpointView(r) {
     const url = h('input', { type: 'url', name: 'url', value: r.url, required: true, 'data-focus': 'url' });
     const boxes = SUBSCRIBABLE.map((type) =>
-      h('label', {}, h('input', { type: 'checkbox', value: type, checked: r.types.includes(type) }), ` ${type}`),
+      h(
+        'label',
+        {},
+        h('input', { type: 'checkbox', value: type, checked: r.types.includes(type), 'data-focus': `type-${type}` }),
+        ` ${type}`,
+      ),
     );
     const edit = h(
       'form',
@@ -519,7 +522,7 @@
           'select',
           { name, 'data-focus': `filter-${name}` },
           h('option', { value: '' }, 'Any'),
-          options.map((o) => h('option', { value: o, selected: state.draftFilters[name] === o }, o)),
+          options.map((o) => h('option', { value: o, selected: state.filters[name] === o }, o)),
         ),
       );
     const timeInput = (name, label) =>
@@ -527,20 +530,16 @@
         'label',
         {},
         label,
-        h('input', { type: 'datetime-local', name, value: state.draftFilters[name], 'data-focus': `filter-${name}` }),
+        h('input', { type: 'datetime-local', name, value: state.filters[name], 'data-focus': `filter-${name}` }),
       );
     return h(
       'form',
       {
         'aria-label': 'Filter deliveries',
-        oninput: (event) => {
-          if (event.target.name in state.draftFilters) state.draftFilters[event.target.name] = event.target.value;
-        },
         onsubmit: (event) => {
           event.preventDefault();
           const data = new FormData(event.target);
-          for (const key of Object.keys(state.filters))
-            state.filters[key] = state.draftFilters[key] = String(data.get(key) || '');
+          for (const key of Object.keys(state.filters)) state.filters[key] = String(data.get(key) || '');
           state.cursors = [];
           void act(loadPage);
         },
@@ -929,9 +928,26 @@
   }
 
   let switched = false;
+  // A field the reader has changed and not yet submitted is marked, and keeps what it holds when the page is redrawn (the
+  // live refresh redraws it every few seconds); submitting its form ends the mark.
+  app.addEventListener('input', (event) => {
+    if (event.target.hasAttribute('data-focus')) event.target.setAttribute('data-edited', '');
+  });
+  app.addEventListener(
+    'submit',
+    (event) => {
+      for (const field of event.target.querySelectorAll('[data-edited]')) field.removeAttribute('data-edited');
+    },
+    true,
+  );
+
   function render() {
     if (stopped) return;
     const focused = document.activeElement && document.activeElement.getAttribute('data-focus');
+    const edited = [...app.querySelectorAll('[data-edited]')].map((field) => ({
+      key: field.getAttribute('data-focus'),
+      value: field.type === 'checkbox' ? field.checked : field.value,
+    }));
     const claims = state.claims;
     app.replaceChildren(
       h('h1', {}, 'Webhook portal'),
@@ -951,6 +967,13 @@
         : // replaceChildren writes null as the text "null": no attempts view is no child.
           [endpointView(), attemptsView() || '', deliveriesView()]),
     );
+    for (const { key, value } of edited) {
+      const field = app.querySelector(`[data-focus="${CSS.escape(key)}"]`);
+      if (!field) continue;
+      if (field.type === 'checkbox') field.checked = value;
+      else field.value = value;
+      field.setAttribute('data-edited', '');
+    }
     if (switched) {
       switched = false;
       const heading = app.querySelector(state.view === 'activity' ? '#activity-title' : '#endpoint-title');

@@ -248,8 +248,14 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
         await pressByKeyboard(page, 'Apply filters');
         await page.getByText('No deliveries match.').waitFor();
 
-        // Editing the endpoint: types.
+        // Editing the endpoint: types. An unsaved change survives a redraw here too.
         await page.getByRole('checkbox', { name: 'VITAL_THRESHOLD' }).uncheck();
+        await page.evaluate('document.activeElement?.blur()');
+        const later = await deliver(fallEvent(p));
+        await page.getByLabel('Status').selectOption('');
+        await pressByKeyboard(page, 'Apply filters');
+        await row(page, later).waitFor({ timeout: 5_000 });
+        assert.equal(await page.getByRole('checkbox', { name: 'VITAL_THRESHOLD' }).isChecked(), false, 'kept unsaved');
         await pressByKeyboard(page, 'Save endpoint');
         await page.getByText('The endpoint was saved.').waitFor();
         assert.deepEqual((await store.findRegistration(fx.database.db, p))!.types, ['FALL_DETECTION']);
