@@ -6,48 +6,22 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { freePort } from '../dev/ports';
-import { killWorker, spawnEmit, spawnProcess, spawnWorker, type WorkerProcess } from './faults/support';
+import { spawnEmit, spawnProcess } from './faults/support';
 import { Registrations, newProjectId } from './support/deliveries';
 import { eventually } from './support/eventually';
-import { getTrace, printedLogRecords, startJaeger, type RunningJaeger } from './support/jaeger';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
-import { startTestReceiver, type TestReceiver } from './support/receiver';
-import { startBoth } from './support/setup';
-import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
+import { getTrace, printedLogRecords } from './support/jaeger';
+import { uniqueTaskQueue } from './support/temporal';
+import { useTracingStack } from './support/tracing-stack';
 
 const METRICS_TOKEN = 'otlp-export-metrics-token-0123456789';
 
 describe('metrics and logs over OTLP into a real OpenTelemetry Collector', function () {
   this.timeout(600_000);
-  let env: TestWorkflowEnvironment;
-  let database: TestDatabase;
-  let receiver: TestReceiver;
-  let jaeger: RunningJaeger;
-  let worker: WorkerProcess | undefined;
-  let api: WorkerProcess | undefined;
-
-  before(async () => {
-    jaeger = await startJaeger();
-    [env, database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
-    receiver = await startTestReceiver();
-  });
-  after(async () => {
-    await killWorker(worker);
-    await killWorker(api);
-    await receiver?.close();
-    await env?.teardown();
-    await database?.destroy();
-    await jaeger?.stop();
-  });
+  const stack = useTracingStack();
 
   it("the API's /metrics series and every process's log lines arrive, trace context and redaction kept", async () => {
+    const { jaeger, env, database, receiver } = stack;
     const registrations = new Registrations(database.db);
     const projectId = newProjectId();
     await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
@@ -63,27 +37,24 @@ describe('metrics and logs over OTLP into a real OpenTelemetry Collector', funct
     };
 
     const apiPort = await freePort();
-    api = spawnProcess(process.execPath, ['--require', 'tsx/cjs', join(__dirname, '..', 'api', 'server.ts')], {
-      ...otel,
-      // Asked for by name: the API's /metrics is always served, so the shared endpoint alone does not push them.
-      OTEL_METRICS_EXPORTER: 'otlp',
-      NODE_ENV: 'development',
-      LOG_LEVEL: 'info',
-      PORT: String(apiPort),
-      DATABASE_URL: database.url,
-      TEMPORAL_ADDRESS: env.address,
-      JWT_SECRET: 'otlp-export-jwt-secret-0123456789abcdef',
-      WEBHOOK_SECRET_KEY: registrations.key,
-      METRICS_TOKEN,
-    });
-    worker = spawnWorker({
+    stack.track(
+      spawnProcess(process.execPath, ['--require', 'tsx/cjs', join(__dirname, '..', 'api', 'server.ts')], {
+        ...otel,
+        // Asked for by name: the API's /metrics is always served, so the shared endpoint alone does not push them.
+        OTEL_METRICS_EXPORTER: 'otlp',
+        NODE_ENV: 'development',
+        LOG_LEVEL: 'info',
+        PORT: String(apiPort),
+        DATABASE_URL: database.url,
+        TEMPORAL_ADDRESS: env.address,
+        JWT_SECRET: 'otlp-export-jwt-secret-0123456789abcdef',
+        WEBHOOK_SECRET_KEY: registrations.key,
+        METRICS_TOKEN,
+      }),
+    );
+    stack.spawnWorker(registrations.key, taskQueue, {
       ...otel,
       OTEL_METRICS_EXPORTER: 'none',
-      DATABASE_URL: database.url,
-      TEMPORAL_ADDRESS: env.address,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      WEBHOOK_SECRET_KEY: registrations.key,
-      ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
       DELIVERY_INITIAL_INTERVAL_MS: '200',
       DELIVERY_MAX_INTERVAL_MS: '200',
       BREAKER_FAILURE_THRESHOLD: '1',

@@ -10,25 +10,15 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { temporal } from '@temporalio/proto';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { chromium } from 'playwright-core';
-import { killWorker, spawnEmit, spawnWorker, type WorkerProcess } from './faults/support';
+import { killWorker, spawnEmit, type WorkerProcess } from './faults/support';
 import { Registrations, newProjectId } from './support/deliveries';
 import { eventually } from './support/eventually';
-import {
-  findTraces,
-  getTrace,
-  startJaeger,
-  type JaegerSpan,
-  type JaegerTrace,
-  type RunningJaeger,
-} from './support/jaeger';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
-import { startTestReceiver, type TestReceiver } from './support/receiver';
-import { startBoth } from './support/setup';
-import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
+import { findTraces, getTrace, type JaegerSpan, type JaegerTrace } from './support/jaeger';
+import { uniqueTaskQueue } from './support/temporal';
 import { TRACED_EVENT_ID, TRACED_HISTORY_PAYLOAD_KEYS, tracedHistoryDataConverter } from './support/traced-history';
+import { useTracingStack } from './support/tracing-stack';
 import { workflowBundleOptions } from '../worker/start';
 import { workflowSpanSinks } from '../worker/tracing';
 
@@ -51,32 +41,11 @@ const payload = {
 
 describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
   this.timeout(600_000);
-  let env: TestWorkflowEnvironment;
-  let database: TestDatabase;
-  let receiver: TestReceiver;
-  let jaeger: RunningJaeger;
+  const stack = useTracingStack();
   let worker: WorkerProcess | undefined;
 
-  before(async () => {
-    // Jaeger first: on a fresh machine its build takes minutes (scripts/ensure-jaeger.sh, cached afterwards).
-    jaeger = await startJaeger();
-    [env, database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
-    receiver = await startTestReceiver();
-  });
-  after(async () => {
-    await killWorker(worker);
-    await receiver?.close();
-    await env?.teardown();
-    await database?.destroy();
-    await jaeger?.stop();
-  });
-
   it('reads the whole trace back, spans in order with their parents, and no personal data in any', async () => {
+    const { jaeger, env, database, receiver } = stack;
     const registrations = new Registrations(database.db);
     const projectId = newProjectId();
     // A path and a query a customer might put a token in: neither may reach a span.
@@ -95,13 +64,8 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
       OTEL_BSP_SCHEDULE_DELAY: '200',
       OTEL_METRIC_EXPORT_INTERVAL: '500',
     };
-    worker = spawnWorker({
+    worker = stack.spawnWorker(registrations.key, taskQueue, {
       ...otel,
-      DATABASE_URL: database.url,
-      TEMPORAL_ADDRESS: env.address,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      WEBHOOK_SECRET_KEY: registrations.key,
-      ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
       DELIVERY_INITIAL_INTERVAL_MS: String(RETRY_INTERVAL_MS),
       DELIVERY_MAX_INTERVAL_MS: String(RETRY_INTERVAL_MS),
     });
@@ -307,6 +271,7 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
   });
 
   it("follows the emitter's sampling: an event it did not sample records no span anywhere, its receiver told so", async () => {
+    const { jaeger, env, database, receiver } = stack;
     await killWorker(worker);
     const registrations = new Registrations(database.db);
     const projectId = newProjectId();
@@ -318,14 +283,7 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
       OTEL_BSP_SCHEDULE_DELAY: '200',
       OTEL_METRICS_EXPORTER: 'none',
     };
-    worker = spawnWorker({
-      ...otel,
-      DATABASE_URL: database.url,
-      TEMPORAL_ADDRESS: env.address,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      WEBHOOK_SECRET_KEY: registrations.key,
-      ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
-    });
+    worker = stack.spawnWorker(registrations.key, taskQueue, otel);
     const before = receiver.requests.length;
     const eventId = `unsampled-${randomUUID()}`;
     const cli = spawnEmit(
