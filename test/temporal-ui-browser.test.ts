@@ -9,6 +9,7 @@ import { main } from '../cli';
 import { freePort } from '../dev/ports';
 import { fallPayload } from './support/deliveries';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
+import { workflowInputShown } from './support/temporal-ui-page';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
@@ -119,14 +120,7 @@ describe('the Temporal UI of npm start, in Chromium', function () {
         codecCalls.push(`${response.request().method()} ${response.status()}`);
     });
     await page.goto(`${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}`);
-    // The UI may render Input before it has read its codec setting, then again once the payloads went through the
-    // codec: wait for the decoded event (or the time limit), then read what it shows.
-    const input = page.getByTestId('input-and-result').getByRole('textbox', { name: 'Input', exact: true });
-    await input
-      .filter({ hasText: /"webhookType"/ })
-      .waitFor({ timeout: 60_000 })
-      .catch(() => undefined);
-    const shown = await input.innerText();
+    const shown = await workflowInputShown(page);
     const calls = `codec calls: ${codecCalls.join(', ') || 'none'}`;
     assert.doesNotMatch(shown, /^\s*"[A-Za-z0-9+/=]{40,}"\s*$/, `Input shows ciphertext; ${calls}`);
     assert.match(shown, /"webhookType":\s*"FALL_DETECTION"/, calls);

@@ -29,6 +29,7 @@ import jwt from 'jsonwebtoken';
 import { rsaKey } from '../support/jwks-server';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
 import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
+import { workflowInputShown } from '../support/temporal-ui-page';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startIdentityProvider, type IdentityProvider } from './identity-provider';
 import { ensureTemporalUi, startTemporalUi, startTlsFront, temporalUiEnvironment } from './temporal-ui';
@@ -762,12 +763,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
             break;
         }
         await row.first().click();
-        const input = page.getByTestId('input-and-result').getByRole('textbox', { name: 'Input', exact: true });
-        await input
-          .filter({ hasText: /"webhookType"/ })
-          .waitFor({ timeout: 60_000 })
-          .catch(() => undefined);
-        const shown = await input.innerText();
+        const shown = await workflowInputShown(page);
         const calls = `codec calls: ${codecCalls.join(', ') || 'none'}`;
         assert.match(shown, /"webhookType":\s*"FALL_DETECTION"/, calls);
         assert.ok(shown.includes(projectId) && shown.includes(fallPayload.email), 'the decoded event of this delivery');
