@@ -31,6 +31,18 @@ const PROTOCOL = 'http/protobuf';
 
 /** Reads the OTEL_* variables a process acts on; an empty string counts as unset, as the specification says. */
 export function telemetrySettings(env: Env): TelemetrySettings {
+  const { traces, metrics, logs, problems } = readSignals(env);
+  return { traces, metrics, logs, problems };
+}
+
+/**
+ * Whether OTLP metrics are asked for by name (OTEL_METRICS_EXPORTER=otlp, or a metrics endpoint), not only implied by
+ * the shared OTEL_EXPORTER_OTLP_ENDPOINT: a worker with WORKER_METRICS_PORT keeps its Prometheus endpoint then.
+ */
+export const otlpMetricsNamed = (env: Env): boolean => readSignals(env).metricsByName;
+
+/** Each signal on or off, and metrics also as asked for by name only; with the problems of the variables. */
+function readSignals(env: Env): TelemetrySettings & { metricsByName: boolean } {
   const value = (name: string) => env[name]?.trim() || undefined;
   const problems: string[] = [];
   const disabledValue = value('OTEL_SDK_DISABLED')?.toLowerCase();
@@ -38,13 +50,16 @@ export function telemetrySettings(env: Env): TelemetrySettings {
     problems.push('OTEL_SDK_DISABLED must be true or false');
   const disabled = disabledValue === 'true';
 
-  const signal = (kind: 'TRACES' | 'METRICS' | 'LOGS'): boolean => {
+  /**
+   * Whether the signal is on: by name (its exporter `otlp`, or its own endpoint) or, unless `byNameOnly`, by the
+   * shared endpoint.
+   */
+  const signal = (kind: 'TRACES' | 'METRICS' | 'LOGS', byNameOnly = false): boolean => {
     const exporterName = `OTEL_${kind}_EXPORTER`;
     const exporters = (value(exporterName) ?? '').split(',').map((name) => name.trim().toLowerCase());
     const named = exporters.filter((name) => name !== '');
     if (named.some((name) => name !== 'otlp' && name !== 'none'))
       problems.push(`${exporterName} must be otlp or none (this service exports over OTLP only)`);
-    const endpoint = value(`OTEL_EXPORTER_OTLP_${kind}_ENDPOINT`) ?? value('OTEL_EXPORTER_OTLP_ENDPOINT');
     for (const name of [`OTEL_EXPORTER_OTLP_${kind}_ENDPOINT`, 'OTEL_EXPORTER_OTLP_ENDPOINT'])
       if (value(name) !== undefined && !/^https?:\/\/[^\s/?#]+/i.test(value(name)!))
         problems.push(`${name} must be an http:// or https:// URL`);
@@ -52,12 +67,13 @@ export function telemetrySettings(env: Env): TelemetrySettings {
     if (protocol !== undefined && protocol !== PROTOCOL)
       problems.push(`OTEL_EXPORTER_OTLP_${kind}_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL: only ${PROTOCOL} is supported`);
     if (disabled || named.includes('none')) return false;
-    if (kind === 'LOGS') return named.includes('otlp') || value('OTEL_EXPORTER_OTLP_LOGS_ENDPOINT') !== undefined;
-    return named.includes('otlp') || endpoint !== undefined;
+    const byName = named.includes('otlp') || value(`OTEL_EXPORTER_OTLP_${kind}_ENDPOINT`) !== undefined;
+    return byName || (!byNameOnly && value('OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined);
   };
   const traces = signal('TRACES');
   const metrics = signal('METRICS');
-  const logs = signal('LOGS');
+  const metricsByName = signal('METRICS', true);
+  const logs = signal('LOGS', true);
 
   const sampler = value('OTEL_TRACES_SAMPLER')?.toLowerCase();
   if (sampler !== undefined && !SAMPLERS.includes(sampler))
@@ -68,21 +84,8 @@ export function telemetrySettings(env: Env): TelemetrySettings {
     if (!Number.isFinite(parsed) || parsed < 0 || parsed > 1)
       problems.push('OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces sampled)');
   }
-  // The shared variables are read for both signals: each problem said once.
-  return { traces, metrics, logs, problems: [...new Set(problems)] };
-}
-
-/**
- * Whether OTLP metrics are asked for by name (OTEL_METRICS_EXPORTER=otlp, or a metrics endpoint), not only implied by
- * the shared OTEL_EXPORTER_OTLP_ENDPOINT: a worker with WORKER_METRICS_PORT keeps its Prometheus endpoint then.
- */
-export function otlpMetricsNamed(env: Env): boolean {
-  const value = (name: string) => env[name]?.trim() || undefined;
-  const exporters = (value('OTEL_METRICS_EXPORTER') ?? '').toLowerCase().split(',');
-  return (
-    telemetrySettings(env).metrics &&
-    (exporters.some((name) => name.trim() === 'otlp') || value('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') !== undefined)
-  );
+  // The shared variables are read for every signal: each problem said once.
+  return { traces, metrics, logs, metricsByName, problems: [...new Set(problems)] };
 }
 
 /** Where and how often the worker's Temporal runtime sends its metrics over OTLP/HTTP. */
