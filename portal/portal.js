@@ -26,7 +26,6 @@
     newSecret: null,
     /** The project's notification contacts, read once for a manage link (null: not read). */
     contacts: null,
-    contactsDraft: null,
     testOutcome: null,
     /** 'deliveries' (the endpoint and its log) or 'activity' (the project's audit trail, manage links only). */
     view: 'deliveries',
@@ -181,10 +180,15 @@
 
   /** Runs an action, shows its outcome (or its problem) and redraws. */
   async function act(work, success) {
+    // A form's action: its changed fields keep their marks (and what the reader typed) until it succeeds.
+    const submitted = submittedFields;
+    submittedFields = [];
     state.notice = null;
     try {
       const result = await work();
       if (success) state.notice = { text: success(result), error: false };
+      for (const key of submitted)
+        app.querySelector(`[data-focus="${CSS.escape(key)}"]`)?.removeAttribute('data-edited');
     } catch (error) {
       if (error.status === 401) return;
       state.notice = { text: error.message, error: true };
@@ -417,18 +421,21 @@
 
   /** Who the service tells when the endpoint fails or recovers: a URL and e-mail addresses, one a line. */
   function contactsView(contacts) {
-    // What was typed stays in the form when the API refuses it, to be corrected rather than typed again.
-    const draft = state.contactsDraft || { url: contacts.url || '', emails: contacts.emails.join('\n') };
-    const url = h('input', { type: 'url', name: 'contacts-url', value: draft.url, 'data-focus': 'contacts-url' });
+    // What was typed stays in the form when the API refuses it (marked as edited), to be corrected, not typed again.
+    const url = h('input', {
+      type: 'url',
+      name: 'contacts-url',
+      value: contacts.url || '',
+      'data-focus': 'contacts-url',
+    });
     const emails = h('textarea', { name: 'contacts-emails', rows: '3', 'data-focus': 'contacts-emails' });
-    emails.value = draft.emails;
+    emails.value = contacts.emails.join('\n');
     return h(
       'form',
       {
         'aria-label': 'Notification contacts',
         onsubmit: (event) => {
           event.preventDefault();
-          state.contactsDraft = { url: url.value, emails: emails.value };
           void act(
             async () => {
               state.contacts = await api('PUT', `${projectPath()}/notifications`, {
@@ -438,7 +445,6 @@
                   .map((address) => address.trim())
                   .filter(Boolean),
               });
-              state.contactsDraft = null;
             },
             () => 'The notification contacts were saved.',
           );
@@ -928,15 +934,17 @@
   }
 
   let switched = false;
-  // A field the reader has changed and not yet submitted is marked, and keeps what it holds when the page is redrawn (the
-  // live refresh redraws it every few seconds); submitting its form ends the mark.
+  // A field the reader has changed and not yet saved is marked, and keeps what it holds when the page is redrawn (the
+  // live refresh redraws it every few seconds, an answer once more). The mark ends when its form's action succeeds: a
+  // refused save leaves what the reader typed in place, next to the error, to correct.
+  let submittedFields = [];
   app.addEventListener('input', (event) => {
     if (event.target.hasAttribute('data-focus')) event.target.setAttribute('data-edited', '');
   });
   app.addEventListener(
     'submit',
     (event) => {
-      for (const field of event.target.querySelectorAll('[data-edited]')) field.removeAttribute('data-edited');
+      submittedFields = [...event.target.querySelectorAll('[data-edited]')].map((f) => f.getAttribute('data-focus'));
     },
     true,
   );

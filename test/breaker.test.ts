@@ -309,7 +309,8 @@ describe('circuit breaker per registration', function () {
           const handles = await Promise.all(Array.from({ length: events }, () => start(taskQueue, projectId)));
           return Promise.all(handles.map((handle) => handle.result()));
         },
-        { config: { ...breakerConfig, ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 2 } },
+        // A timeout well above the receiver's answer: a stalled test process must not turn a slow 200 into a retry.
+        { config: { ...breakerConfig, ENDPOINT_MAX_CONCURRENT_ATTEMPTS: 2, WEBHOOK_TIMEOUT_MS: 3_000 } },
       );
       assert.ok(settled.every((result) => result.status === 'delivered'));
       const arrivals = fx.receiver.requests.map((request) => request.receivedAt);

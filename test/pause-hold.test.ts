@@ -116,6 +116,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
 
     it('sends nothing: lists the delivery until the pause ends, with its priority key, shows it held, and defers', async () => {
       const { projectId, registrationId, pausedUntil } = await pausedProject();
+      const before = Date.now();
       const { outcome, workflowId } = await attempt(projectId, 'VITAL_THRESHOLD', { waitToken: 4 });
       assert.ok(outcome instanceof ApplicationFailure, String(outcome));
       assert.equal(outcome.type, DELIVERY_DEFERRED);
@@ -123,9 +124,12 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       const details = outcome.details?.[0] as DeliveryDeferredDetails;
       assert.equal(details.reason, 'paused');
       assert.equal(details.attempt, 3, 'the attempt it would have been (1 earlier, run attempt 2): no request made');
-      // The safety net: the pause's end and ½ to 1 BREAKER_WAIT_MAX_MS beyond.
-      const toEnd = pausedUntil.getTime() - Date.now();
-      assert.ok(details.waitMs >= toEnd + 30_000 - 1_000 && details.waitMs <= toEnd + 60_000 + 1, `${details.waitMs}`);
+      // The safety net: the pause's end and ½ to 1 BREAKER_WAIT_MAX_MS beyond, counted from when the attempt ran.
+      const [fromStart, fromEnd] = [pausedUntil.getTime() - before, pausedUntil.getTime() - Date.now()];
+      assert.ok(
+        details.waitMs >= fromEnd + 30_000 - 1_000 && details.waitMs <= fromStart + 60_000 + 1,
+        `${details.waitMs}`,
+      );
       assert.equal(receiver.requests.length, 0);
       const [waiter, ...others] = await waitersOf(registrationId);
       assert.deepEqual(others, []);
@@ -144,10 +148,14 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         (await waitersOf(registrationId)).map((w) => w.priority),
         [1],
       );
+      const before = Date.now();
       const { outcome, workflowId } = await attempt(projectId, 'FALL_DETECTION');
       const details = (outcome as ApplicationFailure).details?.[0] as DeliveryDeferredDetails;
-      const toEnd = pausedUntil.getTime() - Date.now();
-      assert.ok(details.waitMs >= toEnd - 1_000 && details.waitMs <= toEnd + 2_000 + 1, `spread: ${details.waitMs}`);
+      const [fromStart, fromEnd] = [pausedUntil.getTime() - before, pausedUntil.getTime() - Date.now()];
+      assert.ok(
+        details.waitMs >= fromEnd - 1_000 && details.waitMs <= fromStart + 2_000 + 1,
+        `spread: ${details.waitMs}`,
+      );
       assert.equal((await waitersOf(registrationId)).length, 1, 'not listed');
       assert.equal((await store.findDelivery(database.db, projectId, workflowId))?.status, 'held');
     });

@@ -149,8 +149,9 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
 
   it('a pause ends by itself: held events go out unasked, and the operators read it in the log and the trail', async () => {
     const { projectId } = await member(['FALL_DETECTION']);
-    // As a pause of PAUSE_MAX_HOURS would, only shorter than the API allows.
-    await store.pauseRegistration(fx.database.db, projectId, 2_500);
+    // As a pause of PAUSE_MAX_HOURS would, only shorter than the API allows (and long enough for a busy machine to start
+    // a worker and both deliveries inside it).
+    await store.pauseRegistration(fx.database.db, projectId, 8_000);
     const log = captureLogger();
     const stopExpiry = startPauseExpiry(fx.database.db, log.logger, 200);
     try {
@@ -165,7 +166,10 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
               }),
             ),
           );
-          await eventually('both held', async () => (await deliveriesOf(projectId)).every((d) => d.status === 'held'));
+          await eventually('both held', async () => {
+            const deliveries = await deliveriesOf(projectId);
+            return deliveries.length === 2 && deliveries.every((d) => d.status === 'held');
+          });
           assert.equal(fx.receiver.requests.length, 0);
           return Promise.all(handles.map((handle) => handle.result()));
         },

@@ -11,6 +11,7 @@ import { createSendLimiter } from '../api/test-limits';
 import type { TestDeliveryOutcome } from '../api/test-event';
 import { createSecretBox } from '../common/secrets';
 import { addMember, addProject, createDb, createRegistration, upsertDelivery } from '../db';
+import { eventually } from './support/eventually';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
 
@@ -180,12 +181,7 @@ describe('send slots end with the work, not on a lease timer (issue 29 L7)', () 
     // The attempt ends: the slot is free at once, with no time passing.
     running.get(workflowId)!();
     nextOutcome = { delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf-next' };
-    let after = 0;
-    for (let i = 0; i < 50 && after !== 200; i += 1) {
-      after = (await post(`/webhooks/test/project/${projectId}`)).status;
-      if (after !== 200) await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    assert.equal(after, 200);
+    await eventually('the slot freed', async () => (await post(`/webhooks/test/project/${projectId}`)).status === 200);
   });
 
   it('a recovery renews its slot with each start: a slow one never runs beside a second recovery', async () => {

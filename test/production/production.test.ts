@@ -667,7 +667,8 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
   // Needs the limits held in PostgreSQL (issue 21, sec-limits): with per-process limits each API allows its own.
   it('the test-endpoint limits hold across both API processes', async () => {
     const { projectId, receiver: target, secret } = await registeredProject(api1);
-    target.delayMs = 1_500;
+    // Held long enough for the second call to arrive while the first is in flight, on a busy machine too.
+    target.delayMs = 5_000;
     const inFlight = call(api1, 'POST', `/webhooks/test/project/${projectId}`);
     const deadline = Date.now() + 15_000;
     while (target.inFlight() === 0 && Date.now() < deadline) await sleep(20);
@@ -878,7 +879,8 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       //    once every process has renewed its token (renewal comes at half a minute-long token's life).
       const oldKid = idp.signingKid();
       idp.rotateKey('publish');
-      await sleep(6_000);
+      // Two refresh periods (5 s): a refresh already under way when the key was published read the set without it.
+      await sleep(11_000);
       idp.rotateKey('sign');
       signedIn.clear();
       assert.notEqual(idp.signingKid(), oldKid);
