@@ -32,10 +32,10 @@ import { Registrations, USER, fallEvent, newProjectId, vitalPayload } from './su
 import { decodeOnlyPayloadCodec } from './support/delivery-fixture';
 import { eventually } from './support/eventually';
 import { startPrometheus, type PrometheusReply, type RunningPrometheus } from './support/prometheus';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
+import type { TestDatabase } from './support/postgres';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
-import { startBoth } from './support/setup';
-import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
+import { startTemporalAndDatabase } from './support/setup';
+import { uniqueTaskQueue } from './support/temporal';
 
 const METRICS_TOKEN = `metrics-${randomUUID()}`;
 
@@ -126,12 +126,7 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
     (await prometheus!.get<T>(path)) ?? { status: 'no answer' };
 
   before(async () => {
-    [env, database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
+    [env, database] = await startTemporalAndDatabase();
     healthy = await startTestReceiver();
     failing = await startTestReceiver();
     failing.fallback = { status: 500 };

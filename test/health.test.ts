@@ -14,10 +14,9 @@ import { createSecretBox } from '../common/secrets';
 import { freePort } from '../dev/ports';
 import { createDb } from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
-import { createLocalEnvironment } from './support/temporal';
+import type { TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET } from './support/tokens';
-import { startBoth } from './support/setup';
+import { startTemporalAndDatabase } from './support/setup';
 import { captureLogger } from './support/deliveries';
 
 const PROBLEM = 'application/problem+json';
@@ -81,12 +80,7 @@ describe('health: /healthz and /readyz', () => {
   const cleanups: (() => Promise<unknown>)[] = [];
 
   before(async () => {
-    [env, t] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
+    [env, t] = await startTemporalAndDatabase();
     up = await serve(env.connection, t.db);
   });
   after(async () => {

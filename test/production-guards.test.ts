@@ -32,10 +32,10 @@ import { createRedeliveryStarter, EventNotTrustedError } from '../api/redelivery
 import { recoverAsOperator, redeliverAsOperator } from '../api/deliveries';
 import * as store from '../db';
 import { Registrations, USER, fallEvent, newProjectId } from './support/deliveries';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
+import type { TestDatabase } from './support/postgres';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
-import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
-import { startBoth } from './support/setup';
+import { uniqueTaskQueue } from './support/temporal';
+import { startTemporalAndDatabase } from './support/setup';
 import { TEST_JWT_SECRET } from './support/tokens';
 
 const ROOT = join(__dirname, '..');
@@ -140,12 +140,7 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
     let env: TestWorkflowEnvironment;
     let database: TestDatabase;
     before(async () => {
-      [env, database] = await startBoth(
-        createLocalEnvironment(),
-        createTestDatabase(),
-        (e) => e.teardown(),
-        (d) => d.destroy(),
-      );
+      [env, database] = await startTemporalAndDatabase();
     });
     after(async () => {
       await env?.teardown();
@@ -194,12 +189,7 @@ describe('a production worker refuses events not encrypted with the payload key'
   let client: Client;
 
   before(async () => {
-    [env, database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
+    [env, database] = await startTemporalAndDatabase();
     registrations = new Registrations(database.db);
     client = new Client({ connection: env.connection, dataConverter: encrypting() });
   });

@@ -20,10 +20,10 @@ import { alertRulesForTest, startPrometheus, type RunningPrometheus } from './su
 import { Registrations, fallEvent, newProjectId } from './support/deliveries';
 import { decodeOnlyPayloadCodec } from './support/delivery-fixture';
 import { eventually } from './support/eventually';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
+import type { TestDatabase } from './support/postgres';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
-import { startBoth } from './support/setup';
-import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
+import { startTemporalAndDatabase } from './support/setup';
+import { uniqueTaskQueue } from './support/temporal';
 
 const METRICS_TOKEN = `metrics-${randomUUID()}`;
 
@@ -43,12 +43,7 @@ describe('alerting rules in a real Prometheus scraping the API and a worker', fu
   let dir: string;
 
   before(async () => {
-    [env, database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
+    [env, database] = await startTemporalAndDatabase();
     receiver = await startTestReceiver();
     dir = mkdtempSync(join(tmpdir(), 'prometheus-alerts-'));
   });

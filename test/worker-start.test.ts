@@ -13,10 +13,10 @@ import { killWorker, spawnWorker, type WorkerProcess } from './faults/support';
 import { Registrations, fallEvent, newProjectId } from './support/deliveries';
 import { decodeOnlyPayloadCodec } from './support/delivery-fixture';
 import { eventually } from './support/eventually';
-import { createTestDatabase, type TestDatabase } from './support/postgres';
+import type { TestDatabase } from './support/postgres';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
-import { startBoth } from './support/setup';
-import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
+import { startTemporalAndDatabase } from './support/setup';
+import { uniqueTaskQueue } from './support/temporal';
 
 describe('the worker process, started through worker/start.ts', function () {
   this.timeout(180_000);
@@ -27,12 +27,7 @@ describe('the worker process, started through worker/start.ts', function () {
   let worker: WorkerProcess | undefined;
 
   before(async () => {
-    [env, database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
+    [env, database] = await startTemporalAndDatabase();
     registrations = new Registrations(database.db);
     receiver = await startTestReceiver();
   });

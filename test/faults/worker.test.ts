@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { findBreaker, listDeliveryAttempts } from '../../db';
-import { createTestDatabase, type TestDatabase } from '../support/postgres';
+import type { TestDatabase } from '../support/postgres';
 import { Registrations, newProjectId } from '../support/deliveries';
-import { createLocalEnvironment, uniqueTaskQueue } from '../support/temporal';
+import { uniqueTaskQueue } from '../support/temporal';
 import {
   assertAllDelivered,
   emitEvents,
@@ -17,7 +17,7 @@ import {
   type FaultReceiver,
   type WorkerProcess,
 } from './support';
-import { startBoth } from '../support/setup';
+import { startTemporalAndDatabase } from '../support/setup';
 
 const { EventType } = temporal.api.enums.v1;
 
@@ -41,12 +41,7 @@ describe('faults: the worker process and the receiver', function () {
   const workers: WorkerProcess[] = [];
 
   before(async () => {
-    [env, database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
+    [env, database] = await startTemporalAndDatabase();
     registrations = new Registrations(database.db);
   });
   beforeEach(async () => {

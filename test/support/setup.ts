@@ -1,4 +1,7 @@
 // Suite set-up that cleans up after itself: a part that fails to start never strands the parts that did.
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { createTestDatabase, type TestDatabase } from './postgres';
+import { createLocalEnvironment } from './temporal';
 
 /**
  * Starts two parts in parallel. When either fails, stops the one that started, then rethrows: a suite whose embedded
@@ -17,4 +20,14 @@ export async function startBoth<A, B>(
     b.status === 'fulfilled' ? stopSecond(b.value) : undefined,
   ]);
   throw a.status === 'rejected' ? a.reason : (b as PromiseRejectedResult).reason;
+}
+
+/** The pair most suites run on: a Temporal dev server and a database of their own, started together (startBoth). */
+export function startTemporalAndDatabase(): Promise<[TestWorkflowEnvironment, TestDatabase]> {
+  return startBoth(
+    createLocalEnvironment(),
+    createTestDatabase(),
+    (env) => env.teardown(),
+    (database) => database.destroy(),
+  );
 }

@@ -4,10 +4,9 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { killWorker, spawnWorker, type WorkerProcess } from '../faults/support';
 import { startJaeger, type RunningJaeger } from './jaeger';
-import { createTestDatabase, type TestDatabase } from './postgres';
+import type { TestDatabase } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
-import { startBoth } from './setup';
-import { createLocalEnvironment } from './temporal';
+import { startTemporalAndDatabase } from './setup';
 
 export interface TracingStack {
   jaeger: RunningJaeger;
@@ -45,12 +44,7 @@ export function useTracingStack(): TracingStack {
   } as TracingStack;
   before(async () => {
     stack.jaeger = await startJaeger();
-    [stack.env, stack.database] = await startBoth(
-      createLocalEnvironment(),
-      createTestDatabase(),
-      (e) => e.teardown(),
-      (d) => d.destroy(),
-    );
+    [stack.env, stack.database] = await startTemporalAndDatabase();
     stack.receiver = await startTestReceiver();
   });
   after(async () => {
