@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Knex } from 'knex';
+import { isSafeId } from '../common/contract/ids';
 import * as store from '../db';
 import { ApiError } from './errors';
 import { unavailableDependency } from './dependency-errors';
@@ -85,12 +86,14 @@ export function auditRefusals(db: Knex): Middleware<{ user?: unknown; portal?: P
       if (!(error instanceof ApiError) || error.status !== 403) throw error;
       const params = (ctx as unknown as { params?: Record<string, string> }).params;
       const bodyProject = (ctx.request as { body?: { projectId?: unknown } }).body?.projectId;
-      const projectId = params?.projectId ?? (typeof bodyProject === 'string' ? bodyProject : undefined);
+      // Only an id in the safe alphabet is written (no NUL, no length the column would refuse): the refusal stays a 403.
+      const named = params?.projectId ?? bodyProject;
+      const projectId = isSafeId(named) ? named : undefined;
       const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? ctx.path;
       await recordAudit(db, auditActor(ctx), {
         action: 'access.refused',
         outcome: 'refused',
-        ...(projectId !== undefined && projectId.length <= 200 && { projectId }),
+        ...(projectId !== undefined && { projectId }),
         changes: { method: ctx.method, route },
       });
       throw error;

@@ -5,7 +5,8 @@ import type { Knex } from 'knex';
 import koaJwt from 'koa-jwt';
 import { koaJwtSecret } from 'jwks-rsa';
 import type { Config } from '../common/config';
-import { ApiError, UnauthorizedError } from './errors';
+import { isSafeId, SAFE_ID_RULE } from '../common/contract/ids';
+import { ApiError, InvalidParameterError, InvalidRequestError, UnauthorizedError } from './errors';
 import { portalLinkState } from '../db/portal-sessions';
 import { isPortalToken, type PortalCapability, type PortalGrant, type PortalTokens } from './portal-tokens';
 
@@ -147,13 +148,19 @@ export function afterPortalRecheck<A extends unknown[], R>(effect: (...args: A) 
 export function portalGuard(db: Knex) {
   return (
       capability: PortalCapability,
-      projectOf: (ctx: GuardContext) => unknown = (ctx) => ctx.params?.projectId,
+      /** Where the route names its project: the path's `:projectId` or the JSON body's `projectId`. */
+      projectIn: 'path' | 'body' = 'path',
     ): Middleware<{ user?: unknown; portal?: PortalGrant }> =>
     async (ctx, next) => {
       const grant = ctx.state.portal;
       if (grant) {
-        if (projectOf(ctx) !== grant.projectId)
-          throw new PortalForbiddenError('This portal link is for another project');
+        // Checked before the route's own validation: a malformed id is named as the route would name it.
+        const requested =
+          projectIn === 'path'
+            ? (ctx as GuardContext).params?.projectId
+            : (ctx.request as { body?: { projectId?: unknown } }).body?.projectId;
+        if (!isSafeId(requested)) throw malformedProject(projectIn, requested);
+        if (requested !== grant.projectId) throw new PortalForbiddenError('This portal link is for another project');
         if (!grant.capabilities.includes(capability))
           throw new PortalForbiddenError(`This portal link does not allow ${capability}: it is read-only`);
         await assertLinkStands(db, grant);
@@ -164,6 +171,16 @@ export function portalGuard(db: Knex) {
       await next();
     };
 }
+
+const malformedProject = (projectIn: 'path' | 'body', requested: unknown) =>
+  projectIn === 'path'
+    ? new InvalidParameterError('projectId', SAFE_ID_RULE)
+    : new InvalidRequestError([
+        {
+          pointer: '/projectId',
+          detail: requested === undefined ? "must have required property 'projectId'" : `must be ${SAFE_ID_RULE}`,
+        },
+      ]);
 
 /** The user id of the authenticated caller; a portal token on a route whose guard does not take it is refused. */
 export function callerId(state: { user?: unknown; portal?: unknown }): string {

@@ -5,6 +5,7 @@ import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from './dependency-e
 import { ApiError } from './errors';
 import { assertMember } from './registrations';
 import { recordAudit } from './audit';
+import { recheckPortalLink } from './auth';
 import {
   EventNoLongerRetainedError,
   EventNotTrustedError,
@@ -106,14 +107,21 @@ export class DeliveryNotFoundError extends ApiError {
 
 export class DeliveryNotRedeliverableError extends ApiError {
   constructor(id: string, status: store.DeliveryStatus) {
-    super(
-      409,
-      status === 'pending'
-        ? `Delivery ${id} is pending: wait for it to be delivered or to fail before redelivering it`
-        : `Delivery ${id} was skipped (no webhook took it): only delivered or failed deliveries can be redelivered`,
-    );
+    super(409, notRedeliverable[status](id));
   }
 }
+
+/** Why a delivery in each state is refused a redelivery, in the 409's detail. */
+const notRedeliverable: Record<store.DeliveryStatus, (id: string) => string> = {
+  pending: (id: string) => `Delivery ${id} is pending: wait for it to be delivered or to fail before redelivering it`,
+  held: (id: string) =>
+    `Delivery ${id} is held by the webhook's pause: it is sent when deliveries resume, so it cannot be redelivered now`,
+  skipped: (id: string) =>
+    `Delivery ${id} was skipped (no webhook took it): only delivered or failed deliveries can be redelivered`,
+  // Claimable only as it changed under the claim (another redelivery of it just ended, for one).
+  delivered: (id: string) => `Delivery ${id} changed while it was being claimed: try again`,
+  failed: (id: string) => `Delivery ${id} changed while it was being claimed: try again`,
+};
 
 export class RedeliveryUnavailableError extends ApiError {
   constructor() {
@@ -271,9 +279,12 @@ export async function redeliverAsOperator(
   actor?: store.AuditActor,
 ): Promise<{ id: string; redeliveryOf: string }> {
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
+  // A link revoked meanwhile stops here, before anything is claimed or written (a 401 writes nothing).
+  await recheckPortalLink();
+  const event = { action: 'delivery.redeliver', projectId, deliveryId: id } as const;
   const claimed = await deps.db.transaction(async (trx) => {
     const row = await store.claimRedelivery(trx, projectId, id);
-    if (row && actor) await recordAudit(trx, actor, { action: 'delivery.redeliver', projectId, deliveryId: id });
+    if (row && actor) await recordAudit(trx, actor, event);
     return row;
   });
   if (!claimed) {
@@ -281,7 +292,16 @@ export async function redeliverAsOperator(
     if (!row) throw new DeliveryNotFoundError(id);
     throw new DeliveryNotRedeliverableError(id, row.status);
   }
-  const workflowId = await startOrRelease(deps, deps.redelivery, claimed, 0);
+  // A start that fails (past retention, not the logged event, Temporal down) leaves a second row, outcome `failed`,
+  // in the transaction that puts the delivery back: the trail never shows a redelivery that did not happen as done.
+  const workflowId = await startOrRelease(
+    deps,
+    deps.redelivery,
+    claimed,
+    0,
+    actor &&
+      ((trx, error) => recordAudit(trx, actor, { ...event, outcome: 'failed', changes: { status: statusOf(error) } })),
+  );
   return { id: workflowId, redeliveryOf: id };
 }
 
@@ -301,38 +321,60 @@ export async function recoverDeliveries(
   await assertMember(deps.db, projectId, userId);
   // After membership: a non-member learns nothing from the validation either.
   const window = validateRecoverBody(body);
-  const recorded = async (recovered: { count: number }) => {
-    // The count is known once the redeliveries have started: the row follows them, in a transaction of its own.
-    if (actor)
-      await recordAudit(deps.db, actor, {
-        action: 'deliveries.recover',
-        projectId,
-        changes: {
-          since: window.since,
-          ...(window.until !== undefined && { until: window.until }),
-          count: recovered.count,
-        },
-      });
-    return recovered;
-  };
-  if (!deps.sendLimiter) return recorded(await recoverAsOperator(deps, projectId, window));
+  if (!deps.sendLimiter) return recoverAndRecord(deps, projectId, window, actor);
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const slot = await deps.sendLimiter('recover', projectId);
   const redelivery = deps.redelivery;
   // Each start renews the slot's lease: a long recovery never outlives it and runs beside a second one.
   const renewing = { ...deps, redelivery: afterRenewal(slot, redelivery) };
-  let started = 0;
+  const progress = { count: 0 };
   try {
-    const recovered = await recoverAsOperator(renewing, projectId, window);
-    started = recovered.count;
-    return await recorded(recovered);
-  } catch (error) {
-    if (error instanceof RecoveryInterruptedError) started = error.count;
-    throw error;
+    return await recoverAndRecord(renewing, projectId, window, actor, progress);
   } finally {
-    await slot.keepFor(started * recoverSpacingMs(deps));
+    // Held until the last redelivery started is due, however the recovery ended.
+    await slot.keepFor(progress.count * recoverSpacingMs(deps));
   }
 }
+
+/**
+ * A recovery and its row in the trail (the API's and the CLI's). The count is known once the redeliveries have
+ * started, so the row follows them, in a transaction of its own. A recovery that stops part-way (Temporal gone, the
+ * link revoked, the database lost) still leaves its row, outcome `failed`, with how many had started and the status
+ * it stopped with; should the trail itself be what failed, the caller gets the error that stopped the recovery.
+ */
+export async function recoverAndRecord(
+  deps: DeliveryDeps,
+  projectId: string,
+  window: { since: string; until?: string },
+  actor: store.AuditActor | undefined,
+  progress = { count: 0 },
+): Promise<{ count: number }> {
+  const record = (changes: Record<string, unknown>, outcome: store.AuditOutcome = 'ok') =>
+    actor &&
+    recordAudit(deps.db, actor, {
+      action: 'deliveries.recover',
+      outcome,
+      projectId,
+      changes: {
+        since: window.since,
+        ...(window.until !== undefined && { until: window.until }),
+        count: progress.count,
+        ...changes,
+      },
+    });
+  try {
+    await recoverAsOperator(deps, projectId, window, progress);
+  } catch (error) {
+    if (progress.count > 0) await Promise.resolve(record({ stoppedWith: statusOf(error) }, 'failed')).catch(() => {});
+    throw error;
+  }
+  await record({});
+  return { count: progress.count };
+}
+
+/** The HTTP status an error is answered with (what a `failed` row records). */
+const statusOf = (error: unknown): number =>
+  error instanceof ApiError ? error.status : unavailableDependency(error) ? 503 : 500;
 
 const afterRenewal =
   (slot: SendSlot, start: RedeliveryStarter): RedeliveryStarter =>
@@ -348,28 +390,30 @@ export async function recoverAsOperator(
   deps: DeliveryDeps,
   projectId: string,
   window: { since: string; until?: string },
+  /** How many have started so far, for a caller that must know it when the recovery stops part-way. */
+  progress = { count: 0 },
 ): Promise<{ count: number }> {
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const since = new Date(window.since);
   const until = window.until === undefined ? undefined : new Date(window.until);
   const failed = await store.failedDeliveries(deps.db, projectId, since, until, MAX_RECOVER_BATCH);
   const spacingMs = recoverSpacingMs(deps);
-  let count = 0;
   for (const row of failed) {
     const claimed = await store.claimRedelivery(deps.db, projectId, row.id);
     if (!claimed) continue;
     try {
-      await startOrRelease(deps, deps.redelivery, claimed, Math.round(count * spacingMs));
-      count += 1;
+      await startOrRelease(deps, deps.redelivery, claimed, Math.round(progress.count * spacingMs));
+      progress.count += 1;
     } catch (error) {
       // One event past Temporal's retention does not stop the others; Temporal down (a 503) stops them all.
       // An event whose input in Temporal is not the logged one (refused and logged by the starter) stays failed too.
       if (error instanceof EventNoLongerRetainedError || error instanceof EventNotTrustedError) continue;
-      if (count > 0 && unavailableDependency(error) === 'Temporal') throw new RecoveryInterruptedError(count);
+      if (progress.count > 0 && unavailableDependency(error) === 'Temporal')
+        throw new RecoveryInterruptedError(progress.count);
       throw error;
     }
   }
-  return { count };
+  return { count: progress.count };
 }
 
 async function startOrRelease(
@@ -377,11 +421,16 @@ async function startOrRelease(
   start: RedeliveryStarter,
   claimed: store.DeliveryRow,
   startDelayMs: number,
+  /** Written in the transaction that puts the claimed delivery back. */
+  failed?: (trx: Knex.Transaction, error: unknown) => Promise<void>,
 ): Promise<string> {
   try {
     return await start(claimed, startDelayMs);
   } catch (error) {
-    await store.releaseRedelivery(deps.db, claimed);
+    await deps.db.transaction(async (trx) => {
+      await store.releaseRedelivery(trx, claimed);
+      await failed?.(trx, error);
+    });
     throw error;
   }
 }

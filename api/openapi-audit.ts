@@ -52,7 +52,7 @@ const auditEventSchema = {
         'What was done, e.g. `webhook.update`, `portal-link.create`, `access.refused`, `codec.decode`, or the ' +
         "service's own `breaker.open`, `breaker.half-open`, `breaker.close` (docs/operators.md#audit-trail lists them).",
     },
-    outcome: { enum: ['ok', 'refused'] },
+    outcome: { enum: ['ok', 'refused', 'failed'] },
     projectId: { type: 'string' },
     registrationId: { type: 'string' },
     deliveryId: { type: 'string' },

@@ -3,7 +3,7 @@ import type { Db } from './connection';
 
 /** Who acted: a member's token, a portal link (acting for the member who made it), the operator CLI, or the service. */
 export type AuditActorKind = 'member' | 'portal-link' | 'cli' | 'system';
-export type AuditOutcome = 'ok' | 'refused';
+export type AuditOutcome = 'ok' | 'refused' | 'failed';
 
 export interface AuditActor {
   kind: AuditActorKind;

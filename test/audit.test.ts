@@ -33,6 +33,10 @@ interface AuditColumns {
 
 const secretBox = createSecretBox(randomBytes(32));
 const ISSUER = 'https://idp.example/';
+/** How many more redeliveries Temporal starts before it stops answering (UNAVAILABLE); unlimited by default. */
+let startsLeft = Infinity;
+const temporalGone = () =>
+  Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14, details: '', metadata: {} });
 
 function appOn(db: store.Db & import('knex').Knex) {
   return createApp({
@@ -41,7 +45,8 @@ function appOn(db: store.Db & import('knex').Knex) {
     logger: pino({ level: 'silent' }),
     auth: { mode: 'secret', secret: TEST_JWT_SECRET },
     sendTestEvent: () => Promise.resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: 'wf-test' }),
-    redelivery: () => Promise.resolve(`webhook-redelivery-${randomUUID()}`),
+    redelivery: () =>
+      startsLeft-- > 0 ? Promise.resolve(`webhook-redelivery-${randomUUID()}`) : Promise.reject(temporalGone()),
     codec: {
       codec: new EncryptionCodec(parsePayloadKeyRing(`k1:${randomBytes(32).toString('base64')}`)),
       operators: { subjects: new Set(['operator-1']) },
@@ -206,6 +211,43 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       since: '2000-01-01T00:00:00Z',
       count: 1,
     });
+  });
+
+  it('records a redelivery whose start fails as failed too, and a recovery stopped part-way with the count started', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    const ids = [0, 1, 2].map(() => `webhook-event-${randomUUID()}`);
+    for (const id of ids)
+      await store.upsertDelivery(t.db, { id, projectId: p, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    try {
+      // Asked for and claimed (its row, ok), then Temporal refused the start: a second row, failed, and the delivery
+      // back as it was.
+      startsLeft = 0;
+      assert.equal((await call('POST', `/webhooks/project/${p}/deliveries/${ids[0]}/redeliver`)).status, 503);
+      const [asked, failed] = (await rows(p)).slice(1);
+      assert.deepEqual(
+        [asked, failed].map((row) => [row?.action, row?.outcome, row?.delivery_id, row?.changes]),
+        [
+          ['delivery.redeliver', 'ok', ids[0], null],
+          ['delivery.redeliver', 'failed', ids[0], { status: 503 }],
+        ],
+      );
+      assert.equal((await store.findDelivery(t.db, p, ids[0]!))?.status, 'failed');
+
+      // One start, then Temporal gone: the recovery's row says how many started and what stopped it.
+      startsLeft = 1;
+      const stopped = await call('POST', `/webhooks/project/${p}/deliveries/recover`, {
+        body: { since: '2000-01-01T00:00:00Z' },
+      });
+      assert.equal(stopped.status, 503, stopped.text);
+      const row = await onlyNewRow(p, 3, 'deliveries.recover');
+      assert.deepEqual(
+        [row.outcome, row.changes],
+        ['failed', { since: '2000-01-01T00:00:00Z', count: 1, stoppedWith: 503 }],
+      );
+    } finally {
+      startsLeft = Infinity;
+    }
   });
 
   it('records a portal link minted and revoked, and what the link did under its own id and capabilities', async () => {

@@ -232,6 +232,19 @@ describe('portal links: made by members, scoped to one project and its capabilit
     assert.equal((await call('GET', `/webhooks/project/${p}`, hsToken('alice'))).status, 200, 'not deleted');
   });
 
+  it('a link on a request naming a malformed project, or none, is answered 400 naming the field, as a member is', async () => {
+    const token = await link(await project());
+    const nul = await call('GET', '/webhooks/project/%00/deliveries', token);
+    assert.equal(nul.status, 400);
+    assert.match(String(nul.body.detail), /^The path parameter projectId must be 1 to \d+ characters/);
+    const unnamed = await call('PATCH', '/webhooks', token, { types: ['VITAL_THRESHOLD'] });
+    assert.equal(unnamed.status, 400);
+    assert.equal(
+      unnamed.body.detail,
+      "The request body is invalid: /projectId must have required property 'projectId'",
+    );
+  });
+
   it('revoking ends every earlier link of the project with 401; later links work; a member who leaves ends theirs', async () => {
     const p = await project();
     const other = await project();

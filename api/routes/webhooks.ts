@@ -83,11 +83,9 @@ export function webhooksRouter(deps: PauseDeps & { webhookUrlPolicy?: WebhookUrl
 
   // Portal links reach only the routes given a guard, and only for their capability; register and delete are members'.
   const portal = portalGuard(deps.db);
-  const bodyProject = (ctx: { request: { body?: unknown } }) =>
-    (ctx.request.body as { projectId?: unknown })?.projectId;
   const router = new Router({ prefix: '/webhooks' });
   router.post('/register', handlers.register);
-  router.patch('/', portal('manage', bodyProject), handlers.update);
+  router.patch('/', portal('manage', 'body'), handlers.update);
   router.get('/project/:projectId', portal('read'), handlers.get);
   router.delete('/project/:projectId', handlers.delete);
   router.post('/test/project/:projectId', portal('manage'), handlers.test);

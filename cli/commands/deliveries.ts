@@ -1,9 +1,9 @@
 import { ApiError } from '../../api/errors';
-import { parseListQuery, recoverAsOperator, redeliverAsOperator } from '../../api/deliveries';
+import { parseListQuery, recoverAndRecord, redeliverAsOperator } from '../../api/deliveries';
 import { validateRecoverBody } from '../../api/delivery-schemas';
 import { createRedeliveryStarter } from '../../api/redelivery';
 import { connectTemporalClient } from '../../common/temporal-connection';
-import { appendAuditEvent, listDeliveries } from '../../db';
+import { listDeliveries } from '../../db';
 import { CliError, UsageError, cliActor, parseCommandArgs, withDb, type CliCommand, type CliIo } from '../command';
 
 /** A refusal of the delivery domain (404, 409, 410), printed as the API would word it. */
@@ -88,22 +88,7 @@ export const deliveriesRecover: CliCommand = {
     } catch (error) {
       throw error instanceof ApiError ? new UsageError(error.detail) : error;
     }
-    const { count } = await withRedelivery(io, async (deps) => {
-      const recovered = await recoverAsOperator(deps, positionals[0]!, window);
-      // The count is known once the redeliveries have started: the row follows them, as the API's does.
-      await appendAuditEvent(deps.db, {
-        actor: cliActor(io),
-        action: 'deliveries.recover',
-        outcome: 'ok',
-        projectId: positionals[0]!,
-        changes: {
-          since: window.since,
-          ...(window.until !== undefined && { until: window.until }),
-          count: recovered.count,
-        },
-      });
-      return recovered;
-    });
+    const { count } = await withRedelivery(io, (deps) => recoverAndRecord(deps, positionals[0]!, window, cliActor(io)));
     io.out(`${count} failed deliveries of project ${positionals[0]} redelivering`);
   },
 };

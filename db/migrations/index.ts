@@ -14,6 +14,7 @@ import * as customHeaders from './012_custom_headers';
 import * as pause from './013_pause';
 import * as clientCertificates from './014_client_certificates';
 import * as notices from './015_notices';
+import * as auditFailedOutcome from './016_audit_failed_outcome';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -32,6 +33,7 @@ const migrations: Record<string, Knex.Migration> = {
   '013_pause': pause,
   '014_client_certificates': clientCertificates,
   '015_notices': notices,
+  '016_audit_failed_outcome': auditFailedOutcome,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
