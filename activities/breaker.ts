@@ -4,6 +4,7 @@ import { ISOLATION_DEFAULTS } from '../common/config';
 import {
   DELIVERY_DEFERRED,
   FailureType,
+  PRIORITY_KEYS,
   attemptDeadlineMs,
   type AttemptFailureDetails,
   type DeliveryDeferredDetails,
@@ -62,8 +63,9 @@ export function createEndpointGuard({ db, config, notify }: Pick<ActivityDeps, '
 
   return async function throughEndpointGuard<T>(target: EndpointAttempt, post: () => Promise<T>): Promise<T> {
     const { registrationId, isTest, log } = target;
-    // A healthy receiver frees a slot within milliseconds: queue for one briefly. A hanging one is not waited for.
-    const release = await slots.acquire(registrationId, settings.ENDPOINT_QUEUE_WAIT_MS);
+    // A healthy receiver frees a slot within milliseconds: queue for one briefly, falls first. A hanging one is not
+    // waited for, except by a fall.
+    const release = await slots.acquire(registrationId, settings.ENDPOINT_QUEUE_WAIT_MS, target.priority);
     if (!release) {
       // The attempts in flight end within the attempt deadline: wait until their outcome is known. Listed as a waiter,
       // the delivery is woken no sooner, and then only if the breaker lets it through: behind a hanging receiver the
@@ -124,8 +126,13 @@ export function createEndpointGuard({ db, config, notify }: Pick<ActivityDeps, '
         }
         throw error;
       }
-      // The healthy path stays one read: there is something to reset only after a failure or a probe.
-      if (!isTest && (admission.state === 'probe' || admission.failures > 0)) await recordSuccess(db, registrationId);
+      // The healthy path stays one read: there is something to reset only after a failure or a probe. The receiver
+      // has the event: a reset that cannot be written is logged, never turned into a retry that sends it again (the
+      // next failure or probe sets the breaker straight).
+      if (!isTest && (admission.state === 'probe' || admission.failures > 0))
+        await recordSuccess(db, registrationId).catch((error: unknown) =>
+          log.error({ err: error }, 'circuit breaker reset not recorded: the delivery stands'),
+        );
       if (admission.state === 'probe') {
         log.info('circuit breaker closed: the probe was delivered');
         if (target.projectId) notify?.({ condition: 'recovered', projectId: target.projectId });
@@ -138,45 +145,56 @@ export function createEndpointGuard({ db, config, notify }: Pick<ActivityDeps, '
 }
 
 /**
- * At most `limit` attempts in flight per registration in this worker; the others queue in arrival order for at most
- * the wait they are given. acquire() resolves to the slot's release, or to undefined when the wait ran out.
+ * At most `limit` attempts in flight per registration in this worker; the others queue by priority key (a fall's 1
+ * first), in arrival order within one, for at most the wait they are given. acquire() resolves to the slot's release,
+ * or to undefined when the wait ran out.
  *
  * Queueing only pays when the endpoint makes progress: when none of its attempts has finished for a whole wait (a
  * receiver that hangs), a new attempt is refused at once instead of holding its slot, and its workflow task, for
- * nothing.
+ * nothing. A fall queues all the same: the next slot freed within its wait is its, not a later vital's.
  */
 export function createEndpointSlots(limit: number, now: () => number = Date.now) {
+  interface Queued {
+    priority: number;
+    granted: () => void;
+  }
   /** progressAt: when the endpoint's first attempt began, or its latest one finished. */
-  const endpoints = new Map<string, { inFlight: number; queue: (() => void)[]; progressAt: number }>();
+  const endpoints = new Map<string, { inFlight: number; queue: Queued[]; progressAt: number }>();
   const release = (key: string) => () => {
     const endpoint = endpoints.get(key)!;
     endpoint.progressAt = now();
     const next = endpoint.queue.shift();
     // The slot passes straight to the next in the queue; the count drops only when nobody waits.
-    if (next) next();
+    if (next) next.granted();
     else if (--endpoint.inFlight === 0) endpoints.delete(key);
   };
   return {
-    acquire(key: string, waitMs: number): Promise<(() => void) | undefined> {
+    acquire(key: string, waitMs: number, priority: number = PRIORITY_KEYS.TEST): Promise<(() => void) | undefined> {
       let endpoint = endpoints.get(key);
       if (!endpoint) endpoints.set(key, (endpoint = { inFlight: 0, queue: [], progressAt: now() }));
       if (endpoint.inFlight < limit) {
         endpoint.inFlight += 1;
         return Promise.resolve(release(key));
       }
-      if (now() - endpoint.progressAt >= waitMs) return Promise.resolve(undefined);
+      if (priority > PRIORITY_KEYS.FALL_DETECTION && now() - endpoint.progressAt >= waitMs)
+        return Promise.resolve(undefined);
       const queue = endpoint.queue;
       return new Promise((resolve) => {
-        const granted = () => {
-          clearTimeout(timer);
-          resolve(release(key));
+        const entry: Queued = {
+          priority,
+          granted: () => {
+            clearTimeout(timer);
+            resolve(release(key));
+          },
         };
         const timer = setTimeout(() => {
-          const waiting = queue.indexOf(granted);
+          const waiting = queue.indexOf(entry);
           if (waiting >= 0) queue.splice(waiting, 1);
           resolve(undefined);
         }, waitMs);
-        queue.push(granted);
+        // Behind every queued attempt of the same or a more urgent key, ahead of the rest.
+        const behind = queue.findIndex((queued) => queued.priority > priority);
+        queue.splice(behind < 0 ? queue.length : behind, 0, entry);
       });
     },
   };

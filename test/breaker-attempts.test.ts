@@ -250,6 +250,31 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     );
   });
 
+  it('a 2xx whose breaker reset cannot be written still counts as delivered: logged, never sent again', async () => {
+    receiver.script({ status: 500 }, { status: 200 });
+    const delivery = await deliveryTo(receiver.url);
+    assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
+    // PostgreSQL itself refuses the reset (a trigger on exactly that write), as a lost connection would.
+    const refuseReset = `refuse_reset_${delivery.registrationId.replace(/-/g, '_')}`;
+    await database.db.raw(`
+      CREATE FUNCTION ${refuseReset}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.consecutive_failures = 0 THEN RAISE EXCEPTION 'breaker reset refused'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER ${refuseReset} BEFORE UPDATE ON webhook_circuit_breakers FOR EACH ROW
+        WHEN (OLD.registration_id = '${delivery.registrationId}') EXECUTE FUNCTION ${refuseReset}();`);
+    try {
+      const outcome = await delivery.attempt();
+      assert.ok(!(outcome instanceof Error), `delivered, not retried: ${String(outcome)}`);
+      assert.equal(receiver.requests.length, 2);
+      assert.ok(delivery.logged().includes('circuit breaker reset not recorded: the delivery stands'));
+      assert.equal((await findBreaker(database.db, delivery.registrationId))?.consecutiveFailures, 1, 'as it was');
+    } finally {
+      await database.db.raw(`DROP TRIGGER ${refuseReset} ON webhook_circuit_breakers; DROP FUNCTION ${refuseReset}();`);
+    }
+  });
+
   it('a healthy receiver costs one breaker read per attempt: nothing written, nothing logged about the breaker', async () => {
     const delivery = await deliveryTo(receiver.url);
     const statements: string[] = [];

@@ -434,6 +434,39 @@ describe('endpoint slots (pure): at most N attempts in flight per endpoint, the 
     assert.ok(await slots.acquire('a', 0), 'all released: free');
   });
 
+  it('queues by priority key: falls ahead of vitals already waiting, each key in arrival order', async () => {
+    const slots = createEndpointSlots(1);
+    const holding = (await slots.acquire('a', 1_000, 3))!;
+    const order: string[] = [];
+    const releases: (() => void)[] = [];
+    const queue = (name: string, priority: number) =>
+      slots.acquire('a', 5_000, priority).then((release) => {
+        order.push(name);
+        releases.push(release!);
+      });
+    const queued = [queue('vital-1', 3), queue('vital-2', 3), queue('fall-1', 1), queue('fall-2', 1)];
+    holding();
+    // Each holder in turn lets go: the slot passes to the next in the queue.
+    for (let i = 0; i < queued.length; i += 1) {
+      await new Promise(setImmediate);
+      releases[i]!();
+    }
+    await Promise.all(queued);
+    assert.deepEqual(order, ['fall-1', 'fall-2', 'vital-1', 'vital-2']);
+  });
+
+  it('a fall queues even while the endpoint looks stuck, and takes the next freed slot; others are refused at once', async () => {
+    let clock = 0;
+    const slots = createEndpointSlots(1, () => clock);
+    const hanging = (await slots.acquire('a', 1_000, 3))!;
+    clock = 1_000;
+    assert.equal(await slots.acquire('a', 1_000, 3), undefined, 'a vital: refused at once');
+    const fall = slots.acquire('a', 1_000, 1);
+    assert.equal(await Promise.race([fall, sleep(50).then(() => 'queued')]), 'queued');
+    hanging();
+    assert.ok(await fall, 'the freed slot is the fall’s');
+  });
+
   it('a queued attempt that gave up does not take the next freed slot', async () => {
     // A clock that stands still: the attempt queues (the endpoint never looks stuck) and gives up on its real timer.
     const slots = createEndpointSlots(1, () => 0);
