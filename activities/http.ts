@@ -186,7 +186,7 @@ function createDispatcher(
         // The receiver's TLS inside the tunnel: the client certificate and trusted CAs go there.
         requestTls: tls,
         clientFactory: (origin, clientOptions) =>
-          new Pool(origin, { ...clientOptions, connect: tagProxyFailures(options.timeoutMs) }),
+          new Pool(origin, { ...clientOptions, connect: tagProxyFailures(proxyConnectTimeoutMs(options.timeoutMs)) }),
       })
     : new Agent(agentOptions);
 }
@@ -224,6 +224,12 @@ function createTlsAlerts() {
     },
   };
 }
+
+/**
+ * How long the connection to the proxy itself may take: well inside the attempt's timeout, which starts first, so a
+ * proxy host that drops packets fails as the proxy's timeout (PROXY_UND_ERR_CONNECT_TIMEOUT), never as the receiver's.
+ */
+const proxyConnectTimeoutMs = (attemptTimeoutMs: number) => Math.min(5_000, Math.floor(attemptTimeoutMs / 2));
 
 /** A connector to the proxy that marks its failures (refused, reset, DNS, timeout) as the proxy's. */
 function tagProxyFailures(timeoutMs: number): buildConnector.connector {

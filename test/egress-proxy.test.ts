@@ -2,6 +2,7 @@
 // leave through it, the SSRF guard still refuses a private target before the proxy is asked anything, and a proxy
 // that refuses or is down fails the attempt as the proxy's failure (retried), never the receiver's breaker's.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -18,6 +19,34 @@ import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from './support/receiver';
 import { createLocalEnvironment } from './support/temporal';
 import { startTinyproxy, type Tinyproxy } from './support/tinyproxy';
+
+/**
+ * A port on which no connection is ever accepted or refused: its listen queue (backlog 0) is kept full, so the kernel
+ * drops every further SYN, as a host that silently drops packets does. Python's socket API, since Node's servers accept
+ * every connection themselves.
+ */
+async function startBlackhole(): Promise<{ port: number; close(): void }> {
+  const script = [
+    'import socket, time',
+    'server = socket.socket()',
+    "server.bind(('127.0.0.1', 0))",
+    'server.listen(0)',
+    'port = server.getsockname()[1]',
+    'held = []',
+    'for _ in range(4):',
+    "    c = socket.socket(); c.setblocking(False); c.connect_ex(('127.0.0.1', port)); held.append(c)",
+    'time.sleep(0.3)',
+    'print(port, flush=True)',
+    'time.sleep(3600)',
+  ].join('\n');
+  const child = spawn('python3', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout.once('data', (data: Buffer) => resolve(Number(String(data).trim())));
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`the blackhole exited with ${code}`)));
+  });
+  return { port, close: () => void child.kill() };
+}
 
 /** The proxy's log line for a tunnel it was asked to open to host:port. */
 const connectLine = (hostPort: string) => `CONNECT ${hostPort} HTTP/1.1`;
@@ -236,6 +265,21 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
       await assertProxyFailures(delivery, /^PROXY_ECONNREFUSED$/);
     } finally {
       await delivery.close();
+    }
+  });
+
+  it('a proxy host that drops the connection’s packets: the proxy’s connect timeout, not the receiver breaker’s failure', async () => {
+    const blackhole = await startBlackhole();
+    const delivery = await deliveryTo(receiver.url, {
+      ...fastConfig,
+      BREAKER_FAILURE_THRESHOLD: 2,
+      HTTP_PROXY: `http://127.0.0.1:${blackhole.port}`,
+    });
+    try {
+      await assertProxyFailures(delivery, /^PROXY_UND_ERR_CONNECT_TIMEOUT$/);
+    } finally {
+      await delivery.close();
+      blackhole.close();
     }
   });
 
