@@ -509,6 +509,9 @@ describe('isolation settings (config)', () => {
   it('names the variable when a setting is wrong or the open periods contradict each other', () => {
     assert.throws(() => loadConfig({ BREAKER_FAILURE_THRESHOLD: '0' }), /BREAKER_FAILURE_THRESHOLD must be >= 1/);
     assert.throws(() => loadConfig({ TEST_EVENTS_PER_MINUTE: 'many' }), /TEST_EVENTS_PER_MINUTE must be integer/);
+    // A queue longer than the attempt deadline's margin would let Temporal retry an attempt still posting.
+    assert.throws(() => loadConfig({ ENDPOINT_QUEUE_WAIT_MS: '4001' }), /ENDPOINT_QUEUE_WAIT_MS must be <= 4000/);
+    assert.equal(loadConfig({ ENDPOINT_QUEUE_WAIT_MS: '4000' }).ENDPOINT_QUEUE_WAIT_MS, 4_000);
     assert.throws(
       () => loadConfig({ BREAKER_OPEN_MS: '60000', BREAKER_MAX_OPEN_MS: '1000' }),
       /BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS/,
