@@ -17,7 +17,7 @@ import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
-import { afterAuditRecord, auditRefusals, useAuditWriter, type AuditWriter } from './audit';
+import { afterAuditRecord, auditRefusals, useAuditWriter, type AuditWriter, type RefusalLimits } from './audit';
 import { auditRouter } from './routes/audit';
 import type { OperatorPolicy } from './routes/codec';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
@@ -37,6 +37,8 @@ export interface AppDeps {
   limitsClock?: () => Date;
   /** Per-project reads of the delivery log and health, in this process (startApi: READ_CALLS_PER_SECOND); absent: none. */
   readLimits?: ReadLimits;
+  /** Refused calls (403) per caller a minute, in this process (startApi: REFUSED_CALLS_PER_MINUTE); absent: none. */
+  refusalLimits?: RefusalLimits;
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
@@ -141,7 +143,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   // Below authentication: a 401 writes nothing (nobody without a valid token can make the trail grow); a 403 does.
-  app.use(auditRefusals(deps.db));
+  app.use(auditRefusals(deps.db, deps.refusalLimits));
   // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before
   // authentication; the routers' own would answer 501 to a TRACE on an unknown path, which is a 404.
   app.use(webhooks.routes());

@@ -6,6 +6,7 @@ import { isSafeId } from '../common/contract/ids';
 import * as store from '../db';
 import { ApiError } from './errors';
 import { unavailableDependency } from './dependency-errors';
+import { createTokenBuckets } from './read-limits';
 import type { PortalGrant } from './portal-tokens';
 
 /** The audit trail could not take the action's row: the action is rolled back with it. */
@@ -77,20 +78,45 @@ export async function recordAudit(
   }
 }
 
-/** A 403 on an authenticated route leaves a refused row with the subject refused, its project and route. */
-export function auditRefusals(db: Knex): Middleware<{ user?: unknown; portal?: PortalGrant }> {
+/** How many refused calls (403) one caller may make a minute, in this process (startApi: REFUSED_CALLS_PER_MINUTE). */
+export interface RefusalLimits {
+  perMinute: number;
+  /** Milliseconds since some fixed time; replaces the process's clock (tests move time with it). */
+  clock?: () => number;
+}
+
+export class TooManyRefusalsError extends ApiError {
+  constructor(perMinute: number, retryAfterMs: number) {
+    super(429, `Too many refused calls: at most ${perMinute} a minute per caller; this caller reached the limit`);
+    this.headers = { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) };
+  }
+}
+
+/**
+ * A 403 on an authenticated route leaves a refused row with the subject refused, its project and route. A caller
+ * refused more than `limits.perMinute` times a minute (a token bucket per member subject or portal link) is answered
+ * 429 before any route runs, and writes nothing more: a valid token cannot make the trail, and the lock its chain
+ * takes for every project, grow without bound.
+ */
+export function auditRefusals(db: Knex, limits?: RefusalLimits): Middleware<{ user?: unknown; portal?: PortalGrant }> {
+  const buckets = limits && createTokenBuckets(limits.perMinute, limits.perMinute / 60, limits.clock);
   return async (ctx, next) => {
+    const actor = auditActor(ctx);
+    const caller = `${actor.kind}\u0000${actor.issuer ?? ''}\u0000${actor.subject ?? ''}\u0000${actor.portalLinkId ?? ''}`;
+    const waitMs = buckets?.waitMs(caller);
+    if (waitMs !== undefined) throw new TooManyRefusalsError(limits!.perMinute, waitMs);
     try {
       await next();
     } catch (error) {
       if (!(error instanceof ApiError) || error.status !== 403) throw error;
+      buckets?.take(caller);
       const params = (ctx as unknown as { params?: Record<string, string> }).params;
       const bodyProject = (ctx.request as { body?: { projectId?: unknown } }).body?.projectId;
       // Only an id in the safe alphabet is written (no NUL, no length the column would refuse): the refusal stays a 403.
       const named = params?.projectId ?? bodyProject;
       const projectId = isSafeId(named) ? named : undefined;
       const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? ctx.path;
-      await recordAudit(db, auditActor(ctx), {
+      await recordAudit(db, actor, {
         action: 'access.refused',
         outcome: 'refused',
         ...(projectId !== undefined && { projectId }),

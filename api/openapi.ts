@@ -244,6 +244,10 @@ const problemResponse = (description: string, schema: Json = ref('schemas', 'Pro
   content: problemJson(schema),
 });
 
+const REFUSALS_LIMITED =
+  'The caller was refused (403) more than REFUSED_CALLS_PER_MINUTE times in the last minute: nothing runs until ' +
+  'Retry-After.';
+
 const responses = {
   InvalidBody: problemResponse(
     'The body is not JSON, or breaks the schema (each problem listed in errors).',
@@ -257,6 +261,12 @@ const responses = {
     'The caller is not a member of the project; or a portal link’s token is for another project, is read-only, ' +
       'or does not reach this route.',
   ),
+  TooManyRefusals: {
+    ...problemResponse(REFUSALS_LIMITED),
+    headers: {
+      'Retry-After': { description: 'Seconds to wait before calling again.', schema: { type: 'integer', minimum: 1 } },
+    },
+  },
   TooLarge: problemResponse(`The body is larger than ${MAX_BODY}.`),
   UnsupportedMediaType: problemResponse('The body is not application/json.'),
   InvalidParameter: problemResponse(
@@ -350,6 +360,33 @@ const codecDocument = {
 
 /** The OpenAPI 3.1 document of the whole API, served at GET /openapi.json: only the routes the app mounts. */
 export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
+  return withRefusalLimit(buildDocument(options));
+}
+
+/**
+ * Every operation that refuses callers (it documents 403) may also answer the refused-calls 429: added where it
+ * has none, and named in the description of the 429 it has.
+ */
+function withRefusalLimit(document: OpenApiDocument): OpenApiDocument {
+  const limited = (operation: OpenApiOperation): OpenApiOperation => {
+    const answers = operation.responses;
+    if (!answers['403']) return operation;
+    const own = answers['429'] as { description?: string } | undefined;
+    const refusals = own?.description
+      ? { ...own, description: `${own.description} Or: ${REFUSALS_LIMITED}` }
+      : ref('responses', 'TooManyRefusals');
+    return { ...operation, responses: { ...answers, '429': refusals } };
+  };
+  const paths = Object.fromEntries(
+    Object.entries(document.paths).map(([path, operations]) => [
+      path,
+      Object.fromEntries(Object.entries(operations).map(([method, operation]) => [method, limited(operation)])),
+    ]),
+  );
+  return { ...document, paths };
+}
+
+function buildDocument(options: OpenApiOptions): OpenApiDocument {
   const publicOperation = { tags: ['operations'], security: [] };
   return {
     openapi: '3.1.0',

@@ -20,26 +20,46 @@ export const DEFAULT_READ_LIMITS: ReadLimits = { perSecond: 10 };
 /** Counts one read of the project's log, or throws a 429 with Retry-After. */
 export type ReadLimiter = (projectId: string) => void;
 
-/** Projects whose buckets are kept before full ones (as good as none) are dropped. */
+/** Keys whose buckets are kept before full ones (as good as none) are dropped. */
 const SWEEP_ABOVE = 10_000;
+
+/**
+ * Token buckets by key, each holding up to `capacity` tokens and refilled at `perSecond`: take() spends one, and
+ * waitMs() tells without spending whether one is there (undefined) or how long until one is.
+ */
+export function createTokenBuckets(capacity: number, perSecond: number, clock: () => number = () => performance.now()) {
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  const refilled = (bucket: { tokens: number; at: number }, now: number) =>
+    Math.min(capacity, bucket.tokens + ((now - bucket.at) * perSecond) / 1000);
+  const tokensOf = (key: string, now: number) => {
+    const bucket = buckets.get(key);
+    return bucket ? refilled(bucket, now) : capacity;
+  };
+  const waitMs = (tokens: number) => (tokens < 1 ? ((1 - tokens) * 1000) / perSecond : undefined);
+  return {
+    waitMs: (key: string): number | undefined => waitMs(tokensOf(key, clock())),
+    /** Spends a token, or answers how long until one is there (and spends nothing). */
+    take(key: string): number | undefined {
+      const now = clock();
+      if (buckets.size > SWEEP_ABOVE)
+        for (const [id, bucket] of buckets) if (refilled(bucket, now) >= capacity) buckets.delete(id);
+      const tokens = tokensOf(key, now);
+      if (tokens < 1) return waitMs(tokens);
+      buckets.set(key, { tokens: tokens - 1, at: now });
+      return undefined;
+    },
+  };
+}
 
 export function createReadLimiter(limits: ReadLimits = DEFAULT_READ_LIMITS): ReadLimiter {
   const { perSecond } = limits;
-  const clock = limits.clock ?? (() => performance.now());
-  const buckets = new Map<string, { tokens: number; at: number }>();
-  const refilled = (bucket: { tokens: number; at: number }, now: number) =>
-    Math.min(perSecond, bucket.tokens + ((now - bucket.at) * perSecond) / 1000);
+  const buckets = createTokenBuckets(perSecond, perSecond, limits.clock);
   return (projectId) => {
-    const now = clock();
-    if (buckets.size > SWEEP_ABOVE)
-      for (const [id, bucket] of buckets) if (refilled(bucket, now) >= perSecond) buckets.delete(id);
-    const bucket = buckets.get(projectId);
-    const tokens = bucket ? refilled(bucket, now) : perSecond;
-    if (tokens < 1)
+    const waitMs = buckets.take(projectId);
+    if (waitMs !== undefined)
       throw new SendRateLimitedError(
         `At most ${perSecond} reads a second per project: project ${projectId} reached the limit`,
-        ((1 - tokens) * 1000) / perSecond,
+        waitMs,
       );
-    buckets.set(projectId, { tokens: tokens - 1, at: now });
   };
 }

@@ -107,6 +107,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         recoverPerMinute: config.RECOVER_CALLS_PER_MINUTE,
       },
       readLimits: { perSecond: config.READ_CALLS_PER_SECOND },
+      refusalLimits: { perMinute: config.REFUSED_CALLS_PER_MINUTE },
       // Until the TEST attempt has ended, which may be after the answer: as long as the TEST slot's lease.
       watchWorkflowEnd: createWorkflowEndWatcher(temporal, testSlotLeaseMs(testEventLimits)),
       metricsToken: config.METRICS_TOKEN,

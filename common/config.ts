@@ -112,6 +112,8 @@ export interface Config {
   RECOVER_CALLS_PER_MINUTE: number;
   /** Reads of a project's delivery log and health a second, per API process (a token bucket). */
   READ_CALLS_PER_SECOND: number;
+  /** Refused calls (403) one caller may make a minute, per API process; then 429 (a token bucket). */
+  REFUSED_CALLS_PER_MINUTE: number;
   ALERT_AFTER_MS: number;
   ALERT_WEBHOOK_URL?: string;
   ALERT_WEBHOOK_SECRET?: string;
@@ -251,6 +253,7 @@ const schema: JSONSchemaType<Config> = {
     REDELIVER_CALLS_PER_MINUTE: int(1, 60, 10_000),
     RECOVER_CALLS_PER_MINUTE: int(1, 5, 1_000),
     READ_CALLS_PER_SECOND: int(1, 10, 100_000),
+    REFUSED_CALLS_PER_MINUTE: int(1, 30, 100_000),
     ALERT_AFTER_MS: int(1_000, 900_000),
     ALERT_WEBHOOK_URL: { type: 'string', pattern: '^https?://', nullable: true },
     ALERT_WEBHOOK_SECRET: { type: 'string', minLength: 16, nullable: true },

@@ -5,7 +5,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from '../api/app';
-import { portalLinkId } from '../api/audit';
+import { portalLinkId, type RefusalLimits } from '../api/audit';
 import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
@@ -38,9 +38,10 @@ let startsLeft = Infinity;
 const temporalGone = () =>
   Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14, details: '', metadata: {} });
 
-function appOn(db: store.Db & import('knex').Knex) {
+function appOn(db: store.Db & import('knex').Knex, refusalLimits?: RefusalLimits) {
   return createApp({
     db,
+    refusalLimits,
     secretBox,
     logger: pino({ level: 'silent' }),
     auth: { mode: 'secret', secret: TEST_JWT_SECRET },
@@ -420,6 +421,38 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     const unauthenticated = await call('DELETE', `/webhooks/project/${p}`, { token: 'not-a-token' });
     assert.equal(unauthenticated.status, 401);
     assert.deepEqual(await t.db('audit_events').count<{ count: string }[]>('* as count'), before);
+  });
+
+  it('a caller refused more than REFUSED_CALLS_PER_MINUTE times is answered 429 before any route runs, writing nothing', async () => {
+    let clock = 0;
+    const limited = await listenLocal(appOn(t.db, { perMinute: 3, clock: () => clock }).callback());
+    try {
+      const p = await project();
+      const as = (subject: string) => ({
+        headers: bearer(hsToken(subject, { issuer: ISSUER })),
+        method: 'DELETE',
+      });
+      const refusedRows = async () => (await rows(p)).filter((row) => row.action === 'access.refused').length;
+      const path = `${limited.url}/webhooks/project/${p}`;
+      for (let i = 0; i < 3; i += 1) assert.equal((await fetch(path, as('mallory'))).status, 403);
+      assert.equal(await refusedRows(), 3);
+      const throttled = await fetch(path, as('mallory'));
+      assert.equal(throttled.status, 429);
+      assert.equal(throttled.headers.get('retry-after'), '20', 'a refusal a minute / 3 comes back every 20 s');
+      assert.equal(
+        ((await throttled.json()) as { detail: string }).detail,
+        'Too many refused calls: at most 3 a minute per caller; this caller reached the limit',
+      );
+      assert.equal(await refusedRows(), 3, 'the 429 writes nothing');
+      // Another caller has a budget of its own; a member is not refused at all, so never limited.
+      assert.equal((await fetch(path, as('eve'))).status, 403);
+      assert.equal((await fetch(`${limited.url}/webhooks/project/${p}`, { headers: as('alice').headers })).status, 404);
+      clock += 20_000;
+      assert.equal((await fetch(path, as('mallory'))).status, 403, 'one refusal refilled');
+      assert.equal(await refusedRows(), 5);
+    } finally {
+      await limited.close();
+    }
   });
 
   it('records every codec encode and decode (operator, payload count, key ids, namespace) and a refused one', async () => {

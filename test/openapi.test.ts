@@ -34,16 +34,16 @@ const UNDOCUMENTED = new Set([
 
 /** What the brief and the handlers promise, per operation. */
 const EXPECTED_STATUSES: Record<string, string[]> = {
-  'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415', '503'],
-  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415', '503'],
-  'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '503'],
-  'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '503'],
+  'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415', '429', '503'],
+  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '429', '503'],
+  'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '429', '503'],
   'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '409', '429', '502', '503'],
-  'POST /webhooks/project/{projectId}/pause': ['200', '400', '401', '403', '404', '413', '415', '503'],
-  'POST /webhooks/project/{projectId}/resume': ['200', '400', '401', '403', '404', '503'],
-  'GET /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '503'],
-  'PUT /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '413', '415', '503'],
-  'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415', '503'],
+  'POST /webhooks/project/{projectId}/pause': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'POST /webhooks/project/{projectId}/resume': ['200', '400', '401', '403', '404', '429', '503'],
+  'GET /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '429', '503'],
+  'PUT /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
@@ -74,12 +74,12 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   ],
   'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404', '429'],
   'GET /metrics': ['200', '401'],
-  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415', '503'],
-  'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404', '503'],
-  'POST /codec/encode': ['200', '400', '401', '403', '413', '415', '503'],
-  'POST /codec/decode': ['200', '400', '401', '403', '413', '415', '503'],
-  'GET /audit': ['200', '400', '401', '403'],
-  'GET /webhooks/project/{projectId}/audit': ['200', '400', '401', '403', '404'],
+  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404', '429', '503'],
+  'POST /codec/encode': ['200', '400', '401', '403', '413', '415', '429', '503'],
+  'POST /codec/decode': ['200', '400', '401', '403', '413', '415', '429', '503'],
+  'GET /audit': ['200', '400', '401', '403', '429'],
+  'GET /webhooks/project/{projectId}/audit': ['200', '400', '401', '403', '404', '429'],
 };
 
 /** The one subject the test app's operator policy lists. */
@@ -871,6 +871,38 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(PROJECT_AUDIT, 401, { path: at('/webhooks/project/{projectId}/audit', p) });
       await expect(PROJECT_AUDIT, 403, { path: at('/webhooks/project/{projectId}/audit', p), user: 'mallory' });
       await expect(PROJECT_AUDIT, 404, { path: '/webhooks/project/no-such-project/audit', user: 'alice' });
+    });
+
+    it('every operation that refuses callers: 429 before it runs once the caller has used up its refusals', async () => {
+      const p = await project('alice');
+      const limited = await listenLocal(
+        createApp({ ...appDeps, refusalLimits: { perMinute: 1, clock: () => 0 } }).callback(),
+      );
+      try {
+        const refusing = Object.keys(EXPECTED_STATUSES).filter((operation) =>
+          EXPECTED_STATUSES[operation]!.includes('403'),
+        );
+        for (const [i, operation] of refusing.entries()) {
+          const caller = `intruder-${i}`;
+          // One refusal spends the caller's minute: its next call, to any route, is held back.
+          const refused = await fetch(`${limited.url}/webhooks/project/${p}`, { headers: bearer(hsToken(caller)) });
+          assert.equal(refused.status, 403);
+          const [method] = operation.split(' ') as [string, string];
+          const path = operation
+            .slice(method.length + 1)
+            .replace('{projectId}', p)
+            .replace('{id}', 'evt-failed');
+          const answer = await expect(operation, 429, {
+            path,
+            user: caller,
+            base: limited.url,
+            ...(['POST', 'PUT', 'PATCH'].includes(method) && { body: {} }),
+          });
+          assert.match(String(answer.detail), /^Too many refused calls: at most 1 a minute per caller/);
+        }
+      } finally {
+        await limited.close();
+      }
     });
 
     it('gave every response the document lists', () => {
