@@ -1,4 +1,5 @@
 import { Agent, EnvHttpProxyAgent, Pool, buildConnector, errors, type Dispatcher } from 'undici';
+import type { Socket } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import { ForbiddenTargetError, createGuardedConnector, guardTarget, type ConnectionTls } from './ssrf';
 
@@ -233,13 +234,27 @@ const proxyConnectTimeoutMs = (attemptTimeoutMs: number) => Math.min(5_000, Math
 
 /** A connector to the proxy that marks its failures (refused, reset, DNS, timeout) as the proxy's. */
 function tagProxyFailures(timeoutMs: number): buildConnector.connector {
-  const base = buildConnector({ timeout: timeoutMs });
-  return (connectOptions, callback) =>
-    base(connectOptions, (error, socket) => {
+  // undici's own connect timeout runs on timers of about a second's resolution: near the attempt's timeout it can fire
+  // after it. A timer of Node's own ends a connection still not made on time, so the proxy's timeout always comes first.
+  const base = buildConnector({ timeout: timeoutMs * 2 });
+  return (connectOptions, callback) => {
+    let settled = false;
+    const settle: buildConnector.Callback = (...[error, socket]) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
       if (!error) return callback(null, socket);
       const code = errorCode(error);
       callback(new ProxyUnavailableError(`Egress proxy unreachable: ${code}`, `PROXY_${code}`, { cause: error }), null);
-    });
+    };
+    // The connector returns the socket it is connecting (its type says void).
+    const connecting = base(connectOptions, settle) as unknown as Socket | undefined;
+    const timer = setTimeout(() => {
+      settle(new errors.ConnectTimeoutError(), null);
+      connecting?.destroy();
+    }, timeoutMs);
+    return connecting;
+  };
 }
 
 function proxyFailure(error: unknown): ProxyUnavailableError | undefined {

@@ -272,6 +272,8 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
     const blackhole = await startBlackhole();
     const delivery = await deliveryTo(receiver.url, {
       ...fastConfig,
+      // The proxy's connection has 1 s of it: a second of margin before the attempt's own timeout.
+      WEBHOOK_TIMEOUT_MS: 2_000,
       BREAKER_FAILURE_THRESHOLD: 2,
       HTTP_PROXY: `http://127.0.0.1:${blackhole.port}`,
     });
