@@ -243,6 +243,12 @@ describe('portal links: made by members, scoped to one project and its capabilit
       unnamed.body.detail,
       "The request body is invalid: /projectId must have required property 'projectId'",
     );
+    const malformed = await call('PATCH', '/webhooks', token, { projectId: 'no spaces', types: ['VITAL_THRESHOLD'] });
+    assert.equal(malformed.status, 400);
+    assert.match(
+      String(malformed.body.detail),
+      /^The request body is invalid: \/projectId must be 1 to \d+ characters/,
+    );
   });
 
   it('revoking ends every earlier link of the project with 401; later links work; a member who leaves ends theirs', async () => {
