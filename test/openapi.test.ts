@@ -290,7 +290,15 @@ describe('openapi: the document at /openapi.json', () => {
     const base64 = fc.uint8Array({ maxLength: 24 }).map((bytes) => Buffer.from(bytes).toString('base64'));
     const payload = fc.record(
       {
-        metadata: fc.oneof(fc.constant(null), fc.dictionary(fc.string(), base64, { maxKeys: 3 })),
+        // Any key but "__proto__", which the document (and the body parser) refuse: tried on its own below.
+        metadata: fc.oneof(
+          fc.constant(null),
+          fc.dictionary(
+            fc.string().filter((key) => key !== '__proto__'),
+            base64,
+            { maxKeys: 3 },
+          ),
+        ),
         data: fc.oneof(fc.constant(null), base64),
       },
       { requiredKeys: [] },
