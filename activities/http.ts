@@ -239,6 +239,7 @@ function tagProxyFailures(timeoutMs: number): buildConnector.connector {
   const base = buildConnector({ timeout: timeoutMs * 2 });
   return (connectOptions, callback) => {
     let settled = false;
+    let timer: NodeJS.Timeout | undefined;
     const settle: buildConnector.Callback = (...[error, socket]) => {
       if (settled) return;
       settled = true;
@@ -249,10 +250,12 @@ function tagProxyFailures(timeoutMs: number): buildConnector.connector {
     };
     // The connector returns the socket it is connecting (its type says void).
     const connecting = base(connectOptions, settle) as unknown as Socket | undefined;
-    const timer = setTimeout(() => {
-      settle(new errors.ConnectTimeoutError(), null);
-      connecting?.destroy();
-    }, timeoutMs);
+    // Set after the call: a connector that fails at once has settled already, and clears no timer of its own.
+    if (!settled)
+      timer = setTimeout(() => {
+        settle(new errors.ConnectTimeoutError(), null);
+        connecting?.destroy();
+      }, timeoutMs);
     return connecting;
   };
 }
