@@ -370,6 +370,24 @@ export async function startTemporalServer(
   const databases = { DBNAME: `temporal_prod_${suffix}`, VISIBILITY_DBNAME: `temporal_prod_${suffix}_visibility` };
   const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
   await run('sh', [join(root, 'deploy', 'temporal-schema.sh')], { env: sqlEnv });
+  try {
+    return await startOnFreePorts(serverDir, pg, databases, certs, auth);
+  } catch (error) {
+    // A port picked free was taken before the server bound it (other processes share the machine): once more, on
+    // other ports, with the same databases.
+    if (!/the server exited/.test((error as Error).message)) throw error;
+    return startOnFreePorts(serverDir, pg, databases, certs, auth);
+  }
+}
+
+async function startOnFreePorts(
+  serverDir: string,
+  pg: PostgresServer,
+  databases: { DBNAME: string; VISIBILITY_DBNAME: string },
+  certs: Certificates,
+  auth: TemporalAuth & { admin: OAuthClient },
+): Promise<{ address: string; ports: TemporalPorts; process: ServiceProcess; dropDatabases(): Promise<void> }> {
+  const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
   const ports = await freeTemporalPorts();
   const server = new ServiceProcess(
     'temporal server',
