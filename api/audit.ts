@@ -7,6 +7,7 @@ import * as store from '../db';
 import { ApiError } from './errors';
 import { unavailableDependency } from './dependency-errors';
 import { createTokenBuckets } from './read-limits';
+import { SendRateLimitedError } from './test-limits';
 import type { PortalGrant } from './portal-tokens';
 
 /** The audit trail could not take the action's row: the action is rolled back with it. */
@@ -85,13 +86,6 @@ export interface RefusalLimits {
   clock?: () => number;
 }
 
-export class TooManyRefusalsError extends ApiError {
-  constructor(perMinute: number, retryAfterMs: number) {
-    super(429, `Too many refused calls: at most ${perMinute} a minute per caller; this caller reached the limit`);
-    this.headers = { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) };
-  }
-}
-
 /**
  * A 403 on an authenticated route leaves a refused row with the subject refused, its project and route. A caller
  * refused more than `limits.perMinute` times a minute (a token bucket per member subject or portal link) is answered
@@ -104,7 +98,11 @@ export function auditRefusals(db: Knex, limits?: RefusalLimits): Middleware<{ us
     const actor = auditActor(ctx);
     const caller = `${actor.kind}\u0000${actor.issuer ?? ''}\u0000${actor.subject ?? ''}\u0000${actor.portalLinkId ?? ''}`;
     const waitMs = buckets?.waitMs(caller);
-    if (waitMs !== undefined) throw new TooManyRefusalsError(limits!.perMinute, waitMs);
+    if (waitMs !== undefined)
+      throw new SendRateLimitedError(
+        `Too many refused calls: at most ${limits!.perMinute} a minute per caller; this caller reached the limit`,
+        waitMs,
+      );
     try {
       await next();
     } catch (error) {
