@@ -23,6 +23,8 @@ import {
 import {
   eraseExpiredPreviousSecrets,
   findRegistration,
+  forgetAttemptedWaiter,
+  forgetUnregisteredWaiter,
   isPaused,
   openClientKey,
   openCustomHeaders,
@@ -86,6 +88,8 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     const registration = lookup ? lookup.registration : await findRegistration(db, projectId);
     if (!registration) {
       context.log.warn('webhook registration deleted: delivery stopped, event not delivered');
+      // Kept for a registration that did not come: nobody is to wake it any more.
+      if ((input.waitToken ?? 1) > 1) await forgetUnregisteredWaiter(db, projectId, context.workflowId);
       await deliveryLog.skipped(logKey, 'The webhook was deleted while the delivery was pending');
       return { status: 'skipped', reason: 'registration-deleted', attempt: context.attempt };
     }
@@ -127,7 +131,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       projectId,
       ...context,
     };
-    return throughEndpointGuard(target, async () => {
+    const posted = throughEndpointGuard(target, async () => {
       const started = performance.now();
       const elapsed = () => Math.round(performance.now() - started);
       let response: ReceiverResponse;
@@ -141,6 +145,15 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       }
       return deliveryLog.attempt(logKey, () => classifyAnswer(response, url, elapsed(), context, retrySchedule));
     });
+    // The first attempt waited for nothing; one after a wait lets the less urgent waiters go once it has ended.
+    if ((input.waitToken ?? 1) <= 1) return posted;
+    try {
+      return await posted;
+    } finally {
+      await forgetAttemptedWaiter(db, registration.id, context.workflowId, input.waitToken!).catch((error: unknown) =>
+        context.log.warn({ err: error }, 'woken waiter not forgotten: the resumer lets the others go after its lease'),
+      );
+    }
   };
 }
 

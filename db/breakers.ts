@@ -288,6 +288,7 @@ export async function addBreakerWaiter(
       since: db.fn.now(),
       eligible_at: eligibleAt,
       woken_at: null,
+      signalled_at: null,
       ...(priority !== undefined && { priority }),
     });
 }
@@ -310,15 +311,22 @@ export interface WakeLimits {
 /**
  * The waiters to wake now, oldest first, held for `wakeLeaseMs` (forgetWokenWaiters deletes them once signalled):
  * up to `perSecond` of a closed breaker's, and one of a half-open breaker's when no attempt holds or was just woken
- * for its probe; none of an open one's. One round per registration per second (0.9 s at least, so a resumer ticking
- * every second never misses its turn): the breaker row's lock makes concurrent resumers (one per worker) take turns,
- * so the rate holds however many workers run. A probe round that finds no waiter to wake (the only one locked while
- * it lists itself again) hands its probe lease back, so the next round probes instead of one lease later.
+ * for its probe; none of an open one's. A round wakes the most urgent priority key of its registration only: the less
+ * urgent waiters wait until the more urgent ones are woken and their attempts have ended (forgetWokenWaiters keeps those
+ * signalled until then, for `probeLeaseMs` + `wakeLeaseMs` at most), so falls reach the receiver before vitals. One
+ * round per registration per second (0.9 s at least, so a resumer ticking every second never misses its turn): the
+ * breaker row's lock makes concurrent resumers (one per worker) take turns, so the rate holds however many workers
+ * run. A probe round that finds no waiter to wake (the only one locked while it lists itself again) hands its probe
+ * lease back, so the next round probes instead of one lease later.
  */
 export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<BreakerWaiter[]> {
   // A waiter due for a wake: eligible, and not held by another round. The registrations chosen and the waiters
   // picked must agree, or a half-open breaker's probe round would be spent without a waiter to wake.
-  const due = `eligible_at <= now() AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')`;
+  const due = `signalled_at IS NULL AND eligible_at <= now() AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')`;
+  // A woken waiter whose attempt has not ended holds back the less urgent ones for this long at most.
+  const attemptLease = `(:probeLeaseMs * interval '1 millisecond' + :wakeLeaseMs * interval '1 millisecond')`;
+  // Signalled waiters whose attempt never said it ended (its workflow ended meanwhile): their wake is long done.
+  await db.raw(`DELETE FROM ${WAITERS} WHERE signalled_at <= now() - ${attemptLease}`, { ...limits });
   const { rows } = await db.raw<{
     rows: { registration_id: string; workflow_id: string | null; wait_token: number | null; round: string }[];
   }>(
@@ -345,7 +353,12 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
          CROSS JOIN LATERAL (
            SELECT registration_id, workflow_id FROM ${WAITERS} y
             WHERE y.registration_id = turn.registration_id AND ${due}
-            ORDER BY priority, since -- falls before vitals (the events' priority keys), then oldest first
+              -- The most urgent key due or still being woken: falls before vitals (the events' priority keys).
+              AND y.priority = (
+                SELECT min(z.priority) FROM ${WAITERS} z
+                 WHERE z.registration_id = turn.registration_id AND z.eligible_at <= now()
+                   AND (z.signalled_at IS NULL OR z.signalled_at > now() - ${attemptLease}))
+            ORDER BY since -- oldest first
             LIMIT turn.n
             FOR UPDATE SKIP LOCKED
          ) x
@@ -374,14 +387,47 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
     .map((r) => ({ registrationId: r.registration_id, workflowId: r.workflow_id!, waitToken: r.wait_token! }));
 }
 
-/** Deletes waiters the resumer has woken (or found ended), unless they have listed themselves again since. */
-export async function forgetWokenWaiters(db: Db, waiters: readonly BreakerWaiter[]): Promise<void> {
-  if (waiters.length === 0) return;
-  await db(WAITERS)
-    .whereIn(
+/**
+ * Forgets waiters the resumer has woken (their signal went through) or found `ended`, unless they have listed
+ * themselves again since. A woken one more urgent than another waiter of its registration stays, signalled, until its
+ * attempt has ended (forgetAttemptedWaiter): the less urgent ones are woken after it.
+ */
+export async function forgetWokenWaiters(
+  db: Db,
+  waiters: readonly BreakerWaiter[],
+  ended: readonly BreakerWaiter[] = [],
+): Promise<void> {
+  const listed = (list: readonly BreakerWaiter[]) =>
+    db(WAITERS).whereIn(
       ['registration_id', 'workflow_id', 'wait_token'],
-      waiters.map((w) => [w.registrationId, w.workflowId, w.waitToken]),
-    )
-    .whereNotNull('woken_at')
+      list.map((w) => [w.registrationId, w.workflowId, w.waitToken]),
+    );
+  if (waiters.length > 0) {
+    const woken = () => listed(waiters).whereNotNull('woken_at').whereNull('signalled_at');
+    await woken()
+      .whereExists(
+        db(`${WAITERS} as behind`)
+          .select(1)
+          .whereRaw(`behind.registration_id = ${WAITERS}.registration_id AND behind.priority > ${WAITERS}.priority`),
+      )
+      .update({ signalled_at: db.fn.now() });
+    await woken().delete();
+  }
+  if (ended.length > 0) await listed(ended).delete();
+}
+
+/**
+ * The attempt after a wait has ended (delivered, failed, or listed again under its next wait `waitToken`): the waiter
+ * of its earlier waits no longer holds back the less urgent waiters of its registration.
+ */
+export async function forgetAttemptedWaiter(
+  db: Db,
+  registrationId: string,
+  workflowId: string,
+  waitToken: number,
+): Promise<void> {
+  await db(WAITERS)
+    .where({ registration_id: registrationId, workflow_id: workflowId })
+    .where('wait_token', '<', waitToken)
     .delete();
 }

@@ -10,4 +10,5 @@ export * from './portal-sessions';
 export * from './alert-state';
 export * from './audit';
 export * from './pause';
+export * from './waiter-handover';
 export * from './notices';

@@ -121,7 +121,7 @@ export async function holdDelivery(
        FROM registration
      ON CONFLICT (registration_id, workflow_id) DO UPDATE
         SET wait_token = excluded.wait_token, since = now(), eligible_at = excluded.eligible_at, woken_at = NULL,
-            priority = excluded.priority`,
+            signalled_at = NULL, priority = excluded.priority`,
     { registrationId, workflowId, waitToken, priority },
   );
 }

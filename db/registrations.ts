@@ -10,6 +10,7 @@ import {
   type SecretBox,
 } from '../common/secrets';
 import type { Db } from './connection';
+import { adoptWaiters, setAsideWaiters } from './waiter-handover';
 
 /** A stored webhook registration; the signing secret stays sealed (AES-256-GCM) at this layer. */
 export interface RegistrationRow {
@@ -132,7 +133,8 @@ export async function insertRegistration(
 
 /**
  * Registers a webhook: a new id and signing secret (or the one given), the secret sealed to its row. Returns the
- * row and the plaintext secret (shown once), or undefined when the project already has a registration.
+ * row and the plaintext secret (shown once), or undefined when the project already has a registration. It takes over
+ * the deliveries a deleted registration of the project left waiting (db/waiter-handover.ts): woken now, sent to it.
  */
 export async function createRegistration(
   db: Db,
@@ -145,12 +147,16 @@ export async function createRegistration(
 ): Promise<{ row: RegistrationRow; secret: string } | undefined> {
   const id = randomUUID();
   const { headers, clientCertificate, ...registration } = fields;
-  const row = await insertRegistration(db, {
-    ...registration,
-    id,
-    secretSealed: secretBox.seal(secret, registrationSecretAad(id)),
-    ...sealCustomHeaders(secretBox, id, headers ?? {}),
-    ...(clientCertificate && { clientCertificate: sealClientCertificate(secretBox, id, clientCertificate) }),
+  const row = await db.transaction(async (trx) => {
+    const inserted = await insertRegistration(trx, {
+      ...registration,
+      id,
+      secretSealed: secretBox.seal(secret, registrationSecretAad(id)),
+      ...sealCustomHeaders(secretBox, id, headers ?? {}),
+      ...(clientCertificate && { clientCertificate: sealClientCertificate(secretBox, id, clientCertificate) }),
+    });
+    if (inserted) await adoptWaiters(trx, inserted.id, inserted.projectId);
+    return inserted;
   });
   return row && { row, secret };
 }
@@ -258,8 +264,17 @@ export async function deleteRegistration(db: Db, projectId: string): Promise<boo
   return (await removeRegistration(db, projectId)) !== undefined;
 }
 
-/** Deletes the project's registration and returns the row deleted; undefined when there was none. */
+/**
+ * Deletes the project's registration and returns the row deleted; undefined when there was none. The deliveries
+ * waiting for it are kept for the project's next registration (db/waiter-handover.ts).
+ */
 export async function removeRegistration(db: Db, projectId: string): Promise<RegistrationRow | undefined> {
-  const [columns] = await db<Columns>(TABLE).where({ project_id: projectId }).delete().returning('*');
-  return columns && toRow(columns);
+  return db.transaction(async (trx) => {
+    // Locked: no delivery lists itself under the registration between its waiters set aside and its deletion.
+    const current = await trx<Columns>(TABLE).where({ project_id: projectId }).forUpdate().first('id');
+    if (!current) return undefined;
+    await setAsideWaiters(trx, current.id, projectId);
+    const [columns] = await trx<Columns>(TABLE).where({ id: current.id }).delete().returning('*');
+    return columns && toRow(columns);
+  });
 }

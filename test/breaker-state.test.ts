@@ -6,6 +6,7 @@ import {
   addBreakerWaiter,
   admitAttempt,
   findBreaker,
+  forgetAttemptedWaiter,
   forgetWokenWaiters,
   listAuditEvents,
   verifyAuditChain,
@@ -56,7 +57,7 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       .update({ resumed_at: fx.database.db.raw(`now() - interval '1 second'`) });
 
   /** Moves a registration's waiters' timestamps `seconds` back, as if that much time had passed. */
-  const age = (id: string, column: 'woken_at' | 'eligible_at', seconds: number) =>
+  const age = (id: string, column: 'woken_at' | 'eligible_at' | 'signalled_at', seconds: number) =>
     fx.database
       .db('webhook_breaker_waiters')
       .where({ registration_id: id })
@@ -149,7 +150,7 @@ describe('circuit breaker per registration: its state in Postgres', function () 
     );
   });
 
-  it('waiters are woken falls first (their priority key), then oldest first; a listing again takes its new priority', async () => {
+  it('waiters are woken falls first (their priority key), then oldest first, the vitals once the falls were sent', async () => {
     const id = await registrationId();
     const db = fx.database.db;
     const take = () => takeOf(id, { perSecond: 2, probeLeaseMs: 60_000, wakeLeaseMs: 60_000 });
@@ -168,14 +169,73 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       rows.map((row: { priority: number }) => row.priority),
       [3, 3, 1, 1],
     );
+    const falls = await take();
     assert.deepEqual(
-      (await take()).map((w) => w.workflowId),
+      falls.map((w) => w.workflowId),
       ['webhook-event-fall-1', 'webhook-event-fall-2'],
     );
     await nextRound(id);
+    assert.deepEqual(await take(), [], 'the falls are being woken: the vitals wait');
+    // One fall's signal went through (its attempt runs), the other's delivery had ended.
+    await forgetWokenWaiters(db, [falls[0]!], [falls[1]!]);
+    const kept = await db('webhook_breaker_waiters')
+      .where({ registration_id: id })
+      .whereNotNull('signalled_at')
+      .select<{ workflow_id: string }[]>('workflow_id');
+    assert.deepEqual(
+      kept.map((row) => row.workflow_id),
+      ['webhook-event-fall-1'],
+      'the woken fall stays listed, signalled; the ended one is forgotten',
+    );
+    await nextRound(id);
+    assert.deepEqual(await take(), [], 'a fall is still being sent: the vitals wait');
+    await forgetAttemptedWaiter(db, id, 'webhook-event-fall-1', 1);
+    await nextRound(id);
+    assert.deepEqual(await take(), [], 'an attempt under the same wait token ends nothing');
+    // The attempt after its wait (the next wait token) has ended.
+    await forgetAttemptedWaiter(db, id, 'webhook-event-fall-1', 3);
+    await nextRound(id);
+    const vitals = await take();
+    assert.deepEqual(
+      vitals.map((w) => w.workflowId),
+      ['webhook-event-vital', 'webhook-event-unkeyed'],
+    );
+    await forgetWokenWaiters(db, vitals);
+    assert.equal((await db('webhook_breaker_waiters').where({ registration_id: id })).length, 0, 'nothing behind them');
+  });
+
+  it('a woken fall whose attempt never says it ended holds the vitals back for a probe and a wake lease at most', async () => {
+    const id = await registrationId();
+    const db = fx.database.db;
+    const take = () => takeOf(id, { perSecond: 5, probeLeaseMs: 60_000, wakeLeaseMs: 30_000 });
+    await addBreakerWaiter(db, id, 'webhook-event-lost-fall', 1, 0, 1);
+    await addBreakerWaiter(db, id, 'webhook-event-late-vital', 1, 0, 3);
+    const [fall] = await take();
+    assert.equal(fall?.workflowId, 'webhook-event-lost-fall');
+    await forgetWokenWaiters(db, [fall]);
+    await age(id, 'signalled_at', 89);
+    await nextRound(id);
+    assert.deepEqual(await take(), [], 'within the leases');
+    await age(id, 'signalled_at', 2);
+    await nextRound(id);
     assert.deepEqual(
       (await take()).map((w) => w.workflowId),
-      ['webhook-event-vital', 'webhook-event-unkeyed'],
+      ['webhook-event-late-vital'],
+      'after them: the vital goes',
+    );
+    assert.deepEqual(
+      (await db('webhook_breaker_waiters').where({ registration_id: id }).select('workflow_id')).map(
+        (row: { workflow_id: string }) => row.workflow_id,
+      ),
+      ['webhook-event-late-vital'],
+      'the fall is forgotten: its wake went through long ago',
+    );
+    // A fall listed again (held or deferred again) is due again, and first.
+    await addBreakerWaiter(db, id, 'webhook-event-lost-fall', 2, 0, 1);
+    await nextRound(id);
+    assert.deepEqual(
+      (await take()).map((w) => [w.workflowId, w.waitToken]),
+      [['webhook-event-lost-fall', 2]],
     );
   });
 

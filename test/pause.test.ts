@@ -125,6 +125,111 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
     assert.equal(resumeRow.changes?.heldDeliveries, 20);
   });
 
+  /** The kind of each request the receiver got, in arrival order: F a fall, V a vital. */
+  const kindsReceived = () =>
+    fx.receiver.requests.map((request) => ('reasons' in JSON.parse(request.rawBody.toString()) ? 'F' : 'V')).join('');
+
+  const startEvents = async (taskQueue: string, events: DeliverWebhookEventInput[]) => {
+    const handles = [];
+    // One after the other: the vitals listed first are the oldest waiters.
+    for (const event of events)
+      handles.push(
+        await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+          args: [event],
+          taskQueue,
+          workflowId: `webhook-event-${randomUUID()}`,
+        }),
+      );
+    return handles;
+  };
+
+  const listedWaiters = async (projectId: string) => {
+    const registration = await store.findRegistration(fx.database.db, projectId);
+    return fx.database.db('webhook_breaker_waiters').where({ registration_id: registration!.id });
+  };
+
+  it('one round of held events, 3 vitals listed before 2 falls: every fall reaches the receiver before any vital', async () => {
+    const { projectId, secret } = await member();
+    await store.pauseRegistration(fx.database.db, projectId, 3_600_000);
+    const results = await fx.runWorker(
+      async (taskQueue) => {
+        const handles = await startEvents(taskQueue, [
+          vitalEvent(projectId),
+          vitalEvent(projectId),
+          vitalEvent(projectId),
+          fallEvent(projectId),
+          fallEvent(projectId),
+        ]);
+        await eventually('all 5 listed as held', async () => (await listedWaiters(projectId)).length === 5);
+        assert.equal(fx.receiver.requests.length, 0, 'nothing sent while paused');
+        await store.resumeRegistration(fx.database.db, projectId);
+        return Promise.all(handles.map((handle) => handle.result()));
+      },
+      // All five fit in one round of wakes at this rate.
+      { config: { ...pauseConfig, BREAKER_RESUME_RATE_PER_SECOND: 20 } },
+    );
+    assert.ok(
+      results.every((result) => result.status === 'delivered' && result.attempts === 1),
+      JSON.stringify(results),
+    );
+    assert.equal(kindsReceived(), 'FFVVV');
+    assert.ok(fx.receiver.requests.every((request) => independentSignatureValid(secret, request)));
+    assert.deepEqual(await listedWaiters(projectId), [], 'no waiter left behind');
+  });
+
+  it('held deliveries of a webhook deleted and registered again go to the new one at once, falls first', async () => {
+    const { projectId, secret: oldSecret } = await member();
+    const paused = await call('POST', `/webhooks/project/${projectId}/pause`);
+    assert.ok(Date.parse(String(paused.body.pausedUntil)) - Date.now() > 71 * 3_600_000, 'held up to 72 h');
+    const { results, newSecret, registeredAt } = await fx.runWorker(
+      async (taskQueue) => {
+        const handles = await startEvents(taskQueue, [vitalEvent(projectId), fallEvent(projectId)]);
+        await eventually('both held', async () => {
+          const items = await deliveriesOf(projectId);
+          return items.length === 2 && items.every((item) => item.status === 'held');
+        });
+        assert.equal((await call('DELETE', `/webhooks/project/${projectId}`)).status, 204);
+        const registeredAt = Date.now();
+        const registered = await call('POST', '/webhooks/register', 'alice', {
+          projectId,
+          url: fx.receiver.url,
+          types: ['FALL_DETECTION', 'VITAL_THRESHOLD'],
+        });
+        assert.equal(registered.status, 201);
+        assert.deepEqual([registered.body.pausedAt, registered.body.pausedUntil], [null, null], 'the pause went');
+        // Within seconds, not when the old pause would have ended.
+        await fx.receiver.waitForRequests(2, 30_000);
+        return {
+          results: await Promise.all(handles.map((handle) => handle.result())),
+          newSecret: String(registered.body.secret),
+          registeredAt,
+        };
+      },
+      { config: pauseConfig },
+    );
+    assert.deepEqual(
+      results.map((result) => [result.status, result.attempts]),
+      [
+        ['delivered', 1],
+        ['delivered', 1],
+      ],
+    );
+    assert.equal(kindsReceived(), 'FV');
+    const requests = fx.receiver.requests;
+    assert.ok(requests.every((request) => request.receivedAt >= registeredAt));
+    assert.ok(
+      requests.every((request) => independentSignatureValid(newSecret, request)),
+      'the new secret signs',
+    );
+    assert.ok(!requests.some((request) => independentSignatureValid(oldSecret, request)));
+    assert.deepEqual(await listedWaiters(projectId), []);
+    const log = await deliveriesOf(projectId);
+    assert.ok(
+      log.every((item) => item.status === 'delivered'),
+      JSON.stringify(log),
+    );
+  });
+
   it('the give-up window stands still while paused: a held event whose first attempt fails after resume is retried', async () => {
     const { projectId } = await member(['FALL_DETECTION']);
     await store.pauseRegistration(fx.database.db, projectId, 3_600_000);

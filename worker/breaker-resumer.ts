@@ -20,8 +20,9 @@ export interface BreakerResumerOptions {
 
 /**
  * Wakes deliveries waiting for an open circuit breaker, every second: one waiter to probe once a breaker is
- * half-open, and all of them at `ratePerSecond` per registration once it has closed. Waiting deliveries cost nothing
- * meanwhile, whatever the backlog. Every worker may run it: each takes disjoint waiters, and a waiter leaves the list
+ * half-open, and all of them at `ratePerSecond` per registration once it has closed, falls first (a round wakes one
+ * priority key, and vitals only once the falls' attempts have ended: takeWaitersToWake). Waiting deliveries cost
+ * nothing meanwhile, whatever the backlog. Every worker may run it: each takes disjoint waiters, and a waiter leaves the list
  * only once its signal went through, so one that a dead or cut-off worker took is woken by the next round after the
  * lease. Returns the stop.
  */
@@ -40,6 +41,7 @@ export function startBreakerResumer(
       wakeLeaseMs: options.wakeLeaseMs ?? 10_000,
     });
     const woken: BreakerWaiter[] = [];
+    const ended: BreakerWaiter[] = [];
     const failed: unknown[] = [];
     // Every signal settles before the next round, so two rounds never wake the same waiter twice.
     await Promise.all(
@@ -52,13 +54,13 @@ export function startBreakerResumer(
           woken.push(waiter);
         } catch (error) {
           // Ended meanwhile (its safety timer woke it, or it gave up): nothing to wake.
-          if (error instanceof WorkflowNotFoundError) woken.push(waiter);
+          if (error instanceof WorkflowNotFoundError) ended.push(waiter);
           // Temporal unreachable: the waiter stays listed, taken again after the lease.
           else failed.push(error);
         }
       }),
     );
-    await forgetWokenWaiters(db, woken);
+    await forgetWokenWaiters(db, woken, ended);
     if (woken.length > 0) logger.debug({ woken: woken.length }, 'deliveries waiting for a breaker woken');
     if (failed.length > 0) throw failed[0];
   };
