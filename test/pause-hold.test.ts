@@ -174,6 +174,77 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       assert.equal(receiver.requests.length, 1);
     });
 
+    it('held under a deleted registration: kept for the next one; an attempt finding none forgets it', async () => {
+      const { projectId } = await pausedProject(['FALL_DETECTION']);
+      const { workflowId } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 1 });
+      await registrations.delete(projectId);
+      const kept = () => database.db('webhook_unregistered_waiters').where({ project_id: projectId });
+      assert.deepEqual(
+        (await kept()).map((row: { workflow_id: string }) => row.workflow_id),
+        [workflowId],
+      );
+      // Its safety timer ends the wait: the attempt after it finds no registration.
+      const { deliverWebhookAttempt } = createActivities({
+        db: database.db,
+        secretBox: registrations.secretBox,
+        logger: captureLogger().logger,
+        config,
+        http,
+      });
+      const env = new MockActivityEnvironment(
+        { attempt: 1, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
+        { logger: new DefaultLogger('ERROR', () => undefined) },
+      );
+      const outcome = await env.run(deliverWebhookAttempt, {
+        projectId,
+        webhookType: 'FALL_DETECTION',
+        body: JSON.stringify(fallPayload),
+        waitToken: 2,
+      });
+      assert.deepEqual(outcome, { status: 'skipped', reason: 'registration-deleted', attempt: 1 });
+      assert.deepEqual(await kept(), [], 'nobody is to wake it any more');
+      assert.equal(receiver.requests.length, 0);
+    });
+
+    it('an attempt after a wait, once ended, lets the waiters behind it go: its woken row is forgotten', async () => {
+      const projectId = newProjectId();
+      await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
+      const registrationId = (await store.findRegistration(database.db, projectId))!.id;
+      const workflowId = `webhook-event-${randomUUID()}`;
+      await store.addBreakerWaiter(database.db, registrationId, workflowId, 1, 0, 1);
+      await store.addBreakerWaiter(database.db, registrationId, 'webhook-event-vital-behind', 1, 0, 3);
+      await database
+        .db('webhook_breaker_waiters')
+        .where({ registration_id: registrationId, workflow_id: workflowId })
+        .update({ woken_at: database.db.fn.now(), signalled_at: database.db.fn.now() });
+      const { deliverWebhookAttempt } = createActivities({
+        db: database.db,
+        secretBox: registrations.secretBox,
+        logger: captureLogger().logger,
+        config,
+        http,
+      });
+      const env = new MockActivityEnvironment(
+        { attempt: 1, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
+        { logger: new DefaultLogger('ERROR', () => undefined) },
+      );
+      receiver.script({ status: 500 });
+      const failed = await env
+        .run(deliverWebhookAttempt, {
+          projectId,
+          webhookType: 'FALL_DETECTION',
+          body: JSON.stringify(fallPayload),
+          waitToken: 2,
+        })
+        .catch((error: unknown) => error);
+      assert.equal((failed as ApplicationFailure).type, FailureType.ReceiverStatus, 'sent, and failed');
+      assert.deepEqual(
+        (await waitersOf(registrationId)).map((w) => w.workflow_id),
+        ['webhook-event-vital-behind'],
+        'a failed attempt has ended too',
+      );
+    });
+
     it('a pause past its end holds nothing, swept or not', async () => {
       const { projectId } = await pausedProject(['FALL_DETECTION']);
       await database
@@ -204,7 +275,9 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       database
         .db('webhook_breaker_waiters')
         .where({ registration_id: registrationId, workflow_id: workflowId })
-        .first<{ eligible_at: Date; wait_token: number; priority: number; woken_at: Date | null } | undefined>();
+        .first<
+          { eligible_at: Date; wait_token: number; priority: number; woken_at: Date | null; since: Date } | undefined
+        >();
 
     it('pauses for the given time once; a pause under way is kept; none without a registration', async () => {
       const { projectId, registrationId } = await project();
@@ -275,6 +348,69 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       // Held after the resume: due at once.
       await store.holdDelivery(database.db, registrationId, 'webhook-event-late', 1, 1);
       assert.ok((await waiter(registrationId, 'webhook-event-late'))!.eligible_at.getTime() <= Date.now() + 1_000);
+    });
+
+    it('a deleted registration leaves its waiters to the next one of its project: due at once, pending, unpaused', async () => {
+      const { projectId, registrationId } = await project();
+      await store.pauseRegistration(database.db, projectId, HOUR);
+      await store.holdDelivery(database.db, registrationId, 'webhook-event-held-vital', 2, 3);
+      await store.holdDelivery(database.db, registrationId, 'webhook-event-held-fall', 1, 1);
+      await store.addBreakerWaiter(database.db, registrationId, 'webhook-event-signalled', 1, 0, 1);
+      await database
+        .db('webhook_breaker_waiters')
+        .where({ registration_id: registrationId, workflow_id: 'webhook-event-signalled' })
+        .update({ woken_at: database.db.fn.now(), signalled_at: database.db.fn.now() });
+      const sinceOf = async (workflowId: string) => (await waiter(registrationId, workflowId))!.since;
+      const since = [await sinceOf('webhook-event-held-vital'), await sinceOf('webhook-event-held-fall')];
+      await store.upsertDelivery(
+        database.db,
+        { id: `evt-${randomUUID()}`, projectId, type: 'FALL_DETECTION', workflowId: 'webhook-event-held-fall' },
+        'held',
+      );
+      const other = await project();
+      await store.pauseRegistration(database.db, other.projectId, HOUR);
+      await store.holdDelivery(database.db, other.registrationId, 'webhook-event-other', 1, 1);
+
+      assert.ok(await store.removeRegistration(database.db, projectId));
+      const kept = await database
+        .db('webhook_unregistered_waiters')
+        .where({ project_id: projectId })
+        .orderBy('workflow_id')
+        .select('workflow_id', 'wait_token', 'priority', 'since');
+      assert.deepEqual(
+        kept,
+        [
+          { workflow_id: 'webhook-event-held-fall', wait_token: 1, priority: 1, since: since[1] },
+          { workflow_id: 'webhook-event-held-vital', wait_token: 2, priority: 3, since: since[0] },
+        ],
+        'kept by project; the one already signalled is woken and not kept',
+      );
+
+      await registrations.register(projectId, 'https://receiver.example/new', ['FALL_DETECTION']);
+      const again = (await store.findRegistration(database.db, projectId))!;
+      assert.notEqual(again.id, registrationId);
+      assert.deepEqual([again.pausedAt, again.pausedUntil], [null, null], 'the pause ended with its registration');
+      const adopted = await database
+        .db('webhook_breaker_waiters')
+        .where({ registration_id: again.id })
+        .orderBy('workflow_id')
+        .select<{ workflow_id: string; wait_token: number; priority: number; since: Date; eligible_at: Date }[]>();
+      assert.deepEqual(
+        adopted.map((row) => [row.workflow_id, row.wait_token, row.priority, row.since]),
+        [
+          ['webhook-event-held-fall', 1, 1, since[1]],
+          ['webhook-event-held-vital', 2, 3, since[0]],
+        ],
+      );
+      assert.ok(
+        adopted.every((row) => row.eligible_at.getTime() <= Date.now() + 1_000),
+        'due at once',
+      );
+      assert.deepEqual(await database.db('webhook_unregistered_waiters').where({ project_id: projectId }), []);
+      const [logged] = await database.db('deliveries').where({ project_id: projectId }).select('status');
+      assert.equal(logged.status, 'pending');
+      const otherWaiter = await waiter(other.registrationId, 'webhook-event-other');
+      assert.ok(otherWaiter!.eligible_at.getTime() > Date.now() + HOUR / 2, 'another project stays held');
     });
 
     it('ends the pauses that ran out, once, with their held deliveries pending; a pause under way is left', async () => {
