@@ -78,7 +78,11 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
     }
 
     /** One attempt as the worker runs it; the failure it throws, or its outcome. */
-    async function attempt(projectId: string, webhookType: WebhookType, options: { waitToken?: number } = {}) {
+    async function attempt(
+      projectId: string,
+      webhookType: WebhookType,
+      options: { waitToken?: number; workflowId?: string } = {},
+    ) {
       const { deliverWebhookAttempt } = createActivities({
         db: database.db,
         secretBox: registrations.secretBox,
@@ -86,7 +90,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         config,
         http,
       });
-      const workflowId = `webhook-event-${randomUUID()}`;
+      const workflowId = options.workflowId ?? `webhook-event-${randomUUID()}`;
       const env = new MockActivityEnvironment(
         { attempt: 2, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
         { logger: new DefaultLogger('ERROR', () => undefined) },
@@ -184,24 +188,8 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         [workflowId],
       );
       // Its safety timer ends the wait: the attempt after it finds no registration.
-      const { deliverWebhookAttempt } = createActivities({
-        db: database.db,
-        secretBox: registrations.secretBox,
-        logger: captureLogger().logger,
-        config,
-        http,
-      });
-      const env = new MockActivityEnvironment(
-        { attempt: 1, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
-        { logger: new DefaultLogger('ERROR', () => undefined) },
-      );
-      const outcome = await env.run(deliverWebhookAttempt, {
-        projectId,
-        webhookType: 'FALL_DETECTION',
-        body: JSON.stringify(fallPayload),
-        waitToken: 2,
-      });
-      assert.deepEqual(outcome, { status: 'skipped', reason: 'registration-deleted', attempt: 1 });
+      const { outcome } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 2, workflowId });
+      assert.deepEqual(outcome, { status: 'skipped', reason: 'registration-deleted', attempt: 3 });
       assert.deepEqual(await kept(), [], 'nobody is to wake it any more');
       assert.equal(receiver.requests.length, 0);
     });
@@ -217,26 +205,8 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         .db('webhook_breaker_waiters')
         .where({ registration_id: registrationId, workflow_id: workflowId })
         .update({ woken_at: database.db.fn.now(), signalled_at: database.db.fn.now() });
-      const { deliverWebhookAttempt } = createActivities({
-        db: database.db,
-        secretBox: registrations.secretBox,
-        logger: captureLogger().logger,
-        config,
-        http,
-      });
-      const env = new MockActivityEnvironment(
-        { attempt: 1, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
-        { logger: new DefaultLogger('ERROR', () => undefined) },
-      );
       receiver.script({ status: 500 });
-      const failed = await env
-        .run(deliverWebhookAttempt, {
-          projectId,
-          webhookType: 'FALL_DETECTION',
-          body: JSON.stringify(fallPayload),
-          waitToken: 2,
-        })
-        .catch((error: unknown) => error);
+      const { outcome: failed } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 2, workflowId });
       assert.equal((failed as ApplicationFailure).type, FailureType.ReceiverStatus, 'sent, and failed');
       assert.deepEqual(
         (await waitersOf(registrationId)).map((w) => w.workflow_id),
