@@ -22,9 +22,9 @@ export interface BreakerResumerOptions {
  * Wakes deliveries waiting for an open circuit breaker, every second: one waiter to probe once a breaker is
  * half-open, and all of them at `ratePerSecond` per registration once it has closed, falls first (a round wakes one
  * priority key, and vitals only once the falls' attempts have ended: takeWaitersToWake). Waiting deliveries cost
- * nothing meanwhile, whatever the backlog. Every worker may run it: each takes disjoint waiters, and a waiter leaves the list
- * only once its signal went through, so one that a dead or cut-off worker took is woken by the next round after the
- * lease. Returns the stop.
+ * nothing meanwhile, whatever the backlog. Every worker may run it: each takes disjoint waiters, and a waiter leaves
+ * the list only once its signal went through, so one that a dead or cut-off worker took is woken by the next round
+ * after the lease. Returns the stop.
  */
 export function startBreakerResumer(
   db: Db,
