@@ -311,18 +311,19 @@ export interface WakeLimits {
 /**
  * The waiters to wake now, oldest first, held for `wakeLeaseMs` (forgetWokenWaiters deletes them once signalled):
  * up to `perSecond` of a closed breaker's, and one of a half-open breaker's when no attempt holds or was just woken
- * for its probe; none of an open one's. A round wakes the most urgent priority key of its registration only: the less
- * urgent waiters wait until the more urgent ones are woken and their attempts have ended (forgetWokenWaiters keeps those
- * signalled until then, for `probeLeaseMs` + `wakeLeaseMs` at most), so falls reach the receiver before vitals. One
- * round per registration per second (0.9 s at least, so a resumer ticking every second never misses its turn): the
- * breaker row's lock makes concurrent resumers (one per worker) take turns, so the rate holds however many workers
- * run. A probe round that finds no waiter to wake (the only one locked while it lists itself again) hands its probe
- * lease back, so the next round probes instead of one lease later.
+ * for its probe; none of an open one's. A round wakes the most urgent priority key of its registration only: the
+ * less urgent waiters wait until the more urgent ones are woken and their attempts have ended (forgetWokenWaiters
+ * keeps those signalled until then, for `probeLeaseMs` + `wakeLeaseMs` at most), so falls reach the receiver before
+ * vitals. One round per registration per second (0.9 s at least, so a resumer ticking every second never misses its
+ * turn): the breaker row's lock makes concurrent resumers (one per worker) take turns, so the rate holds however many
+ * workers run. A probe round that finds no waiter to wake (the only one locked while it lists itself again) hands its
+ * probe lease back, so the next round probes instead of one lease later.
  */
 export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<BreakerWaiter[]> {
   // A waiter due for a wake: eligible, and not held by another round. The registrations chosen and the waiters
   // picked must agree, or a half-open breaker's probe round would be spent without a waiter to wake.
-  const due = `signalled_at IS NULL AND eligible_at <= now() AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')`;
+  const due = `signalled_at IS NULL AND eligible_at <= now()
+               AND (woken_at IS NULL OR woken_at <= now() - :wakeLeaseMs * interval '1 millisecond')`;
   // A woken waiter whose attempt has not ended holds back the less urgent ones for this long at most.
   const attemptLease = `(:probeLeaseMs * interval '1 millisecond' + :wakeLeaseMs * interval '1 millisecond')`;
   // Signalled waiters whose attempt never said it ended (its workflow ended meanwhile): their wake is long done.
