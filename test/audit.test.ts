@@ -534,9 +534,24 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
         200,
       );
       assert.equal((await patch(['VITAL_THRESHOLD'], hsToken('bob'))).status, 200);
+      // A portal link is a caller of its own, apart from the member who made it.
+      const minted = await fetch(`${limited.url}/webhooks/project/${p}/portal-sessions`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('bob')), 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(minted.status, 201);
+      const link = ((await minted.json()) as { token: string }).token;
+      assert.equal((await patch(['FALL_DETECTION'], link)).status, 200);
+      assert.equal((await patch(['VITAL_THRESHOLD'], hsToken('bob'))).status, 200);
+      assert.equal((await patch(['FALL_DETECTION'], hsToken('bob'))).status, 429, 'bob spent his three');
       clock += 20_000;
       assert.equal((await patch(['FALL_DETECTION'])).status, 200, 'one write refilled');
-      assert.equal((await rows(p)).length, before.length + 2);
+      assert.equal(
+        (await rows(p)).length,
+        before.length + 5,
+        'bob’s two changes, his link, the link’s change, alice’s',
+      );
     } finally {
       await limited.close();
     }
