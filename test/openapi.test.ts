@@ -819,16 +819,14 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(CREATE, 415, { path, user: 'alice', raw: 'capabilities=read', contentType: 'text/plain' });
       // The project filled up to PORTAL_LINKS_PER_PROJECT (default 50) with live links: one more is refused.
       const expiresAt = new Date(Date.now() + 3_600_000);
-      await t
-        .db('portal_links')
-        .insert(
-          Array.from({ length: 48 }, (_, i) => ({
-            id: `filler-${p}-${i}`,
-            project_id: p,
-            generation: 0,
-            expires_at: expiresAt,
-          })),
-        );
+      await t.db('portal_links').insert(
+        Array.from({ length: 48 }, (_, i) => ({
+          id: `filler-${p}-${i}`,
+          project_id: p,
+          generation: 0,
+          expires_at: expiresAt,
+        })),
+      );
       const full = await expect(CREATE, 409, { path, user: 'alice' });
       assert.match(String(full.detail), /already has 50 live portal links/);
 
