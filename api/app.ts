@@ -17,7 +17,15 @@ import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
 import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
 import { allowedMethods } from './methods';
-import { afterAuditRecord, auditRefusals, useAuditWriter, type AuditWriter, type RefusalLimits } from './audit';
+import {
+  afterAuditRecord,
+  auditRefusals,
+  limitAuditedWrites,
+  useAuditWriter,
+  type AuditWriter,
+  type RefusalLimits,
+  type WriteLimits,
+} from './audit';
 import { auditRouter } from './routes/audit';
 import type { OperatorPolicy } from './routes/codec';
 import { createPortalTokens, type PortalTokens } from './portal-tokens';
@@ -39,6 +47,8 @@ export interface AppDeps {
   readLimits?: ReadLimits;
   /** Refused calls (403) per caller a minute, in this process (startApi: REFUSED_CALLS_PER_MINUTE); absent: none. */
   refusalLimits?: RefusalLimits;
+  /** Write calls (POST, PUT, PATCH, DELETE) per caller a minute, in this process (AUDITED_WRITES_PER_MINUTE); absent: none. */
+  writeLimits?: WriteLimits;
   /** Routes served without a token (health, API docs), mounted before authentication. */
   publicRoutes?: Router[];
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
@@ -54,8 +64,8 @@ export interface AppDeps {
   webhookUrlPolicy?: WebhookUrlPolicy;
   /** PAUSE_MAX_HOURS: how long a pause holds deliveries before it ends by itself (default 72). */
   pauseMaxHours?: number;
-  /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL and PORTAL_FRAME_ANCESTORS. */
-  portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[] };
+  /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL, PORTAL_FRAME_ANCESTORS, PORTAL_LINKS_PER_PROJECT. */
+  portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[]; linksPerProject?: number };
   /** Who reads the whole audit trail (GET /audit); the codec's operators when absent. */
   operators?: OperatorPolicy;
   /** The bench's stand-in for the audit trail's append (bench/audit.ts), to measure the rows' cost; never configured. */
@@ -64,14 +74,17 @@ export interface AppDeps {
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 
-/** One JSON line per request: request id, method, path, status, duration. Echoes or assigns X-Request-Id. */
+/**
+ * One JSON line per request: request id, method, path, status, duration. The request id is always the server's own
+ * (answered in X-Request-Id, recorded in the audit trail); a caller's X-Request-Id is logged beside it, never as ours.
+ */
 function requestLog(logger: Logger): Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     const given = ctx.get('X-Request-Id');
-    const reqId = REQUEST_ID.test(given) ? given : randomUUID();
+    const reqId = randomUUID();
     ctx.set('X-Request-Id', reqId);
-    ctx.state.log = logger.child({ reqId });
+    ctx.state.log = logger.child({ reqId, ...(REQUEST_ID.test(given) && { callerRequestId: given }) });
     try {
       await next();
     } finally {
@@ -120,7 +133,12 @@ export function createApp(deps: AppDeps): Koa {
   const audit = auditRouter({ db: deps.db, operators: deps.operators ?? deps.codec?.operators });
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);
   const portalPage = portalPageRouter(deps.portal);
-  const portalSessions = portalSessionsRouter({ db: deps.db, portalTokens, publicBaseUrl: deps.portal?.publicBaseUrl });
+  const portalSessions = portalSessionsRouter({
+    db: deps.db,
+    portalTokens,
+    publicBaseUrl: deps.portal?.publicBaseUrl,
+    linksPerProject: deps.portal?.linksPerProject,
+  });
   // The Temporal UI's CORS preflight for /codec is answered before the 405/OPTIONS rule and before auth.
   if (deps.codec) app.use(codecCors(deps.codec));
   app.use(
@@ -144,6 +162,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_BODY, encoding: 'utf-8' }));
   // Below authentication: a 401 writes nothing (nobody without a valid token can make the trail grow); a 403 does.
   app.use(auditRefusals(deps.db, deps.refusalLimits));
+  if (deps.writeLimits) app.use(limitAuditedWrites(deps.writeLimits));
   // No router.allowedMethods(): allowedMethods above answers 405 and OPTIONS for the known paths, before
   // authentication; the routers' own would answer 501 to a TRACE on an unknown path, which is a 404.
   app.use(webhooks.routes());

@@ -114,7 +114,7 @@ export async function listAuditAsOperator(
   return page(db, parseAuditQuery(query, true));
 }
 
-/** One project's trail, for its members: other projects' rows and the codec's (which name no project) never show. */
+/** One project's trail, for its members: never another project's rows, a stranger's refusal, or a codec call of another. */
 export async function listProjectAudit(db: Knex, userId: string, projectId: string, query: Query): Promise<AuditPage> {
   await assertMember(db, projectId, userId);
   return page(db, { ...parseAuditQuery(query, false), projectId });

@@ -96,7 +96,7 @@ export function auditRefusals(db: Knex, limits?: RefusalLimits): Middleware<{ us
   const buckets = limits && createTokenBuckets(limits.perMinute, limits.perMinute / 60, limits.clock);
   return async (ctx, next) => {
     const actor = auditActor(ctx);
-    const caller = `${actor.kind}\u0000${actor.issuer ?? ''}\u0000${actor.subject ?? ''}\u0000${actor.portalLinkId ?? ''}`;
+    const caller = callerKey(actor);
     const waitMs = buckets?.waitMs(caller);
     if (waitMs !== undefined)
       throw new SendRateLimitedError(
@@ -114,14 +114,69 @@ export function auditRefusals(db: Knex, limits?: RefusalLimits): Middleware<{ us
       const named = params?.projectId ?? bodyProject;
       const projectId = isSafeId(named) ? named : undefined;
       const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? ctx.path;
+      // A stranger's refusal is the operators' to read: filed under the project, anyone could write into its trail.
+      const insider = projectId !== undefined && (await actsInProject(db, ctx.state, actor, projectId));
       await recordAudit(db, actor, {
         action: 'access.refused',
         outcome: 'refused',
-        ...(projectId !== undefined && { projectId }),
-        changes: { method: ctx.method, route },
+        ...(insider && { projectId }),
+        changes: {
+          method: ctx.method,
+          route,
+          ...(!insider && projectId !== undefined && { namedProjectId: projectId }),
+        },
       });
       throw error;
     }
+  };
+}
+
+/** One caller of the per-caller limits: a token's issuer and subject, or a portal link. */
+const callerKey = (actor: store.AuditActor): string =>
+  `${actor.kind}\u0000${actor.issuer ?? ''}\u0000${actor.subject ?? ''}\u0000${actor.portalLinkId ?? ''}`;
+
+/** Whether a refused caller acts within the project it named: a link made for it, or a member's token. */
+async function actsInProject(
+  db: Knex,
+  state: { portal?: PortalGrant },
+  actor: store.AuditActor,
+  projectId: string,
+): Promise<boolean> {
+  if (state.portal) return state.portal.projectId === projectId;
+  if (actor.subject === undefined) return false;
+  return (await store.projectAccess(db, projectId, actor.subject)).isMember;
+}
+
+/** How many audited writes one caller may make a minute, in this process (startApi: AUDITED_WRITES_PER_MINUTE). */
+export interface WriteLimits {
+  perMinute: number;
+  /** Milliseconds since some fixed time; replaces the process's clock (tests move time with it). */
+  clock?: () => number;
+}
+
+/** Methods that may leave an audited row; reads never do. */
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * Every call that may write a row of the trail (a change, a test send, a link; any POST, PUT, PATCH or DELETE but the
+ * codec's) spends a token of its caller's bucket, holding a minute's worth and refilled over the minute: a member or a
+ * link holder looping a change is answered 429 with Retry-After before any route runs, and writes nothing. Spent on
+ * arrival, not on the row: no action is ever refused after its effect. The codec's calls are not counted: only
+ * operators make them, and the Temporal UI decodes a page's events at once.
+ */
+export function limitAuditedWrites(limits: WriteLimits): Middleware<{ user?: unknown; portal?: PortalGrant }> {
+  const { perMinute } = limits;
+  const buckets = createTokenBuckets(perMinute, perMinute / 60, limits.clock);
+  return async (ctx, next) => {
+    if (WRITE_METHODS.has(ctx.method) && !ctx.path.startsWith('/codec/')) {
+      const waitMs = buckets.take(callerKey(auditActor(ctx)));
+      if (waitMs !== undefined)
+        throw new SendRateLimitedError(
+          `Too many changes: at most ${perMinute} write calls a minute per caller; this caller reached the limit`,
+          waitMs,
+        );
+    }
+    await next();
   };
 }
 

@@ -97,7 +97,9 @@ export const auditPaths: Record<string, Partial<Record<HttpMethod, OpenApiOperat
     get: {
       operationId: 'listProjectAuditEvents',
       summary: 'The project’s audit trail, for its members',
-      description: 'Only this project’s events; a portal link that may manage reads it too.',
+      description:
+        'Only this project’s events, among them each operator decode that opened its events (`codec.decode`: who, ' +
+        'when, `workflowIds`); never a refusal of a caller who is no member. A portal link that may manage reads it too.',
       tags: ['audit'],
       parameters: [projectIdParameter, ...filters],
       responses: {

@@ -54,6 +54,10 @@ export const portalPaths: Record<string, Partial<Record<HttpMethod, OpenApiOpera
         },
         '400': ref('responses', 'InvalidBody'),
         ...members,
+        '409': problem(
+          'The project already holds PORTAL_LINKS_PER_PROJECT (default 50) live links (unexpired, not revoked); the ' +
+            'detail names the limit. Nothing was made: wait for links to expire, or revoke them all.',
+        ),
         '413': ref('responses', 'TooLarge'),
         '415': ref('responses', 'UnsupportedMediaType'),
         '503': ref('responses', 'Unavailable'),

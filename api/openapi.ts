@@ -247,6 +247,9 @@ const problemResponse = (description: string, schema: Json = ref('schemas', 'Pro
 const REFUSALS_LIMITED =
   'The caller was refused (403) more than REFUSED_CALLS_PER_MINUTE times in the last minute: nothing runs until ' +
   'Retry-After.';
+const WRITES_LIMITED =
+  'The caller (a token’s subject, or a portal link) made more than AUDITED_WRITES_PER_MINUTE (default 120) write ' +
+  'calls in the last minute on this API instance: nothing ran and nothing was written; call again after Retry-After.';
 
 const responses = {
   InvalidBody: problemResponse(
@@ -263,6 +266,12 @@ const responses = {
   ),
   TooManyRefusals: {
     ...problemResponse(REFUSALS_LIMITED),
+    headers: {
+      'Retry-After': { description: 'Seconds to wait before calling again.', schema: { type: 'integer', minimum: 1 } },
+    },
+  },
+  TooManyCalls: {
+    ...problemResponse(`${REFUSALS_LIMITED} Or: ${WRITES_LIMITED}`),
     headers: {
       'Retry-After': { description: 'Seconds to wait before calling again.', schema: { type: 'integer', minimum: 1 } },
     },
@@ -368,19 +377,26 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
  * has none, and named in the description of the 429 it has.
  */
 function withRefusalLimit(document: OpenApiDocument): OpenApiDocument {
-  const limited = (operation: OpenApiOperation): OpenApiOperation => {
+  const limited = (operation: OpenApiOperation, writes: boolean): OpenApiOperation => {
     const answers = operation.responses;
     if (!answers['403']) return operation;
     const own = answers['429'] as { description?: string } | undefined;
+    const limits = writes ? `${REFUSALS_LIMITED} Or: ${WRITES_LIMITED}` : REFUSALS_LIMITED;
     const refusals = own?.description
-      ? { ...own, description: `${own.description} Or: ${REFUSALS_LIMITED}` }
-      : ref('responses', 'TooManyRefusals');
+      ? { ...own, description: `${own.description} Or: ${limits}` }
+      : writes
+        ? ref('responses', 'TooManyCalls')
+        : ref('responses', 'TooManyRefusals');
     return { ...operation, responses: { ...answers, '429': refusals } };
   };
+  // Every write call but the codec's (operators only) counts against the caller's AUDITED_WRITES_PER_MINUTE.
+  const isWrite = (path: string, method: string) => method !== 'get' && !path.startsWith('/codec/');
   const paths = Object.fromEntries(
     Object.entries(document.paths).map(([path, operations]) => [
       path,
-      Object.fromEntries(Object.entries(operations).map(([method, operation]) => [method, limited(operation)])),
+      Object.fromEntries(
+        Object.entries(operations).map(([method, operation]) => [method, limited(operation, isWrite(path, method))]),
+      ),
     ]),
   );
   return { ...document, paths };

@@ -3,6 +3,7 @@ import * as store from '../db';
 import { assertMember } from './registrations';
 import { portalLinkId, recordAudit } from './audit';
 import { compileBody } from './schemas';
+import { ApiError } from './errors';
 import { PORTAL_CAPABILITIES, type PortalCapability, type PortalTokens } from './portal-tokens';
 
 /** What the portal-session routes need: the database, the link signer, and the base of the links' URL. */
@@ -11,6 +12,21 @@ export interface PortalDeps {
   portalTokens: PortalTokens;
   /** PUBLIC_BASE_URL: where customers reach this API (required in production); unset, this server on loopback. */
   publicBaseUrl?: string;
+  /** PORTAL_LINKS_PER_PROJECT: live links a project may hold (default 50). */
+  linksPerProject?: number;
+}
+
+export const DEFAULT_PORTAL_LINKS_PER_PROJECT = 50;
+
+/** The project holds as many live links as it may: one more is refused until some expire or all are revoked. */
+export class PortalLinkLimitError extends ApiError {
+  constructor(limit: number) {
+    super(
+      409,
+      `This project already has ${limit} live portal links, the most PORTAL_LINKS_PER_PROJECT allows: wait for ` +
+        'some to expire, or revoke them all (DELETE …/portal-sessions), before making another',
+    );
+  }
 }
 
 export const MIN_PORTAL_LINK_SECONDS = 60;
@@ -87,11 +103,15 @@ export async function createPortalSession(
       expiresInSeconds,
     );
     // The link's id is a digest of its token, the id its requests are recorded under; the token is never written.
+    const id = portalLinkId(signed.token);
+    const limit = deps.linksPerProject ?? DEFAULT_PORTAL_LINKS_PER_PROJECT;
+    if (!(await store.addPortalLink(trx, { id, projectId, generation, expiresAt: signed.expiresAt }, limit)))
+      throw new PortalLinkLimitError(limit);
     await recordAudit(trx, actor, {
       action: 'portal-link.create',
       projectId,
       changes: {
-        portalLinkId: portalLinkId(signed.token),
+        portalLinkId: id,
         capabilities,
         generation,
         expiresAt: signed.expiresAt.toISOString(),

@@ -108,6 +108,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       },
       readLimits: { perSecond: config.READ_CALLS_PER_SECOND },
       refusalLimits: { perMinute: config.REFUSED_CALLS_PER_MINUTE },
+      writeLimits: { perMinute: config.AUDITED_WRITES_PER_MINUTE },
       // Until the TEST attempt has ended, which may be after the answer: as long as the TEST slot's lease.
       watchWorkflowEnd: createWorkflowEndWatcher(temporal, testSlotLeaseMs(testEventLimits)),
       metricsToken: config.METRICS_TOKEN,
@@ -117,6 +118,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       portal: {
         tokens: createPortalTokens(portalSigningKeys(keyRing)),
         publicBaseUrl: config.PUBLIC_BASE_URL,
+        linksPerProject: config.PORTAL_LINKS_PER_PROJECT,
         frameAncestors: config.PORTAL_FRAME_ANCESTORS?.split(','),
       },
     };

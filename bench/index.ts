@@ -20,6 +20,7 @@ import { createSecretBox, generateWebhookSecret } from '../common/secrets';
 import { temporalCliPath } from '../dev/temporal-binaries';
 import { addMember, addProject, createDb, createRegistration, migrateToLatest } from '../db';
 import { auditStage, auditStageProblems } from './audit';
+import { trailStage, trailStageProblems } from './trail';
 import { QUICK_SEARCH_GRID, SEARCH_GRID, engineSearch } from './engine-search';
 import { NeighbourReceiver, floodStage, neighbourStage, type NeighbourRow } from './neighbour';
 import { SCRAPE_INTERVAL_SECONDS, startDashboardCapture, type DashboardCapture } from './dashboard';
@@ -70,7 +71,17 @@ const BENCH_USER = 'bench-user';
 
 type StageFigures = Pick<
   BenchReport,
-  'stack' | 'engine' | 'rawSend' | 'saturation' | 'steady' | 'growth' | 'api' | 'audit' | 'neighbour' | 'flood'
+  | 'stack'
+  | 'engine'
+  | 'rawSend'
+  | 'saturation'
+  | 'steady'
+  | 'growth'
+  | 'api'
+  | 'audit'
+  | 'trail'
+  | 'neighbour'
+  | 'flood'
 > & { temporalServer?: string };
 
 interface RunInputs {
@@ -183,6 +194,8 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     ALLOW_HTTP_WEBHOOK_URLS: 'true',
     PAYLOAD_ENCRYPTION_KEYS: inputs.payloadKeys,
     LOG_PRETTY: 'false',
+    // The API stage's register/DELETE cycles are one caller writing far faster than a person does.
+    AUDITED_WRITES_PER_MINUTE: '1000000',
     ...plan.workerEnv,
   };
   // Stages that need the delivery worker; the API stage needs the API; the engine stage the empty worker.
@@ -385,6 +398,16 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
       log,
     });
     problems.push(...auditStageProblems(figures.audit));
+  }
+
+  if (selected.has('trail')) {
+    figures.trail = await trailStage(stack.databaseUrl, {
+      seconds: plan.trailSeconds,
+      loops: plan.trailLoops,
+      writesPerMinute: plan.trailWritesPerMinute,
+      log,
+    });
+    problems.push(...trailStageProblems(figures.trail));
   }
 
   if (selected.has('neighbour')) {

@@ -11,12 +11,16 @@ export const STAGES = [
   'saturation',
   'api',
   'audit',
+  'trail',
   'neighbour',
   'flood',
   'engine-search',
 ] as const;
 export type Stage = (typeof STAGES)[number];
-export const DEFAULT_STAGES: readonly Stage[] = STAGES.filter((stage) => stage !== 'engine-search');
+/** The engine search and the trail's contention run only when asked for (--stages). */
+export const DEFAULT_STAGES: readonly Stage[] = STAGES.filter(
+  (stage) => stage !== 'engine-search' && stage !== 'trail',
+);
 export const NEIGHBOUR_FAULTS: readonly NeighbourFault[] = ['hang', 'refuse', '503'];
 
 export interface Plan {
@@ -35,6 +39,11 @@ export interface Plan {
   /** Audit stage: seconds per operation and variant, and rounds (each alternating which variant goes first). */
   auditSeconds: number;
   auditRounds: number;
+  /** Trail stage: seconds of A's PATCH loops (trailLoops of them) beside B's PATCHes and breaker cycles. */
+  trailSeconds: number;
+  trailLoops: number;
+  /** The stage API's AUDITED_WRITES_PER_MINUTE: high, so A's loops contend rather than get 429 (counted either way). */
+  trailWritesPerMinute: number;
   /** Neighbour stage: seconds of load per fault, latency window, the failing and the healthy project's rates. */
   neighbourSeconds: number;
   windowSeconds: number;
@@ -66,6 +75,9 @@ const FULL: Omit<Plan, 'stages' | 'faults'> = {
   testWarmup: 5,
   auditSeconds: 10,
   auditRounds: 2,
+  trailSeconds: 30,
+  trailLoops: 20,
+  trailWritesPerMinute: 1_000_000,
   neighbourSeconds: 120,
   windowSeconds: 15,
   neighbourRate: 20,
@@ -91,6 +103,9 @@ const QUICK: Omit<Plan, 'stages' | 'faults'> = {
   testWarmup: 1,
   auditSeconds: 1,
   auditRounds: 1,
+  trailSeconds: 3,
+  trailLoops: 20,
+  trailWritesPerMinute: 1_000_000,
   neighbourSeconds: 3,
   windowSeconds: 1,
   neighbourRate: 10,
@@ -148,6 +163,8 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
       'api-seconds': { type: 'string' },
       'test-round-trips': { type: 'string' },
       'audit-seconds': { type: 'string' },
+      'trail-seconds': { type: 'string' },
+      'trail-write-limit': { type: 'string' },
       'neighbour-seconds': { type: 'string' },
       'search-n': { type: 'string' },
       'search-warmup': { type: 'string' },
@@ -172,6 +189,8 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
   if (values['api-seconds']) plan.apiSeconds = count(values['api-seconds'], 'api-seconds');
   if (values['test-round-trips']) plan.testRoundTrips = count(values['test-round-trips'], 'test-round-trips');
   if (values['audit-seconds']) plan.auditSeconds = count(values['audit-seconds'], 'audit-seconds');
+  if (values['trail-seconds']) plan.trailSeconds = count(values['trail-seconds'], 'trail-seconds');
+  if (values['trail-write-limit']) plan.trailWritesPerMinute = count(values['trail-write-limit'], 'trail-write-limit');
   if (values['neighbour-seconds']) plan.neighbourSeconds = count(values['neighbour-seconds'], 'neighbour-seconds');
   if (values['search-n']) plan.searchN = count(values['search-n'], 'search-n');
   if (values['search-warmup']) plan.searchWarmup = count(values['search-warmup'], 'search-warmup', 0);

@@ -2,6 +2,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { AuditStageResult } from './audit';
+import type { TrailStageResult } from './trail';
 import type { EngineSearchResult } from './engine-search';
 import type { FloodResult, NeighbourRow } from './neighbour';
 import type { Stage } from './plan';
@@ -52,6 +53,8 @@ export interface BenchReport {
   api?: { get: ApiResult; registerDelete: ApiResult; testButton?: TestRoundTripResult };
   /** Register, the test button and a codec decode with the audit rows written and without (bench/audit.ts). */
   audit?: AuditStageResult;
+  /** Project A's PATCH loops against B's PATCHes and breaker transitions, all writing the trail (bench/trail.ts). */
+  trail?: TrailStageResult;
   /** Isolation: a healthy project's falls while another project's receiver hangs, refuses or answers 503. */
   neighbour?: NeighbourRow[];
   /** Falls while vitals flood the pipeline beyond the engine's limit. */
@@ -380,6 +383,30 @@ export function formatReport(report: BenchReport): string {
       ),
       '',
     );
+  if (report.trail) {
+    const { a, b, breaker } = report.trail;
+    out.push(
+      `Trail contention (the API in the bench's process; ${report.trail.loops} loops PATCH project A for ` +
+        `${report.trail.seconds} s, AUDITED_WRITES_PER_MINUTE ${report.trail.writesPerMinute}):`,
+      table(
+        ['what', 'count', 'p50 ms', 'p99 ms', 'max ms', 'rate'],
+        [
+          ["A's PATCHes accepted (200, a row each)", a.accepted, '', '', '', `${a.acceptedPerSecond}/s`],
+          ["A's PATCHes refused (429, no row)", a.refused, '', '', '', ''],
+          ["B's PATCHes, one at a time", b.latencyMs.count, b.latencyMs.p50, b.latencyMs.p99, b.latencyMs.max, ''],
+          ...(['open', 'half-open', 'close'] as const).map((transition) => [
+            `B's breaker → ${transition}`,
+            breaker[transition].count,
+            breaker[transition].p50,
+            breaker[transition].p99,
+            breaker[transition].max,
+            '',
+          ]),
+        ],
+      ),
+      '',
+    );
+  }
   out.push(...isolationTables(report), ...searchTable(report));
   if (report.targets.length)
     out.push(

@@ -114,6 +114,10 @@ export interface Config {
   READ_CALLS_PER_SECOND: number;
   /** Refused calls (403) one caller may make a minute, per API process; then 429 (a token bucket). */
   REFUSED_CALLS_PER_MINUTE: number;
+  /** Audited writes (changes, test sends, links) one caller may make a minute, per API process; then 429. */
+  AUDITED_WRITES_PER_MINUTE: number;
+  /** Live (unexpired, unrevoked) portal links a project may hold; one more is refused (409). */
+  PORTAL_LINKS_PER_PROJECT: number;
   ALERT_AFTER_MS: number;
   ALERT_WEBHOOK_URL?: string;
   ALERT_WEBHOOK_SECRET?: string;
@@ -254,6 +258,8 @@ const schema: JSONSchemaType<Config> = {
     RECOVER_CALLS_PER_MINUTE: int(1, 5, 1_000),
     READ_CALLS_PER_SECOND: int(1, 10, 100_000),
     REFUSED_CALLS_PER_MINUTE: int(1, 30, 100_000),
+    AUDITED_WRITES_PER_MINUTE: int(1, 120, 100_000),
+    PORTAL_LINKS_PER_PROJECT: int(1, 50, 100_000),
     ALERT_AFTER_MS: int(1_000, 900_000),
     ALERT_WEBHOOK_URL: { type: 'string', pattern: '^https?://', nullable: true },
     ALERT_WEBHOOK_SECRET: { type: 'string', minLength: 16, nullable: true },

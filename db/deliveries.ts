@@ -421,3 +421,11 @@ export async function findEndpointHealth(db: Db, projectId: string): Promise<End
   const columns = await db<HealthColumns>(HEALTH).where({ project_id: projectId }).first();
   return columns && toHealth(columns);
 }
+
+/** The project each of these workflows delivered for, as the delivery log holds it (workflows it lacks are left out). */
+export async function projectsOfWorkflows(db: Db, workflowIds: string[]): Promise<Map<string, string>> {
+  const rows = await db('deliveries')
+    .whereIn('workflow_id', workflowIds)
+    .distinct<{ project_id: string; workflow_id: string }[]>('project_id', 'workflow_id');
+  return new Map(rows.map((row) => [row.workflow_id, row.project_id]));
+}

@@ -34,3 +34,31 @@ export async function revokePortalLinks(db: Db, projectId: string): Promise<bool
   const updated = await db('projects').where({ id: projectId }).increment('portal_link_generation', 1);
   return updated > 0;
 }
+
+/**
+ * Lists a link just made, unless the project already holds `limit` live ones (unexpired, of the current generation):
+ * then false, and nothing is written. The project's row is locked to the transaction's end, so links made at once
+ * are counted one after another; links expired or revoked are removed on the way.
+ */
+export async function addPortalLink(
+  db: Db,
+  link: { id: string; projectId: string; generation: number; expiresAt: Date },
+  limit: number,
+): Promise<boolean> {
+  await db('projects').where({ id: link.projectId }).forUpdate().first('id');
+  await db('portal_links')
+    .where({ project_id: link.projectId })
+    .andWhere((stale) => {
+      void stale.where('generation', '<>', link.generation).orWhere('expires_at', '<=', db.fn.now());
+    })
+    .delete();
+  const live = await db('portal_links').where({ project_id: link.projectId }).count<{ count: string }[]>('* as count');
+  if (Number(live[0]?.count ?? 0) >= limit) return false;
+  await db('portal_links').insert({
+    id: link.id,
+    project_id: link.projectId,
+    generation: link.generation,
+    expires_at: link.expiresAt,
+  });
+  return true;
+}

@@ -809,6 +809,7 @@
     'portal-link.create': 'Made a portal link',
     'portal-link.revoke': 'Revoked the portal links',
     'access.refused': 'Was refused access',
+    'codec.decode': 'An operator read this project’s sealed events (decoded)',
     'breaker.open': 'Circuit breaker opened',
     'breaker.half-open': 'Circuit breaker half-open: one delivery probes',
     'breaker.close': 'Circuit breaker closed',
@@ -817,9 +818,10 @@
     'member.remove': 'Removed a member',
   };
 
-  /** Who acted: a member, a portal link (for the member who made it), the operators' command line, or the service. */
-  function actorText(actor) {
+  /** Who acted: a member, a portal link (for the member who made it), an operator, or the service. */
+  function actorText(actor, action) {
     const who = actor.subject || 'unknown';
+    if (action === 'codec.decode') return `${who}, operator`;
     if (actor.kind === 'portal-link') {
       const id = actor.portalLinkId ? ` ${actor.portalLinkId.slice(0, 8)}` : '';
       return `${who}, through portal link${id} (${(actor.portalCapabilities || []).join(', ')})`;
@@ -859,7 +861,7 @@
         'tr',
         { 'data-audit': event.id },
         h('td', {}, time(event.at)),
-        h('td', {}, actorText(event.actor)),
+        h('td', {}, actorText(event.actor, event.action)),
         h('td', {}, ACTIONS[event.action] || '', ACTIONS[event.action] ? h('br') : null, h('code', {}, event.action)),
         h('td', { class: `outcome-${event.outcome}` }, event.outcome),
         h('td', {}, changesView(event)),

@@ -45,6 +45,7 @@ interface LogLine {
   level: number;
   msg: string;
   reqId?: string;
+  callerRequestId?: string;
   method?: string;
   path?: string;
   status?: number;
@@ -622,7 +623,9 @@ describe('api: webhook management', () => {
       assertProblem(reply, 500, 'An unexpected error occurred');
       assert.ok(!reply.text.includes('temporal unavailable'));
       assert.ok(
-        logLines.some((l) => l.reqId === 'boom-1' && l.level === 50 && l.err?.message === 'temporal unavailable'),
+        logLines.some(
+          (l) => l.callerRequestId === 'boom-1' && l.level === 50 && l.err?.message === 'temporal unavailable',
+        ),
       );
     });
   });
@@ -680,15 +683,17 @@ describe('api: webhook management', () => {
       assert.match(wrong.headers.get('allow') ?? '', /GET/);
     });
 
-    it('echoes X-Request-Id or assigns one, and logs one line per request with id, method, path, status, duration', async () => {
+    it('assigns its own X-Request-Id, logs the caller’s beside it, one line per request with method, path, status, duration', async () => {
       const p = await project('alice');
       const reply = await call('GET', `/webhooks/project/${p}`, {
         user: 'alice',
         headers: { 'x-request-id': 'req-abc-123' },
       });
-      assert.equal(reply.headers.get('x-request-id'), 'req-abc-123');
-      const lines = logLines.filter((l) => l.reqId === 'req-abc-123' && l.msg === 'request');
+      const reqId = reply.headers.get('x-request-id');
+      assert.match(reqId ?? '', /^[0-9a-f-]{36}$/, 'the server’s id, not the caller’s');
+      const lines = logLines.filter((l) => l.reqId === reqId && l.msg === 'request');
       assert.equal(lines.length, 1);
+      assert.equal(lines[0]!.callerRequestId, 'req-abc-123');
       assert.equal(lines[0]!.method, 'GET');
       assert.equal(lines[0]!.path, `/webhooks/project/${p}`);
       assert.equal(lines[0]!.status, 404);
@@ -699,6 +704,8 @@ describe('api: webhook management', () => {
         headers: { 'x-request-id': 'bad id with spaces' },
       });
       assert.match(generated.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+      const unsafe = logLines.find((l) => l.reqId === generated.headers.get('x-request-id'));
+      assert.equal(unsafe?.callerRequestId, undefined, 'an id outside the safe alphabet is not logged');
     });
 
     it('never logs tokens or secrets', async () => {
@@ -711,7 +718,7 @@ describe('api: webhook management', () => {
       assert.equal(reply.status, 201);
       const all = rawLog.join('');
       assert.ok(
-        logLines.some((l) => l.reqId === 'no-leak-1' && l.status === 201),
+        logLines.some((l) => l.callerRequestId === 'no-leak-1' && l.status === 201),
         'the request was logged',
       );
       assert.ok(!all.includes(reply.body.secret));

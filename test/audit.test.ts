@@ -5,7 +5,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { createApp } from '../api/app';
-import { portalLinkId, type RefusalLimits } from '../api/audit';
+import { portalLinkId, type RefusalLimits, type WriteLimits } from '../api/audit';
 import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
@@ -38,10 +38,16 @@ let startsLeft = Infinity;
 const temporalGone = () =>
   Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14, details: '', metadata: {} });
 
-function appOn(db: store.Db & import('knex').Knex, refusalLimits?: RefusalLimits) {
+function appOn(
+  db: store.Db & import('knex').Knex,
+  refusalLimits?: RefusalLimits,
+  options: { writeLimits?: WriteLimits; linksPerProject?: number } = {},
+) {
   return createApp({
     db,
     refusalLimits,
+    writeLimits: options.writeLimits,
+    portal: { linksPerProject: options.linksPerProject },
     secretBox,
     logger: pino({ level: 'silent' }),
     auth: { mode: 'secret', secret: TEST_JWT_SECRET },
@@ -104,7 +110,12 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       ...(options.body !== undefined && { body: JSON.stringify(options.body) }),
     });
     const text = await reply.text();
-    return { status: reply.status, body: (text ? JSON.parse(text) : undefined) as Record<string, unknown>, text };
+    return {
+      status: reply.status,
+      body: (text ? JSON.parse(text) : undefined) as Record<string, unknown>,
+      text,
+      requestId: reply.headers.get('x-request-id'),
+    };
   };
 
   const rows = (projectId: string) => t.db<AuditColumns>('audit_events').where({ project_id: projectId }).orderBy('id');
@@ -133,8 +144,10 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     const reg = await onlyNewRow(p, 0, 'webhook.register');
     assert.deepEqual(
       [reg.actor_kind, reg.actor_subject, reg.actor_issuer, reg.request_id, reg.outcome, reg.registration_id],
-      ['member', 'alice', ISSUER, 'req-register-1', 'ok', registered.body._id],
+      ['member', 'alice', ISSUER, registered.requestId, 'ok', registered.body._id],
     );
+    // The server's own request id, answered in X-Request-Id: never one of the caller's choosing presented as ours.
+    assert.match(reg.request_id ?? '', /^[0-9a-f-]{36}$/);
     assert.match(reg.caller_address ?? '', /127\.0\.0\.1/);
     assert.deepEqual(reg.changes, {
       url: { after: 'https://receiver.example/a' },
@@ -328,12 +341,16 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     const failed = [0, 1].map(() => `webhook-event-${randomUUID()}`);
     for (const id of failed)
       await store.upsertDelivery(t.db, { id, projectId: p, type: 'FALL_DETECTION', workflowId: id }, 'failed');
-    const viaLink = (method: string, path: string, body?: unknown) =>
-      call(method, path, {
+    const requestIds: (string | null)[] = [];
+    const viaLink = async (method: string, path: string, body?: unknown) => {
+      const reply = await call(method, path, {
         token,
         requestId: `req-link-${path.split('/').pop()}`,
         ...(body !== undefined && { body }),
       });
+      requestIds.push(reply.requestId);
+      return reply;
+    };
 
     const rotated = await viaLink('POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: 60 });
     assert.equal(rotated.status, 200, rotated.text);
@@ -353,18 +370,13 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
         row.portal_capabilities,
         row.request_id,
       ]),
-      [
-        ['webhook.secret.rotate', 'req-link-rotate'],
-        ['webhook.test', `req-link-${p}`],
-        ['delivery.redeliver', 'req-link-redeliver'],
-        ['deliveries.recover', 'req-link-recover'],
-      ].map(([action, requestId]) => [
+      ['webhook.secret.rotate', 'webhook.test', 'delivery.redeliver', 'deliveries.recover'].map((action, i) => [
         action,
         'portal-link',
         'alice',
         portalLinkId(token),
         ['read', 'manage'],
-        requestId,
+        requestIds[i],
       ]),
     );
     assert.equal(written[0]!.changes?.secretRevealed, true, 'the secret shown once, through the link');
@@ -408,14 +420,37 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     );
   });
 
-  it('records a 403 on a project route as refused, with the subject; a 401 writes nothing', async () => {
+  it('files a stranger’s 403 in the operators’ trail, never the named project’s; a 401 writes nothing', async () => {
     const p = await project();
-    const refused = await call('DELETE', `/webhooks/project/${p}`, { token: hsToken('mallory', { issuer: ISSUER }) });
+    const refused = await call('DELETE', `/webhooks/project/${p}`, {
+      token: hsToken('mallory', { issuer: ISSUER }),
+      requestId: 'req-chosen-by-mallory',
+    });
     assert.equal(refused.status, 403);
-    const row = await onlyNewRow(p, 0, 'access.refused');
+    assert.deepEqual(await rows(p), [], 'nothing in the project’s trail (its Activity view)');
+    const row = await t.db<AuditColumns>('audit_events').where({ request_id: refused.requestId }).first();
     assert.deepEqual(
-      [row.outcome, row.actor_subject, row.actor_issuer, row.changes],
-      ['refused', 'mallory', ISSUER, { method: 'DELETE', route: '/webhooks/project/:projectId' }],
+      [row?.action, row?.outcome, row?.project_id, row?.actor_subject, row?.actor_issuer, row?.changes],
+      [
+        'access.refused',
+        'refused',
+        null,
+        'mallory',
+        ISSUER,
+        { method: 'DELETE', route: '/webhooks/project/:projectId', namedProjectId: p },
+      ],
+    );
+    assert.equal(
+      await t.db('audit_events').where({ request_id: 'req-chosen-by-mallory' }).first(),
+      undefined,
+      'the caller’s request id is never recorded as ours',
+    );
+    const operatorView = await call('GET', `/audit?actor=mallory`, { token: hsToken('operator-1') });
+    assert.ok(
+      (operatorView.body.items as { changes?: { namedProjectId?: string } }[]).some(
+        (item) => item.changes?.namedProjectId === p,
+      ),
+      'the operators read it',
     );
     const before = await t.db('audit_events').count<{ count: string }[]>('* as count');
     const unauthenticated = await call('DELETE', `/webhooks/project/${p}`, { token: 'not-a-token' });
@@ -432,7 +467,10 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
         headers: bearer(hsToken(subject, { issuer: ISSUER })),
         method: 'DELETE',
       });
-      const refusedRows = async () => (await rows(p)).filter((row) => row.action === 'access.refused').length;
+      const refusedRows = async () =>
+        (await t.db<AuditColumns>('audit_events').where({ action: 'access.refused' })).filter(
+          (row) => row.changes?.namedProjectId === p,
+        ).length;
       const path = `${limited.url}/webhooks/project/${p}`;
       for (let i = 0; i < 3; i += 1) assert.equal((await fetch(path, as('mallory'))).status, 403);
       assert.equal(await refusedRows(), 3);
@@ -450,6 +488,130 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       clock += 20_000;
       assert.equal((await fetch(path, as('mallory'))).status, 403, 'one refusal refilled');
       assert.equal(await refusedRows(), 5);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('a caller past AUDITED_WRITES_PER_MINUTE is answered 429 with Retry-After and writes nothing; others go on', async () => {
+    let clock = 0;
+    const limited = await listenLocal(
+      appOn(t.db, undefined, { writeLimits: { perMinute: 3, clock: () => clock } }).callback(),
+    );
+    try {
+      const p = await project();
+      await store.addMember(t.db, p, 'bob');
+      const patch = (types: string[], token = hsToken('alice', { issuer: ISSUER })) =>
+        fetch(`${limited.url}/webhooks`, {
+          method: 'PATCH',
+          headers: { ...bearer(token), 'content-type': 'application/json' },
+          body: JSON.stringify({ projectId: p, types }),
+        });
+      const register = await fetch(`${limited.url}/webhooks/register`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('alice', { issuer: ISSUER })), 'content-type': 'application/json' },
+        body: JSON.stringify({ projectId: p, url: 'https://receiver.example/a', types: ['FALL_DETECTION'] }),
+      });
+      assert.equal(register.status, 201);
+      const toggles = [['VITAL_THRESHOLD'], ['FALL_DETECTION']];
+      for (let i = 0; i < 2; i += 1) assert.equal((await patch(toggles[i % 2]!)).status, 200);
+      const before = await rows(p);
+      const registration = await store.findRegistration(t.db, p);
+      const throttled = await patch(['VITAL_THRESHOLD']);
+      assert.equal(throttled.status, 429);
+      assert.match(throttled.headers.get('content-type') ?? '', /application\/problem\+json/);
+      assert.equal(throttled.headers.get('retry-after'), '20', 'a write a minute / 3 comes back every 20 s');
+      assert.equal(
+        ((await throttled.json()) as { detail: string }).detail,
+        'Too many changes: at most 3 write calls a minute per caller; this caller reached the limit',
+      );
+      assert.deepEqual(await rows(p), before, 'the 429 writes no row');
+      assert.deepEqual((await store.findRegistration(t.db, p))?.types, registration?.types, 'and changes nothing');
+      // Reads are not writes; another member, and another issuer's same subject, each have a budget of their own.
+      assert.equal(
+        (await fetch(`${limited.url}/webhooks/project/${p}`, { headers: bearer(hsToken('alice', { issuer: ISSUER })) }))
+          .status,
+        200,
+      );
+      assert.equal((await patch(['VITAL_THRESHOLD'], hsToken('bob'))).status, 200);
+      // A portal link is a caller of its own, apart from the member who made it.
+      const minted = await fetch(`${limited.url}/webhooks/project/${p}/portal-sessions`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('bob')), 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(minted.status, 201);
+      const link = ((await minted.json()) as { token: string }).token;
+      assert.equal((await patch(['FALL_DETECTION'], link)).status, 200);
+      assert.equal((await patch(['VITAL_THRESHOLD'], hsToken('bob'))).status, 200);
+      assert.equal((await patch(['FALL_DETECTION'], hsToken('bob'))).status, 429, 'bob spent his three');
+      clock += 20_000;
+      assert.equal((await patch(['FALL_DETECTION'])).status, 200, 'one write refilled');
+      assert.equal(
+        (await rows(p)).length,
+        before.length + 5,
+        'bob’s two changes, his link, the link’s change, alice’s',
+      );
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('a project holds at most PORTAL_LINKS_PER_PROJECT live links: one more is 409, stored nowhere', async () => {
+    const limited = await listenLocal(appOn(t.db, undefined, { linksPerProject: 2 }).callback());
+    try {
+      const p = await project();
+      const mint = () =>
+        fetch(`${limited.url}/webhooks/project/${p}/portal-sessions`, {
+          method: 'POST',
+          headers: { ...bearer(hsToken('alice', { issuer: ISSUER })), 'content-type': 'application/json' },
+          body: JSON.stringify({ capabilities: ['read'], expiresInSeconds: 600 }),
+        });
+      for (let i = 0; i < 2; i += 1) assert.equal((await mint()).status, 201);
+      const before = await rows(p);
+      const refused = await mint();
+      assert.equal(refused.status, 409);
+      assert.match(refused.headers.get('content-type') ?? '', /application\/problem\+json/);
+      assert.match(
+        ((await refused.json()) as { detail: string }).detail,
+        /already has 2 live portal links.*PORTAL_LINKS_PER_PROJECT/,
+      );
+      assert.deepEqual(await rows(p), before, 'no row of a link that was not made');
+      assert.equal((await t.db('portal_links').where({ project_id: p })).length, 2);
+      // Another project has room of its own; revoking the project's links makes room again.
+      const other = await project();
+      const elsewhere = await fetch(`${limited.url}/webhooks/project/${other}/portal-sessions`, {
+        method: 'POST',
+        headers: { ...bearer(hsToken('alice', { issuer: ISSUER })), 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(elsewhere.status, 201);
+      const revoked = await fetch(`${limited.url}/webhooks/project/${p}/portal-sessions`, {
+        method: 'DELETE',
+        headers: bearer(hsToken('alice', { issuer: ISSUER })),
+      });
+      assert.equal(revoked.status, 204);
+      assert.equal((await mint()).status, 201);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('counts links made at once one after another: never more than the limit', async () => {
+    const limited = await listenLocal(appOn(t.db, undefined, { linksPerProject: 3 }).callback());
+    try {
+      const p = await project();
+      const statuses = await Promise.all(
+        Array.from({ length: 8 }, () =>
+          fetch(`${limited.url}/webhooks/project/${p}/portal-sessions`, {
+            method: 'POST',
+            headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+            body: '{}',
+          }).then((reply) => reply.status),
+        ),
+      );
+      assert.deepEqual(statuses.sort(), [201, 201, 201, 409, 409, 409, 409, 409]);
+      assert.equal((await rows(p)).filter((row) => row.action === 'portal-link.create').length, 3);
     } finally {
       await limited.close();
     }

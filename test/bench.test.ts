@@ -167,7 +167,7 @@ describe('bench quick mode (npm run bench -- --quick)', function () {
 });
 
 describe('bench stage selection (bench/plan.ts, bench/report.ts)', () => {
-  it('runs every stage but the engine search by default; --stages, --engine-search and --faults select', () => {
+  it('runs every stage but the engine search and the trail by default; --stages, --engine-search and --faults select', () => {
     const all = parseArgsToPlan([]).plan;
     assert.deepEqual(all.stages, ['engine', 'raw', 'steady', 'saturation', 'api', 'audit', 'neighbour', 'flood']);
     assert.deepEqual(all.faults, ['hang', 'refuse', '503']);
@@ -175,6 +175,11 @@ describe('bench stage selection (bench/plan.ts, bench/report.ts)', () => {
     // In the run's order, each once, whatever order they are given in.
     assert.deepEqual(parseArgsToPlan(['--stages', 'flood,engine,flood']).plan.stages, ['engine', 'flood']);
     assert.deepEqual(parseArgsToPlan(['--stages', 'engine-search']).plan.stages, ['engine-search']);
+    const trail = parseArgsToPlan(['--stages', 'trail', '--trail-seconds', '3', '--trail-write-limit', '120']).plan;
+    assert.deepEqual(
+      [trail.stages, trail.trailSeconds, trail.trailLoops, trail.trailWritesPerMinute],
+      [['trail'], 3, 20, 120],
+    );
     assert.deepEqual(parseArgsToPlan(['--faults', '503,hang']).plan.faults, ['hang', '503']);
     assert.throws(() => parseArgsToPlan(['--stages', 'engine,warp']), /--stages: unknown warp/);
     assert.throws(() => parseArgsToPlan(['--faults', 'slow']), /--faults: unknown slow/);

@@ -23,6 +23,7 @@ import {
   type JsonPayload,
 } from '../common/payload-codec';
 import type { Knex } from 'knex';
+import * as store from '../db';
 import { captureLogger } from './support/deliveries';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { listenLocal, type LocalServer } from './support/jwks-server';
@@ -224,6 +225,44 @@ describe('the codec endpoint: operators, CORS for the Temporal UI, encode and de
       const decoded = await post(url, '/codec/decode', { payloads: sealed }, { sub: 'alice', roles: ['ops'] });
       assert.equal(decoded.status, 200);
       assert.deepEqual(await decoded.json(), { payloads: [plain] });
+    });
+
+    it('accounts a decode in each project it opened: attempt inputs, resume signals by the delivery log; plain ones none', async () => {
+      const [p1, p2] = [`p-${randomBytes(4).toString('hex')}`, `p-${randomBytes(4).toString('hex')}`];
+      const [w1, w2] = [
+        `webhook-event-${randomBytes(4).toString('hex')}`,
+        `webhook-event-${randomBytes(4).toString('hex')}`,
+      ];
+      await store.addProject(t.db, p2);
+      await store.upsertDelivery(t.db, { id: w2, projectId: p2, type: 'FALL_DETECTION', workflowId: w2 }, 'delivered');
+      const json = (value: unknown) => ({
+        metadata: { encoding: Buffer.from('json/plain') },
+        data: Buffer.from(JSON.stringify(value)),
+      });
+      const attempt = json({
+        projectId: p1,
+        webhookType: 'FALL_DETECTION',
+        body: '{}',
+        boundTo: { workflowId: w1, runId: 'r' },
+      });
+      const signal = json({ workflowId: w2, waitToken: 3 });
+      const sealed = (await codec.encode([attempt, signal, json({ projectId: p1, workflowId: w1 })])).map(
+        payloadToJson,
+      );
+      // A payload that was never sealed opens nothing, whatever it names.
+      const unsealed = payloadToJson(json({ projectId: p2, workflowId: 'webhook-event-never-sealed' }));
+      const response = await post(url, '/codec/decode', { payloads: [...sealed, unsealed] }, { sub: OPERATOR });
+      assert.equal(response.status, 200);
+      const rows = await store.listAuditEvents(t.db, { action: 'codec.decode', limit: 3 });
+      const keyId = Buffer.from(sealed[0]!.metadata!['encryption-key-id']!, 'base64').toString();
+      assert.deepEqual(
+        rows.reverse().map((row) => [row.projectId, row.changes]),
+        [
+          [undefined, { payloads: 4, keyIds: [keyId], projects: [p1, p2] }],
+          [p1, { workflowIds: [w1], payloads: 2, keyIds: [keyId] }],
+          [p2, { workflowIds: [w2], payloads: 1, keyIds: [keyId] }],
+        ],
+      );
     });
 
     it('refuses a project member who is no operator with 403', async () => {

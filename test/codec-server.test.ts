@@ -17,6 +17,7 @@ import { useDeliveryFixture, useLocalApi } from './support/delivery-fixture';
 import { independentSignatureValid } from './support/receiver';
 import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
 import { bearer, hsToken } from './support/tokens';
+import * as store from '../db';
 
 const run = promisify(execFile);
 /** The personal fields of fallPayload, as they would appear if stored in plain text. */
@@ -148,7 +149,7 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     const emitter = await client(config);
     const workflowId = await emitWebhookEvent(emitter, fallEvent(projectId), { taskQueue: config.TEMPORAL_TASK_QUEUE });
     const result = await emitter.workflow.getHandle(workflowId).result();
-    return { workflowId, secret, result, config };
+    return { workflowId, secret, result, config, projectId };
   }
   const rawHistory = (workflowId: string) => fx.env.client.workflow.getHandle(workflowId).fetchHistory();
   async function decode(token: string | undefined, payloads: JsonPayload[], headers: Record<string, string> = {}) {
@@ -219,6 +220,49 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     assert.equal(JSON.stringify(member.body).includes(fallPayload.email), false);
     const forged = await decode(hsToken(OPERATOR, { secret: 'x'.repeat(40) }), payloads);
     assert.equal(forged.status, 401);
+  });
+
+  it('accounts an operator’s decode in the trail of the project whose event it opened, naming the workflow', async () => {
+    const { workflowId, projectId } = await deliverEncrypted(k1);
+    const history = await rawHistory(workflowId);
+    const other = newProjectId();
+    await fx.registrations.register(other, fx.receiver.url, ['FALL_DETECTION']);
+    for (const [project, member] of [
+      [projectId, 'alice'],
+      [other, 'bob'],
+    ] as const)
+      await store.addMember(fx.database.db, project, member);
+    // As the Temporal UI asks: the started event's input alone, then the whole history.
+    const input = history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads!.map(payloadToJson);
+    const one = await decode(hsToken(OPERATOR), input, { 'x-namespace': 'default' });
+    assert.equal(one.status, 200);
+    assert.equal((await decode(hsToken(OPERATOR), historyPayloads(history).map(payloadToJson))).status, 200);
+
+    type Page = { items: { action: string; projectId?: string; actor: Record<string, unknown>; changes?: object }[] };
+    const trail = async (path: string, token: string) => {
+      const reply = await fetch(`${api.url}${path}`, { headers: bearer(token) });
+      assert.equal(reply.status, 200, path);
+      return ((await reply.json()) as Page).items.filter((item) => item.action === 'codec.decode');
+    };
+    const asOperator = await trail(`/audit?projectId=${projectId}`, hsToken(OPERATOR));
+    const asMember = await trail(`/webhooks/project/${projectId}/audit`, hsToken('alice'));
+    for (const rows of [asOperator, asMember]) {
+      assert.equal(rows.length, 2, 'one row in the project’s trail per decode that opened its events');
+      for (const row of rows) {
+        assert.equal(row.projectId, projectId);
+        assert.equal(row.actor.subject, OPERATOR, 'who read');
+        assert.equal(row.actor.callerAddress, undefined, 'never the operator’s address');
+        assert.deepEqual((row.changes as { workflowIds: string[] }).workflowIds, [workflowId]);
+      }
+      assert.deepEqual(rows[1]!.changes, {
+        workflowIds: [workflowId],
+        payloads: 1,
+        keyIds: ['k1'],
+        namespace: 'default',
+      });
+    }
+    assert.deepEqual(await trail(`/webhooks/project/${other}/audit`, hsToken('bob')), [], 'another project: nothing');
+    assert.deepEqual(await trail(`/audit?projectId=${other}`, hsToken(OPERATOR)), []);
   });
 
   it('answers the UI preflight for its origin only', async () => {

@@ -74,7 +74,18 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   ],
   'GET /webhooks/project/{projectId}/health': ['200', '400', '401', '403', '404', '429'],
   'GET /metrics': ['200', '401'],
-  'POST /webhooks/project/{projectId}/portal-sessions': ['201', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'POST /webhooks/project/{projectId}/portal-sessions': [
+    '201',
+    '400',
+    '401',
+    '403',
+    '404',
+    '409',
+    '413',
+    '415',
+    '429',
+    '503',
+  ],
   'DELETE /webhooks/project/{projectId}/portal-sessions': ['204', '400', '401', '403', '404', '429', '503'],
   'POST /codec/encode': ['200', '400', '401', '403', '413', '415', '429', '503'],
   'POST /codec/decode': ['200', '400', '401', '403', '413', '415', '429', '503'],
@@ -791,7 +802,7 @@ describe('openapi: the document at /openapi.json', () => {
       }
     });
 
-    it('portal sessions: 201, 204, 400, 401, 403, 404, 413, 415; a portal token’s 401 and 403', async () => {
+    it('portal sessions: 201, 204, 400, 401, 403, 404, 409, 413, 415; a portal token’s 401 and 403', async () => {
       const CREATE = 'POST /webhooks/project/{projectId}/portal-sessions';
       const REVOKE = 'DELETE /webhooks/project/{projectId}/portal-sessions';
       const p = await project('alice');
@@ -806,6 +817,18 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(CREATE, 404, { path: at(CREATE.slice(5), 'no-such-project'), user: 'alice' });
       await expect(CREATE, 413, { path, user: 'alice', body: { pad: 'x'.repeat(200_000) } });
       await expect(CREATE, 415, { path, user: 'alice', raw: 'capabilities=read', contentType: 'text/plain' });
+      // The project filled up to PORTAL_LINKS_PER_PROJECT (default 50) with live links: one more is refused.
+      const expiresAt = new Date(Date.now() + 3_600_000);
+      await t.db('portal_links').insert(
+        Array.from({ length: 48 }, (_, i) => ({
+          id: `filler-${p}-${i}`,
+          project_id: p,
+          generation: 0,
+          expires_at: expiresAt,
+        })),
+      );
+      const full = await expect(CREATE, 409, { path, user: 'alice' });
+      assert.match(String(full.detail), /already has 50 live portal links/);
 
       // A read link on an action, and on another project: the shared Forbidden response.
       const TEST_PATH = at(TEST.slice(5), p);

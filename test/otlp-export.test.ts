@@ -150,8 +150,28 @@ describe('metrics and logs over OTLP into a real OpenTelemetry Collector', funct
       trace.spans.some((span) => span.spanID === failed.spanId && span.operationName === 'attempt'),
       'the record names its attempt span',
     );
-    // Redacted before it leaves, as on stdout: nothing of the person reached the collector.
+    // A line that does carry the person (at the top, inside an event, inside an error), through the service's logger:
+    // redacted before it leaves, as on stdout, so nothing of the person reaches the collector.
+    const probe = stack.track(
+      spawnProcess(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'support', 'log-probe.ts')], {
+        ...otel,
+        NODE_ENV: 'development',
+        LOG_LEVEL: 'info',
+        PROBE_PERSON: JSON.stringify(person),
+      }),
+    );
+    assert.equal((await probe.exited).code, 0, probe.output());
+    assert.match(probe.output(), /log probe: a line carrying a person/, 'the probe logged its line on stdout');
+    await eventually(
+      'the probe’s record in the collector',
+      () =>
+        printedLogRecords(jaeger.output(10_000_000)).some(
+          (r) => r.service === 'webhook-log-probe' && r.body === 'log probe: a line carrying a person',
+        ),
+      60_000,
+    );
     const everything = jaeger.output(10_000_000);
     for (const value of Object.values(person)) assert.ok(!everything.includes(value), `${value} reached the collector`);
+    for (const value of Object.values(person)) assert.ok(!probe.output().includes(value), `${value} reached stdout`);
   });
 });

@@ -548,6 +548,8 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       await callApi('POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: 3600 }, first.token),
       200,
     );
+    // A link of the project refused a members' route is the project's to see; a stranger's refusal is the operators'.
+    assert.equal(await callApi('DELETE', `/webhooks/project/${p}`, undefined, first.token), 403);
     assert.equal(await callApi('DELETE', `/webhooks/project/${p}`, undefined, hsToken('mallory')), 403);
     // The receiver fails twice at a threshold of two: the breaker opens, probes once its period is over, and closes.
     const thresholds = { failureThreshold: 2, openMs: 600_000, maxOpenMs: 600_000 };
@@ -600,10 +602,16 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     );
     assert.match(await rowText(1), /the service\s+Circuit breaker closed/);
     assert.match(await rowText(3), /from: closed[\s\S]*statusCode: 503/);
-    assert.match(await rowText(4), /mallory\s+Was refused access\s+access\.refused\s+refused[\s\S]*method: DELETE/);
+    assert.match(
+      await rowText(4),
+      new RegExp(
+        `alice, through portal link ${firstLink} \\(read, manage\\)\\s+Was refused access[\\s\\S]*method: DELETE`,
+      ),
+    );
     assert.match(await rowText(6), /types: FALL_DETECTION, VITAL_THRESHOLD → FALL_DETECTION/);
     const shown = await page.locator('main').innerText();
     assert.doesNotMatch(shown, /codec\.decode|operator-1|whsec_/, 'no codec read, no secret');
+    assert.doesNotMatch(shown, /mallory/, 'no stranger’s refusal');
     assert.doesNotMatch(shown, /\b(null|undefined|NaN)\b/);
     assert.ok(!shown.includes(other), 'nothing of the other project');
     await assertAccessible(page, 'activity view');

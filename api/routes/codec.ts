@@ -13,6 +13,8 @@ import {
 } from '../../common/payload-codec';
 import { ApiError, InvalidRequestError } from '../errors';
 import { auditActor, recordAudit } from '../audit';
+import { disclosuresOf, placeByDeliveryLog, type Disclosures } from '../codec-disclosures';
+import type * as store from '../../db';
 import type { PortalGrant } from '../portal-tokens';
 
 type Context = RouterContext<{ user?: unknown; portal?: PortalGrant; localCodecCaller?: boolean }>;
@@ -209,9 +211,21 @@ const keyIds = (payloads: Payload[]): string[] => [
   ),
 ];
 
+/** Whose events a decode opened: only payloads that were sealed (they carry a key id) count. */
+async function disclosed(db: Knex, sealed: Payload[], opened: Payload[]): Promise<Disclosures> {
+  const keyIdOf = (index: number) => {
+    const id = sealed[index]?.metadata?.[KEY_ID_METADATA_KEY];
+    return id ? Buffer.from(id).toString('utf8') : undefined;
+  };
+  const disclosures = disclosuresOf(opened, keyIdOf);
+  await placeByDeliveryLog(db, disclosures);
+  return disclosures;
+}
+
 /**
  * Temporal's remote codec protocol (`{payloads: [...]}` both ways), for operators only. Each call leaves an audit row
- * (the operator, how many payloads, their key ids, the namespace) before its answer: no read without its record.
+ * (the operator, how many payloads, their key ids, the namespace) before its answer: no read without its record; a
+ * decode also leaves one in each project whose events it opened, naming the workflows.
  */
 export function codecRouter(deps: CodecDeps, db: Knex): Router {
   const transform = (direction: 'encode' | 'decode') => async (ctx: Context) => {
@@ -225,20 +239,37 @@ export function codecRouter(deps: CodecDeps, db: Knex): Router {
     try {
       const result = await deps.codec[direction](payloads);
       const namespace = ctx.get('X-Namespace');
-      await recordAudit(
-        db,
-        ctx.state.localCodecCaller
-          ? { ...auditActor(ctx), kind: 'system', subject: 'local-codec-caller' }
-          : auditActor(ctx),
-        {
+      const actor: store.AuditActor = ctx.state.localCodecCaller
+        ? { ...auditActor(ctx), kind: 'system', subject: 'local-codec-caller' }
+        : auditActor(ctx);
+      const disclosures = direction === 'decode' ? await disclosed(db, payloads, result) : undefined;
+      const shared = NAMESPACE.test(namespace) ? { namespace } : {};
+      // The operator's row and each opened project's row commit together, before the answer: no read without them.
+      await db.transaction(async (trx) => {
+        const projects = [...(disclosures?.projects.keys() ?? [])];
+        await recordAudit(trx, actor, {
           action: `codec.${direction}`,
           changes: {
             payloads: payloads.length,
             keyIds: keyIds(direction === 'decode' ? payloads : result),
-            ...(NAMESPACE.test(namespace) && { namespace }),
+            ...shared,
+            ...(projects.length > 0 && { projects }),
           },
-        },
-      );
+        });
+        // Members see who read and when, never from where: the operator's address stays in the operators' row.
+        const accounted: store.AuditActor = { ...actor, callerAddress: undefined };
+        for (const [projectId, opened] of disclosures?.projects ?? [])
+          await recordAudit(trx, accounted, {
+            action: 'codec.decode',
+            projectId,
+            changes: {
+              workflowIds: [...opened.workflowIds],
+              payloads: opened.payloads,
+              keyIds: [...opened.keyIds],
+              ...shared,
+            },
+          });
+      });
       ctx.body = { payloads: result.map(payloadToJson) };
     } catch (error) {
       if (error instanceof PayloadDecryptionError) throw new UndecodablePayloadError(error.message);

@@ -16,6 +16,7 @@ import * as clientCertificates from './014_client_certificates';
 import * as notices from './015_notices';
 import * as auditFailedOutcome from './016_audit_failed_outcome';
 import * as waiterHandover from './017_waiter_handover';
+import * as portalLinkCount from './018_portal_link_count';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -36,6 +37,7 @@ const migrations: Record<string, Knex.Migration> = {
   '015_notices': notices,
   '016_audit_failed_outcome': auditFailedOutcome,
   '017_waiter_handover': waiterHandover,
+  '018_portal_link_count': portalLinkCount,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -70,6 +70,8 @@ async function main(): Promise<void> {
       OPERATOR_SUBJECTS: FUZZ_USER,
       // Fuzzing reads faster than a person: the read rate would answer most of them 429 before any logic ran.
       READ_CALLS_PER_SECOND: '1000',
+      // And writes faster: one subject's write calls would be answered 429 past the per-caller limit.
+      AUDITED_WRITES_PER_MINUTE: '1000000',
       // The document's bound of a pause's hours: every hours the schema allows is then accepted.
       PAUSE_MAX_HOURS: '720',
       DATA_DIR: dataDir,
