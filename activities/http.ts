@@ -1,5 +1,5 @@
 import { Agent, EnvHttpProxyAgent, Pool, buildConnector, errors, type Dispatcher } from 'undici';
-import type { Socket } from 'node:net';
+import type { LookupFunction, Socket } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import { ForbiddenTargetError, createGuardedConnector, guardTarget, type ConnectionTls } from './ssrf';
 
@@ -98,6 +98,8 @@ export function createWebhookHttpClient(options: {
   proxy?: EgressProxy;
   /** CAs trusted beside Node's own, for receivers whose certificate a private CA signed (tests use their own). */
   trustedCa?: string[];
+  /** How receivers' host names are resolved: dns.lookup unless a test gives its own. */
+  lookup?: LookupFunction;
 }): WebhookHttpClient {
   const alerts = createTlsAlerts();
   const ca: ConnectionTls = options.trustedCa?.length ? { ca: [...rootCertificates, ...options.trustedCa] } : {};
@@ -130,7 +132,7 @@ export function createWebhookHttpClient(options: {
       try {
         // The proxy resolves and connects to the target itself, past the guarded connector: the target is resolved and
         // checked here first, so a forbidden one is refused before the proxy is asked for anything.
-        if (proxied && !options.allowPrivate) await guardTarget(url.hostname);
+        if (proxied && !options.allowPrivate) await guardTarget(url.hostname, options.lookup);
         // Dispatcher.request does not follow redirects: a 3xx comes back as a status like any other.
         const response = await dispatcherFor(clientCertificate).request({
           origin: url.origin,
@@ -161,7 +163,7 @@ export function createWebhookHttpClient(options: {
 
 /** One pool of keep-alive connections, direct or through the egress proxy, with the given TLS options. */
 function createDispatcher(
-  options: { timeoutMs: number; allowPrivate: boolean; proxy?: EgressProxy },
+  options: { timeoutMs: number; allowPrivate: boolean; proxy?: EgressProxy; lookup?: LookupFunction },
   tls: ConnectionTls,
   alerts: TlsAlerts,
 ): Dispatcher {

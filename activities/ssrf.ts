@@ -1,4 +1,5 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { lookup as dnsLookup } from 'node:dns';
+import type { LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { buildConnector } from 'undici';
 
@@ -61,22 +62,25 @@ export function forbiddenRange(address: string): string | undefined {
   return range === 'unicast' ? undefined : range;
 }
 
-type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+/** `lookup` (dns.lookup unless a test gives its own) refusing a hostname when any address it resolves to is forbidden. */
+export function createGuardedLookup(lookup: LookupFunction = dnsLookup): LookupFunction {
+  return (hostname, options, callback) =>
+    lookup(hostname, { ...options, all: true }, (error, answer, family) => {
+      if (error) return callback(error, []);
+      const addresses = typeof answer === 'string' ? [{ address: answer, family: family ?? 4 }] : answer;
+      for (const { address } of addresses) {
+        const range = forbiddenRange(address);
+        if (range) return callback(new ForbiddenTargetError(address, range), []);
+      }
+      if (options.all) return callback(null, addresses);
+      const [first] = addresses;
+      if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), []);
+      callback(null, first.address, first.family);
+    });
+}
 
 /** dns.lookup that refuses a hostname when any address it resolves to is forbidden. */
-export function guardedLookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) return callback(error, []);
-    for (const { address } of addresses) {
-      const range = forbiddenRange(address);
-      if (range) return callback(new ForbiddenTargetError(address, range), []);
-    }
-    if (options.all) return callback(null, addresses);
-    const [first] = addresses;
-    if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), []);
-    callback(null, first.address, first.family);
-  });
-}
+export const guardedLookup = createGuardedLookup();
 
 /** The TLS options of a delivery's connection to the receiver: the registration's client certificate, trusted CAs. */
 export interface ConnectionTls {
@@ -94,12 +98,11 @@ export function createGuardedConnector(options: {
   allowPrivate: boolean;
   /** TLS options of the connections it makes: a client certificate, extra trusted CAs. */
   tls?: ConnectionTls;
+  /** How host names are resolved: dns.lookup unless a test gives its own. */
+  lookup?: LookupFunction;
 }): buildConnector.connector {
-  const base = buildConnector({
-    timeout: options.timeoutMs,
-    ...options.tls,
-    ...(options.allowPrivate ? {} : { lookup: guardedLookup }),
-  });
+  const lookup = options.allowPrivate ? options.lookup : createGuardedLookup(options.lookup);
+  const base = buildConnector({ timeout: options.timeoutMs, ...options.tls, ...(lookup && { lookup }) });
   if (options.allowPrivate) return base;
   return (connectOptions, callback) => {
     // undici passes an IPv6 literal without its brackets.
@@ -125,7 +128,7 @@ export function createGuardedConnector(options: {
  * Resolves a target host as the guarded connector would and refuses it when forbidden: for a connection made by
  * someone else (the egress proxy), before it is asked to.
  */
-export async function guardTarget(hostname: string): Promise<void> {
+export async function guardTarget(hostname: string, lookup?: LookupFunction): Promise<void> {
   // The WHATWG parser keeps an IPv6 literal's brackets.
   const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
   if (ipaddr.isValid(host)) {
@@ -134,6 +137,6 @@ export async function guardTarget(hostname: string): Promise<void> {
     return;
   }
   await new Promise<void>((resolve, reject) =>
-    guardedLookup(host, { all: true }, (error) => (error ? reject(error) : resolve())),
+    createGuardedLookup(lookup)(host, { all: true }, (error) => (error ? reject(error) : resolve())),
   );
 }
