@@ -1,5 +1,5 @@
 import { lookup as dnsLookup } from 'node:dns';
-import type { LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { buildConnector } from 'undici';
 
@@ -62,7 +62,7 @@ export function forbiddenRange(address: string): string | undefined {
   return range === 'unicast' ? undefined : range;
 }
 
-/** `lookup` (dns.lookup unless a test gives its own) refusing a hostname when any address it resolves to is forbidden. */
+/** `lookup` (dns.lookup, or a test's own) refusing a hostname when any address it resolves to is forbidden. */
 export function createGuardedLookup(lookup: LookupFunction = dnsLookup): LookupFunction {
   return (hostname, options, callback) =>
     lookup(hostname, { ...options, all: true }, (error, answer, family) => {
@@ -125,18 +125,27 @@ export function createGuardedConnector(options: {
 }
 
 /**
- * Resolves a target host as the guarded connector would and refuses it when forbidden: for a connection made by
- * someone else (the egress proxy), before it is asked to.
+ * The address a connection made by someone else (the egress proxy) is to go to: the host resolved once, here, and
+ * refused when forbidden (unless allowPrivate), so that the proxy is only ever asked for an address that was checked.
  */
-export async function guardTarget(hostname: string, lookup?: LookupFunction): Promise<void> {
-  // The WHATWG parser keeps an IPv6 literal's brackets.
+export async function resolveTarget(
+  hostname: string,
+  options: { allowPrivate: boolean; lookup?: LookupFunction },
+): Promise<{ address: string; family: number }> {
+  // The WHATWG parser keeps an IPv6 literal's brackets; undici passes it without.
   const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  if (ipaddr.isValid(host)) {
-    const range = forbiddenRange(host);
+  const literal = isIP(host);
+  if (literal) {
+    const range = options.allowPrivate ? undefined : forbiddenRange(host);
     if (range) throw new ForbiddenTargetError(host, range);
-    return;
+    return { address: host, family: literal };
   }
-  await new Promise<void>((resolve, reject) =>
-    createGuardedLookup(lookup)(host, { all: true }, (error) => (error ? reject(error) : resolve())),
+  const lookup = options.allowPrivate ? (options.lookup ?? dnsLookup) : createGuardedLookup(options.lookup);
+  return new Promise((resolve, reject) =>
+    lookup(host, { all: false }, (error, address, family) => {
+      // Asked for one address, lookup answers with a string.
+      if (error || typeof address !== 'string') return reject(error ?? new Error(`no address for ${host}`));
+      resolve({ address, family: family ?? isIP(address) });
+    }),
   );
 }
