@@ -248,7 +248,7 @@ function createEgressTunnels(options: {
 const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 };
 
 /** The proxy that carries a connection, if any: HTTPS_PROXY, HTTP_PROXY and NO_PROXY as undici's EnvHttpProxyAgent. */
-function egressRoutes(proxy: EgressProxy): (connectOptions: buildConnector.Options) => string | undefined {
+export function egressRoutes(proxy: EgressProxy): (connectOptions: buildConnector.Options) => string | undefined {
   const httpProxy = proxy.httpProxy || undefined;
   const httpsProxy = proxy.httpsProxy || httpProxy;
   const noProxy = proxy.noProxy ?? '';

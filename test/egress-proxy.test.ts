@@ -10,6 +10,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, type ActivityConfig } from '../activities';
+import { egressRoutes } from '../activities/http';
 import { ConfigError, loadConfig } from '../common/config';
 import { FailureType, type AttemptFailureDetails } from '../common/contract';
 import type { deliverWebhookEvent } from '../workflows';
@@ -189,6 +190,36 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
         () => loadConfig({ [name]: 'socks5://proxy.internal:1080' }),
         (error: unknown) => error instanceof ConfigError && new RegExp(`- ${name} must match`).test(error.message),
       );
+  });
+
+  it('routes as undici’s EnvHttpProxyAgent did: NO_PROXY names, domains, ports and *; HTTPS_PROXY falls back to HTTP_PROXY', () => {
+    /** What undici's Client hands its connector for a URL: the host with its port, the name without brackets. */
+    const to = (url: string) => {
+      const { protocol, host, hostname, port } = new URL(url);
+      return { protocol, host, hostname: hostname.replace(/^\[(.*)\]$/, '$1'), port };
+    };
+    const proxy = 'http://proxy.internal:3128';
+    const route = egressRoutes({
+      httpProxy: proxy,
+      noProxy: '.internal.example, exact.example:8443,[::1] *.wild.example',
+    });
+    for (const [url, expected] of [
+      ['https://receiver.example.org/hooks', proxy],
+      ['http://receiver.example.org/hooks', proxy],
+      ['https://internal.example/hooks', undefined],
+      ['https://deep.sub.INTERNAL.example/hooks', undefined],
+      ['https://notinternal.example/hooks', proxy],
+      ['https://exact.example:8443/hooks', undefined],
+      ['https://exact.example/hooks', proxy],
+      ['http://[::1]:8080/hooks', undefined],
+      ['https://a.wild.example/hooks', undefined],
+    ] as const)
+      assert.equal(route(to(url)), expected, url);
+    assert.equal(egressRoutes({ httpProxy: proxy, noProxy: '*' })(to('https://receiver.example.org/')), undefined);
+    // HTTPS_PROXY alone carries https:// receivers only.
+    const httpsOnly = egressRoutes({ httpsProxy: proxy });
+    assert.equal(httpsOnly(to('https://receiver.example.org/')), proxy);
+    assert.equal(httpsOnly(to('http://receiver.example.org/')), undefined);
   });
 
   const guarded: ActivityConfig = { ...fastConfig, ALLOW_PRIVATE_WEBHOOK_URLS: false, BREAKER_FAILURE_THRESHOLD: 2 };
