@@ -397,10 +397,10 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
         const receiver = await receiverFor(protocol);
         const proxy = await startTinyproxy();
         const config = { ...fastConfig, HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url };
-        const delivery = await deliveryTo(`${protocol}://localhost:${receiver.port}/hooks/receive`, config, {
-          lookup: systemIpv4,
-          trustedCa: [certs.ca],
-        });
+        const client = { lookup: systemIpv4, trustedCa: [certs.ca] };
+        const delivery = await deliveryTo(`${protocol}://localhost:${receiver.port}/hooks/receive`, config, client);
+        // The same receiver by its address: its certificate names `localhost` only, so over https it is refused.
+        const byAddress = await deliveryTo(`${protocol}://127.0.0.1:${receiver.port}/hooks/receive`, config, client);
         try {
           const outcome = await delivery.attempt();
           assert.equal((outcome as { status?: string }).status, 'delivered', String(outcome));
@@ -412,16 +412,7 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
           assert.equal(request!.servername, protocol === 'https' ? 'localhost' : undefined, 'SNI the name');
           assert.ok(proxy.log().includes(connectLine(`127.0.0.1:${receiver.port}`)), proxy.log());
           assert.ok(!proxy.log().includes(connectLine(`localhost:${receiver.port}`)), proxy.log());
-        } finally {
-          await delivery.close();
-        }
-        if (protocol === 'https') {
-          // The same receiver by its address: its certificate names `localhost` only, so it is refused.
-          const byAddress = await deliveryTo(`https://127.0.0.1:${receiver.port}/hooks/receive`, config, {
-            lookup: systemIpv4,
-            trustedCa: [certs.ca],
-          });
-          try {
+          if (protocol === 'https') {
             const thrown = await byAddress.attempt();
             assert.ok(thrown instanceof ApplicationFailure, String(thrown));
             assert.match(
@@ -429,12 +420,13 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
               /ERR_TLS_CERT_ALTNAME_INVALID/,
             );
             assert.equal(receiver.requests.length, 1);
-          } finally {
-            await byAddress.close();
           }
+        } finally {
+          await delivery.close();
+          await byAddress.close();
+          await proxy.close();
+          await receiver.close();
         }
-        await proxy.close();
-        await receiver.close();
       });
   });
 });
