@@ -1,7 +1,7 @@
-import { Agent, EnvHttpProxyAgent, Pool, buildConnector, errors, type Dispatcher } from 'undici';
-import type { Socket } from 'node:net';
+import { Agent, Pool, buildConnector, errors, type Dispatcher } from 'undici';
+import type { LookupFunction, Socket } from 'node:net';
 import { rootCertificates } from 'node:tls';
-import { ForbiddenTargetError, createGuardedConnector, guardTarget, type ConnectionTls } from './ssrf';
+import { ForbiddenTargetError, createGuardedConnector, resolveTarget, type ConnectionTls } from './ssrf';
 
 /** How much of a receiver's answer is read before the connection is dropped; the body is discarded. */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -89,15 +89,14 @@ export class ProxyUnavailableError extends Error {
   }
 }
 
-/** The proxy's answer to CONNECT, as undici words it (proxy-agent.js). */
-const PROXY_STATUS = /^Proxy response \((\d{3})\) !== 200/;
-
 export function createWebhookHttpClient(options: {
   timeoutMs: number;
   allowPrivate: boolean;
   proxy?: EgressProxy;
   /** CAs trusted beside Node's own, for receivers whose certificate a private CA signed (tests use their own). */
   trustedCa?: string[];
+  /** How receivers' host names are resolved: dns.lookup unless a test gives its own. */
+  lookup?: LookupFunction;
 }): WebhookHttpClient {
   const alerts = createTlsAlerts();
   const ca: ConnectionTls = options.trustedCa?.length ? { ca: [...rootCertificates, ...options.trustedCa] } : {};
@@ -111,7 +110,7 @@ export function createWebhookHttpClient(options: {
       dispatchers.delete(id);
     } else {
       const tls = { ...ca, ...(certificate && { cert: certificate.certificate, key: certificate.privateKey() }) };
-      dispatcher = createDispatcher(options, tls, alerts);
+      dispatcher = createDispatcher(options, tls, alerts, tunnels);
       const [oldest] = dispatchers.keys();
       if (dispatchers.size >= MAX_CERTIFICATE_POOLS && oldest !== undefined) {
         void dispatchers.get(oldest)?.close();
@@ -122,15 +121,13 @@ export function createWebhookHttpClient(options: {
     return dispatcher;
   };
   const proxied = Boolean(options.proxy?.httpsProxy || options.proxy?.httpProxy);
+  const tunnels = proxied ? createEgressTunnels(options) : undefined;
   return {
     async post(url, headers, body, clientCertificate) {
       const controller = new AbortController();
       const timeoutError = new ReceiverTimeoutError(`Receiver did not answer within ${options.timeoutMs} ms`);
       const timer = setTimeout(() => controller.abort(timeoutError), options.timeoutMs);
       try {
-        // The proxy resolves and connects to the target itself, past the guarded connector: the target is resolved and
-        // checked here first, so a forbidden one is refused before the proxy is asked for anything.
-        if (proxied && !options.allowPrivate) await guardTarget(url.hostname);
         // Dispatcher.request does not follow redirects: a 3xx comes back as a status like any other.
         const response = await dispatcherFor(clientCertificate).request({
           origin: url.origin,
@@ -155,41 +152,126 @@ export function createWebhookHttpClient(options: {
     close: async () => {
       await Promise.all([...dispatchers.values()].map((dispatcher) => dispatcher.close()));
       dispatchers.clear();
+      await tunnels?.close();
     },
   };
 }
 
 /** One pool of keep-alive connections, direct or through the egress proxy, with the given TLS options. */
 function createDispatcher(
-  options: { timeoutMs: number; allowPrivate: boolean; proxy?: EgressProxy },
+  options: { timeoutMs: number; allowPrivate: boolean; lookup?: LookupFunction },
   tls: ConnectionTls,
   alerts: TlsAlerts,
+  tunnels: EgressTunnels | undefined,
 ): Dispatcher {
-  const connector = alerts.recording(createGuardedConnector({ ...options, tls }));
-  const agentOptions = {
-    connect: connector,
+  const direct = createGuardedConnector({ ...options, tls });
+  return new Agent({
+    connect: alerts.recording(tunnels ? tunnels.connector(direct, tls) : direct),
     keepAliveTimeout: 30_000,
     connections: 32,
     headersTimeout: options.timeoutMs,
     bodyTimeout: options.timeoutMs,
+  });
+}
+
+type EgressTunnels = ReturnType<typeof createEgressTunnels>;
+
+/**
+ * Connections through the egress proxy. The worker resolves the receiver's host and checks the address (the SSRF
+ * guard), then asks the proxy for a tunnel (CONNECT) to that address: never to the name, which the proxy would resolve
+ * again, perhaps to an internal address (DNS rebinding, split-horizon DNS). TLS inside the tunnel is the receiver's,
+ * with SNI and the certificate check on its name; http:// receivers are tunnelled alike, with Host the name.
+ */
+function createEgressTunnels(options: {
+  timeoutMs: number;
+  allowPrivate: boolean;
+  proxy?: EgressProxy;
+  lookup?: LookupFunction;
+}) {
+  const proxyFor = egressRoutes(options.proxy ?? {});
+  const proxies = new Map<string, { pool: Pool; authorization?: string }>();
+  /** The connections to one proxy, tagged so that their failures are told apart from the receiver's. */
+  const proxyClient = (proxyUrl: string) => {
+    let proxy = proxies.get(proxyUrl);
+    if (!proxy) {
+      const { origin, username, password } = new URL(proxyUrl);
+      const credentials = `${decodeURIComponent(username)}:${decodeURIComponent(password)}`;
+      proxy = {
+        pool: new Pool(origin, { connect: tagProxyFailures(proxyConnectTimeoutMs(options.timeoutMs)) }),
+        ...(username && password && { authorization: `Basic ${Buffer.from(credentials).toString('base64')}` }),
+      };
+      proxies.set(proxyUrl, proxy);
+    }
+    return proxy;
   };
-  const proxy = options.proxy;
-  const proxied = Boolean(proxy?.httpsProxy || proxy?.httpProxy);
-  // Without a proxy the plain agent, as before. With one, undici's EnvHttpProxyAgent on the configured values (never
-  // the process environment's): NO_PROXY hosts go through the guarded connector directly, the others are tunnelled
-  // (CONNECT) through the proxy, whose own connection is tagged so its failures are told apart from the receiver's.
-  return proxied
-    ? new EnvHttpProxyAgent({
-        ...agentOptions,
-        httpProxy: proxy?.httpProxy ?? '',
-        httpsProxy: proxy?.httpsProxy ?? proxy?.httpProxy ?? '',
-        noProxy: proxy?.noProxy ?? '',
-        // The receiver's TLS inside the tunnel: the client certificate and trusted CAs go there.
-        requestTls: tls,
-        clientFactory: (origin, clientOptions) =>
-          new Pool(origin, { ...clientOptions, connect: tagProxyFailures(proxyConnectTimeoutMs(options.timeoutMs)) }),
-      })
-    : new Agent(agentOptions);
+  /** A socket tunnelled to the checked address of the receiver's host. */
+  const tunnel = async (proxyUrl: string, { hostname, protocol, port }: buildConnector.Options): Promise<Socket> => {
+    const target = await resolveTarget(hostname, options);
+    const address = target.family === 6 ? `[${target.address}]` : target.address;
+    const authority = `${address}:${port || DEFAULT_PORTS[protocol]}`;
+    const proxy = proxyClient(proxyUrl);
+    const { socket: tunnelled, statusCode } = await proxy.pool.connect({
+      path: authority,
+      headers: { host: authority, ...(proxy.authorization && { 'proxy-authorization': proxy.authorization }) },
+    });
+    // A CONNECT's socket is the connection's own net.Socket (a TLSSocket to an https:// proxy).
+    const socket = tunnelled as Socket;
+    if (statusCode !== 200) {
+      socket.on('error', () => undefined).destroy();
+      throw new ProxyUnavailableError(`Egress proxy refused the tunnel: HTTP ${statusCode}`, `PROXY_${statusCode}`);
+    }
+    return socket;
+  };
+  return {
+    /** `direct` for receivers the proxy does not carry (NO_PROXY, or no proxy for the scheme), else the tunnel. */
+    connector(direct: buildConnector.connector, tls: ConnectionTls): buildConnector.connector {
+      const receiverTls = buildConnector({ timeout: options.timeoutMs, ...tls });
+      return (connectOptions, callback) => {
+        const proxyUrl = proxyFor(connectOptions);
+        if (!proxyUrl) return direct(connectOptions, callback);
+        void tunnel(proxyUrl, connectOptions).then(
+          (socket) =>
+            connectOptions.protocol === 'https:'
+              ? receiverTls({ ...connectOptions, httpSocket: socket }, callback)
+              : callback(null, socket),
+          (error: Error) => callback(error, null),
+        );
+      };
+    },
+    close: async () => {
+      await Promise.all([...proxies.values()].map(({ pool }) => pool.close()));
+      proxies.clear();
+    },
+  };
+}
+
+const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 };
+
+/** The proxy that carries a connection, if any: HTTPS_PROXY, HTTP_PROXY and NO_PROXY as undici's EnvHttpProxyAgent. */
+export function egressRoutes(proxy: EgressProxy): (connectOptions: buildConnector.Options) => string | undefined {
+  const httpProxy = proxy.httpProxy || undefined;
+  const httpsProxy = proxy.httpsProxy || httpProxy;
+  const noProxy = proxy.noProxy ?? '';
+  const entries = noProxy
+    .split(/[,\s]/)
+    .filter(Boolean)
+    .map((entry) => {
+      const [, name = entry, port] = /^(.+):(\d+)$/.exec(entry) ?? [];
+      // A leading dot or "*." names the domain and its subdomains.
+      return { hostname: name.replace(/^\*?\./, '').toLowerCase(), port: Number(port ?? 0) };
+    });
+  return ({ protocol, host, hostname, port }) => {
+    const proxyUrl = protocol === 'https:' ? httpsProxy : httpProxy;
+    if (!proxyUrl || noProxy === '*') return undefined;
+    // Without the port, an IPv6 literal in its brackets.
+    const name = (host ?? hostname).replace(/:\d*$/, '').toLowerCase();
+    const portNumber = Number(port) || DEFAULT_PORTS[protocol] || 0;
+    const bypassed = entries.some(
+      (entry) =>
+        (!entry.port || entry.port === portNumber) && (name === entry.hostname || name.endsWith(`.${entry.hostname}`)),
+    );
+    return bypassed ? undefined : proxyUrl;
+  };
 }
 
 type TlsAlerts = ReturnType<typeof createTlsAlerts>;
@@ -263,11 +345,6 @@ function tagProxyFailures(timeoutMs: number): buildConnector.connector {
 function proxyFailure(error: unknown): ProxyUnavailableError | undefined {
   for (let current = error; current instanceof Error; current = current.cause) {
     if (current instanceof ProxyUnavailableError) return current;
-    const status = PROXY_STATUS.exec(current.message)?.[1];
-    if (status)
-      return new ProxyUnavailableError(`Egress proxy refused the tunnel: HTTP ${status}`, `PROXY_${status}`, {
-        cause: error,
-      });
   }
   return undefined;
 }

@@ -1,4 +1,5 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { lookup as dnsLookup } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { buildConnector } from 'undici';
 
@@ -61,22 +62,25 @@ export function forbiddenRange(address: string): string | undefined {
   return range === 'unicast' ? undefined : range;
 }
 
-type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+/** `lookup` (dns.lookup, or a test's own) refusing a hostname when any address it resolves to is forbidden. */
+export function createGuardedLookup(lookup: LookupFunction = dnsLookup): LookupFunction {
+  return (hostname, options, callback) =>
+    lookup(hostname, { ...options, all: true }, (error, answer, family) => {
+      if (error) return callback(error, []);
+      const addresses = typeof answer === 'string' ? [{ address: answer, family: family ?? 4 }] : answer;
+      for (const { address } of addresses) {
+        const range = forbiddenRange(address);
+        if (range) return callback(new ForbiddenTargetError(address, range), []);
+      }
+      if (options.all) return callback(null, addresses);
+      const [first] = addresses;
+      if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), []);
+      callback(null, first.address, first.family);
+    });
+}
 
 /** dns.lookup that refuses a hostname when any address it resolves to is forbidden. */
-export function guardedLookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) return callback(error, []);
-    for (const { address } of addresses) {
-      const range = forbiddenRange(address);
-      if (range) return callback(new ForbiddenTargetError(address, range), []);
-    }
-    if (options.all) return callback(null, addresses);
-    const [first] = addresses;
-    if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), []);
-    callback(null, first.address, first.family);
-  });
-}
+export const guardedLookup = createGuardedLookup();
 
 /** The TLS options of a delivery's connection to the receiver: the registration's client certificate, trusted CAs. */
 export interface ConnectionTls {
@@ -94,12 +98,11 @@ export function createGuardedConnector(options: {
   allowPrivate: boolean;
   /** TLS options of the connections it makes: a client certificate, extra trusted CAs. */
   tls?: ConnectionTls;
+  /** How host names are resolved: dns.lookup unless a test gives its own. */
+  lookup?: LookupFunction;
 }): buildConnector.connector {
-  const base = buildConnector({
-    timeout: options.timeoutMs,
-    ...options.tls,
-    ...(options.allowPrivate ? {} : { lookup: guardedLookup }),
-  });
+  const lookup = options.allowPrivate ? options.lookup : createGuardedLookup(options.lookup);
+  const base = buildConnector({ timeout: options.timeoutMs, ...options.tls, ...(lookup && { lookup }) });
   if (options.allowPrivate) return base;
   return (connectOptions, callback) => {
     // undici passes an IPv6 literal without its brackets.
@@ -122,18 +125,27 @@ export function createGuardedConnector(options: {
 }
 
 /**
- * Resolves a target host as the guarded connector would and refuses it when forbidden: for a connection made by
- * someone else (the egress proxy), before it is asked to.
+ * The address a connection made by someone else (the egress proxy) is to go to: the host resolved once, here, and
+ * refused when forbidden (unless allowPrivate), so that the proxy is only ever asked for an address that was checked.
  */
-export async function guardTarget(hostname: string): Promise<void> {
-  // The WHATWG parser keeps an IPv6 literal's brackets.
+export async function resolveTarget(
+  hostname: string,
+  options: { allowPrivate: boolean; lookup?: LookupFunction },
+): Promise<{ address: string; family: number }> {
+  // The WHATWG parser keeps an IPv6 literal's brackets; undici passes it without.
   const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  if (ipaddr.isValid(host)) {
-    const range = forbiddenRange(host);
+  const literal = isIP(host);
+  if (literal) {
+    const range = options.allowPrivate ? undefined : forbiddenRange(host);
     if (range) throw new ForbiddenTargetError(host, range);
-    return;
+    return { address: host, family: literal };
   }
-  await new Promise<void>((resolve, reject) =>
-    guardedLookup(host, { all: true }, (error) => (error ? reject(error) : resolve())),
+  const lookup = options.allowPrivate ? (options.lookup ?? dnsLookup) : createGuardedLookup(options.lookup);
+  return new Promise((resolve, reject) =>
+    lookup(host, { all: false }, (error, address, family) => {
+      // Asked for one address, lookup answers with a string.
+      if (error || typeof address !== 'string') return reject(error ?? new Error(`no address for ${host}`));
+      resolve({ address, family: family ?? isIP(address) });
+    }),
   );
 }

@@ -4,15 +4,19 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { lookup as dnsLookup } from 'node:dns';
+import type { LookupFunction } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, type ActivityConfig } from '../activities';
+import { egressRoutes } from '../activities/http';
 import { ConfigError, loadConfig } from '../common/config';
 import { FailureType, type AttemptFailureDetails } from '../common/contract';
 import type { deliverWebhookEvent } from '../workflows';
 import { findBreaker } from '../db';
 import { freePort } from '../dev/ports';
+import { makeCertificates } from './support/certificates';
 import { Registrations, captureLogger, fallEvent, fallPayload, fastConfig, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
@@ -115,16 +119,24 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
   beforeEach(async () => (receiver = await startTestReceiver()));
   afterEach(() => receiver.close());
 
-  /** Attempts of one fall delivery to `url`, run as the worker runs the activity, with this config's proxy. */
-  async function deliveryTo(url: string, config: ActivityConfig) {
+  /**
+   * Attempts of one fall delivery to `url`, run as the worker runs the activity, with this config's proxy; `client`
+   * gives the worker's resolver and the CAs it trusts.
+   */
+  async function deliveryTo(
+    url: string,
+    config: ActivityConfig,
+    client: { lookup?: LookupFunction; trustedCa?: string[] } = {},
+  ) {
     const projectId = newProjectId();
-    await registrations.register(projectId, url, ['FALL_DETECTION']);
+    const secret = await registrations.register(projectId, url, ['FALL_DETECTION']);
     const { id } = await database.db('webhook_registrations').where({ project_id: projectId }).first<{ id: string }>();
     const logs = captureLogger();
     const http = createWebhookHttpClient({
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,
       proxy: egressProxy(config),
+      ...client,
     });
     const { deliverWebhookAttempt } = createActivities({
       db: database.db,
@@ -137,6 +149,7 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
     let attempt = 0;
     return {
       registrationId: id,
+      secret,
       logs: logs.lines,
       close: () => http.close(),
       attempt: () => {
@@ -177,6 +190,36 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
         () => loadConfig({ [name]: 'socks5://proxy.internal:1080' }),
         (error: unknown) => error instanceof ConfigError && new RegExp(`- ${name} must match`).test(error.message),
       );
+  });
+
+  it('routes as undici’s EnvHttpProxyAgent did: NO_PROXY names, domains, ports and *; HTTPS_PROXY falls back to HTTP_PROXY', () => {
+    /** What undici's Client hands its connector for a URL: the host with its port, the name without brackets. */
+    const to = (url: string) => {
+      const { protocol, host, hostname, port } = new URL(url);
+      return { protocol, host, hostname: hostname.replace(/^\[(.*)\]$/, '$1'), port };
+    };
+    const proxy = 'http://proxy.internal:3128';
+    const route = egressRoutes({
+      httpProxy: proxy,
+      noProxy: '.internal.example, exact.example:8443,[::1] *.wild.example',
+    });
+    for (const [url, expected] of [
+      ['https://receiver.example.org/hooks', proxy],
+      ['http://receiver.example.org/hooks', proxy],
+      ['https://internal.example/hooks', undefined],
+      ['https://deep.sub.INTERNAL.example/hooks', undefined],
+      ['https://notinternal.example/hooks', proxy],
+      ['https://exact.example:8443/hooks', undefined],
+      ['https://exact.example/hooks', proxy],
+      ['http://[::1]:8080/hooks', undefined],
+      ['https://a.wild.example/hooks', undefined],
+    ] as const)
+      assert.equal(route(to(url)), expected, url);
+    assert.equal(egressRoutes({ httpProxy: proxy, noProxy: '*' })(to('https://receiver.example.org/')), undefined);
+    // HTTPS_PROXY alone carries https:// receivers only.
+    const httpsOnly = egressRoutes({ httpsProxy: proxy });
+    assert.equal(httpsOnly(to('https://receiver.example.org/')), proxy);
+    assert.equal(httpsOnly(to('http://receiver.example.org/')), undefined);
   });
 
   const guarded: ActivityConfig = { ...fastConfig, ALLOW_PRIVATE_WEBHOOK_URLS: false, BREAKER_FAILURE_THRESHOLD: 2 };
@@ -298,5 +341,92 @@ describe('egress proxy: the SSRF guard and proxy failures, attempt by attempt (r
       await delivery.close();
       await proxy.close();
     }
+  });
+
+  describe('the tunnel goes to the address the worker resolved and checked, never to a name the proxy resolves again', () => {
+    const certs = makeCertificates();
+    /** The receiver on 127.0.0.1, over http or over https with a certificate for the name `localhost` only. */
+    const receiverFor = (protocol: 'http' | 'https') =>
+      protocol === 'https' ? startTestReceiver(certs.namedServer) : startTestReceiver();
+    /** The worker's resolver, answering `localhost` with this address and nothing else. */
+    const answering =
+      (address: string, family: 4 | 6): LookupFunction =>
+      (hostname, options, callback) => {
+        if (hostname !== 'localhost') return callback(Object.assign(new Error(hostname), { code: 'ENOTFOUND' }), []);
+        if (options.all) callback(null, [{ address, family }]);
+        else callback(null, address, family);
+      };
+
+    for (const protocol of ['http', 'https'] as const)
+      for (const [address, family, authority] of [
+        ['1.2.3.4', 4, '1.2.3.4'],
+        ['100:0:0:1::1', 6, '[100:0:0:1::1]'],
+      ] as const)
+        it(`a name the proxy resolves to an internal address (rebinding, split-horizon DNS), ${protocol}, IPv${family}: CONNECT ${authority}:port, the internal receiver gets nothing`, async () => {
+          // For the worker `localhost` is a public address the guard accepts; tinyproxy resolves it itself, to
+          // 127.0.0.1, where the internal receiver listens. The proxy refuses the public addresses, so that nothing
+          // leaves this machine.
+          const internal = await receiverFor(protocol);
+          const proxy = await startTinyproxy({ refusedHosts: ['^1\\.2\\.3\\.4$', '^\\[?100:0:0:1::1\\]?$'] });
+          const delivery = await deliveryTo(
+            `${protocol}://localhost:${internal.port}/hooks/receive`,
+            { ...guarded, HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url },
+            { lookup: answering(address, family), trustedCa: [certs.ca] },
+          );
+          try {
+            const thrown = await delivery.attempt();
+            assert.equal(internal.requests.length, 0, 'the internal receiver got the delivery');
+            assert.ok(thrown instanceof ApplicationFailure, String(thrown));
+            assert.equal(thrown.type, FailureType.ProxyUnavailable, thrown.message);
+            assert.equal((thrown.details?.[0] as AttemptFailureDetails).errorCode, 'PROXY_403');
+            assert.ok(proxy.log().includes(connectLine(`${authority}:${internal.port}`)), proxy.log());
+            assert.ok(!proxy.log().includes(connectLine(`localhost:${internal.port}`)), proxy.log());
+          } finally {
+            await delivery.close();
+            await proxy.close();
+            await internal.close();
+          }
+        });
+
+    /** The system's resolver, IPv4 only: tinyproxy finds the receiver on 127.0.0.1 whatever order the system lists. */
+    const systemIpv4: LookupFunction = (hostname, options, callback) =>
+      dnsLookup(hostname, { ...options, family: 4 }, callback);
+
+    for (const protocol of ['http', 'https'] as const)
+      it(`a name both resolve alike, ${protocol}: delivered, signed, Host the name, CONNECT the address${protocol === 'https' ? ', the certificate checked against the name' : ''}`, async () => {
+        const receiver = await receiverFor(protocol);
+        const proxy = await startTinyproxy();
+        const config = { ...fastConfig, HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url };
+        const client = { lookup: systemIpv4, trustedCa: [certs.ca] };
+        const delivery = await deliveryTo(`${protocol}://localhost:${receiver.port}/hooks/receive`, config, client);
+        // The same receiver by its address: its certificate names `localhost` only, so over https it is refused.
+        const byAddress = await deliveryTo(`${protocol}://127.0.0.1:${receiver.port}/hooks/receive`, config, client);
+        try {
+          const outcome = await delivery.attempt();
+          assert.equal((outcome as { status?: string }).status, 'delivered', String(outcome));
+          assert.equal(receiver.requests.length, 1);
+          const [request] = receiver.requests;
+          assert.equal(request!.headers.host, `localhost:${receiver.port}`);
+          assert.equal(request!.rawBody.toString('utf8'), JSON.stringify(fallPayload));
+          assert.ok(independentSignatureValid(delivery.secret, request!), 'signed as without a proxy');
+          assert.equal(request!.servername, protocol === 'https' ? 'localhost' : undefined, 'SNI the name');
+          assert.ok(proxy.log().includes(connectLine(`127.0.0.1:${receiver.port}`)), proxy.log());
+          assert.ok(!proxy.log().includes(connectLine(`localhost:${receiver.port}`)), proxy.log());
+          if (protocol === 'https') {
+            const thrown = await byAddress.attempt();
+            assert.ok(thrown instanceof ApplicationFailure, String(thrown));
+            assert.match(
+              String((thrown.details?.[0] as AttemptFailureDetails).errorCode),
+              /ERR_TLS_CERT_ALTNAME_INVALID/,
+            );
+            assert.equal(receiver.requests.length, 1);
+          }
+        } finally {
+          await delivery.close();
+          await byAddress.close();
+          await proxy.close();
+          await receiver.close();
+        }
+      });
   });
 });

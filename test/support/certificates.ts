@@ -5,8 +5,9 @@ import { join } from 'node:path';
 import type { ClientCertificateUpload } from '../../common/client-certificate';
 
 /**
- * A receiver's own CA, a server certificate for 127.0.0.1, and client certificates it signed, made with openssl: the
- * one a hospital's integration engine would hand out, one that expires in 10 days, and one of another CA.
+ * A receiver's own CA, server certificates for 127.0.0.1 and for localhost, and client certificates it signed, made
+ * with openssl: the one a hospital's integration engine would hand out, one that expires in 10 days, and one of another
+ * CA.
  */
 export function makeCertificates() {
   const dir = mkdtempSync(join(tmpdir(), 'mtls-'));
@@ -41,6 +42,8 @@ export function makeCertificates() {
   ca('ca', 'Receiver CA');
   ca('other-ca', 'Some other CA');
   signed('server', '/CN=127.0.0.1', 'ca', 2, 'subjectAltName=IP:127.0.0.1\n');
+  // For the name only: a client that checked it against the address it connected to would refuse it.
+  signed('named-server', '/CN=localhost', 'ca', 2, 'subjectAltName=DNS:localhost\n');
   signed('client', '/CN=hospital-client/O=Webhook Service', 'ca', 90);
   signed('soon', '/CN=expiring-client', 'ca', 10);
   signed('stranger', '/CN=stranger', 'other-ca', 90);
@@ -53,6 +56,8 @@ export function makeCertificates() {
   const certificates = {
     ca: read('ca.pem'),
     server: { cert: read('server.pem'), key: read('server.key') },
+    /** A server certificate for `localhost`, not for 127.0.0.1. */
+    namedServer: { cert: read('named-server.pem'), key: read('named-server.key') },
     client: pair('client'),
     soon: pair('soon'),
     stranger: pair('stranger'),

@@ -2,6 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 
 export interface ReceivedRequest {
   method: string;
@@ -11,6 +12,8 @@ export interface ReceivedRequest {
   rawBody: Buffer;
   /** Receiver clock when the request arrived. */
   receivedAt: number;
+  /** The TLS server name (SNI) the client asked for, over https; undefined over http or without SNI. */
+  servername?: string;
 }
 
 export interface ScriptedResponse {
@@ -66,6 +69,7 @@ export async function startTestReceiver(
         headers: request.headers,
         rawBody: Buffer.concat(chunks),
         receivedAt: Date.now(),
+        servername: (request.socket as Partial<TLSSocket>).servername || undefined,
       });
       for (const waiter of waiters.filter((w) => requests.length >= w.count)) waiter.resolve();
       const scripted = queue.shift() ?? receiver.fallback;

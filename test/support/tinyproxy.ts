@@ -15,13 +15,18 @@ export interface Tinyproxy {
 
 /**
  * Debian's tinyproxy (scripts/ensure-tinyproxy.sh installs it) as a real forward proxy on 127.0.0.1, in the foreground
- * with a config file of its own in a temporary folder; with `basicAuth` it answers 407 to whoever does not send them.
+ * with a config file of its own in a temporary folder; with `basicAuth` it answers 407 to whoever does not send them,
+ * and 403 to a request for a host that matches one of the `refusedHosts` (extended regular expressions).
  */
-export async function startTinyproxy(options: { basicAuth?: { user: string; password: string } } = {}) {
+export async function startTinyproxy(
+  options: { basicAuth?: { user: string; password: string }; refusedHosts?: string[] } = {},
+) {
   const binary = process.env.TINYPROXY_PATH ?? 'tinyproxy';
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'tinyproxy-'));
   const conf = join(dir, 'tinyproxy.conf');
+  const filter = join(dir, 'refused-hosts');
+  if (options.refusedHosts) writeFileSync(filter, options.refusedHosts.map((host) => `${host}\n`).join(''));
   writeFileSync(
     conf,
     [
@@ -32,6 +37,7 @@ export async function startTinyproxy(options: { basicAuth?: { user: string; pass
       'MaxClients 20',
       'Allow 127.0.0.1',
       ...(options.basicAuth ? [`BasicAuth ${options.basicAuth.user} ${options.basicAuth.password}`] : []),
+      ...(options.refusedHosts ? [`Filter "${filter}"`, 'FilterType ere'] : []),
       '',
     ].join('\n'),
   );
