@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +32,11 @@ interface AuditColumns {
 }
 
 const secretBox = createSecretBox(randomBytes(32));
+/** What the trail keeps of a receiver URL: its origin and the SHA-256 of the whole URL, computed here independently. */
+const urlInTrail = (url: string) => ({
+  origin: new URL(url).origin,
+  fingerprint: `sha256:${createHash('sha256').update(url, 'utf8').digest('hex')}`,
+});
 const ISSUER = 'https://idp.example/';
 /** How many more redeliveries Temporal starts before it stops answering (UNAVAILABLE); unlimited by default. */
 let startsLeft = Infinity;
@@ -137,7 +142,7 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     );
     assert.match(reg.caller_address ?? '', /127\.0\.0\.1/);
     assert.deepEqual(reg.changes, {
-      url: { after: 'https://receiver.example/a' },
+      url: { after: urlInTrail('https://receiver.example/a') },
       types: { after: ['FALL_DETECTION'] },
       secretRevealed: true,
     });
@@ -150,7 +155,7 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.equal(updated.status, 200, updated.text);
     const upd = await onlyNewRow(p, 1, 'webhook.update');
     assert.deepEqual(upd.changes, {
-      url: { before: 'https://receiver.example/a', after: 'https://attacker.example/b' },
+      url: { before: urlInTrail('https://receiver.example/a'), after: urlInTrail('https://attacker.example/b') },
       types: { before: ['FALL_DETECTION'], after: ['FALL_DETECTION', 'VITAL_THRESHOLD'] },
     });
 
@@ -175,7 +180,7 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.equal((await call('DELETE', `/webhooks/project/${p}`)).status, 204);
     const del = await onlyNewRow(p, 4, 'webhook.delete');
     assert.deepEqual(del.changes, {
-      url: { before: 'https://attacker.example/b' },
+      url: { before: urlInTrail('https://attacker.example/b') },
       types: { before: ['FALL_DETECTION', 'VITAL_THRESHOLD'] },
     });
     assert.equal(del.registration_id, registered.body._id);
@@ -317,6 +322,65 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     });
     const written = JSON.stringify(await rows(p));
     for (const value of values) assert.ok(!written.includes(value), `never the value ${value}`);
+  });
+
+  it('keeps no path or query of a receiver URL: its origin and a fingerprint that shows a diversion', async () => {
+    const p = await project();
+    const capability = `cap-${randomUUID()}`;
+    const first = `https://hooks.receiver.example:8443/in/${capability}?token=${capability}`;
+    const diverted = `https://hooks.receiver.example:8443/in/other-${capability}`;
+    const body = { projectId: p, url: first, types: ['FALL_DETECTION'] };
+    assert.equal((await call('POST', '/webhooks/register', { body })).status, 201);
+    assert.equal((await call('PATCH', '/webhooks', { body: { projectId: p, url: diverted } })).status, 200);
+    assert.equal((await call('DELETE', `/webhooks/project/${p}`)).status, 204);
+    const trail = await rows(p);
+    assert.deepEqual(
+      trail.map((row) => [row.action, row.changes?.url]),
+      [
+        ['webhook.register', { after: urlInTrail(first) }],
+        ['webhook.update', { before: urlInTrail(first), after: urlInTrail(diverted) }],
+        ['webhook.delete', { before: urlInTrail(diverted) }],
+      ],
+    );
+    assert.notEqual(urlInTrail(first).fingerprint, urlInTrail(diverted).fingerprint, 'the diversion shows');
+    assert.ok(!JSON.stringify(trail).includes(capability), 'never the path or the query');
+    assert.ok(!JSON.stringify(trail).includes('/in/'), 'never the path');
+  });
+
+  it('a PATCH that changes nothing writes nothing: no row, no updated_at; 200 with the registration', async () => {
+    const p = await project();
+    const registered = await call('POST', '/webhooks/register', {
+      body: {
+        projectId: p,
+        url: 'https://receiver.example/a',
+        types: ['FALL_DETECTION', 'VITAL_THRESHOLD'],
+        headers: { 'X-Api-Key': 'k-same' },
+      },
+    });
+    assert.equal(registered.status, 201, registered.text);
+    const stored = await t.db('webhook_registrations').where({ project_id: p }).first();
+    const same = [
+      { url: 'https://receiver.example/a' },
+      { types: ['VITAL_THRESHOLD', 'FALL_DETECTION'] },
+      { headers: { 'X-Api-Key': 'k-same' } },
+      { clientCertificate: null },
+      { url: 'https://receiver.example/a', types: ['FALL_DETECTION', 'VITAL_THRESHOLD'] },
+    ];
+    for (const change of same) {
+      const reply = await call('PATCH', '/webhooks', { body: { projectId: p, ...change } });
+      assert.equal(reply.status, 200, reply.text);
+      assert.deepEqual({ ...reply.body, secret: registered.body.secret }, registered.body, JSON.stringify(change));
+    }
+    assert.equal((await rows(p)).length, 1, 'only the register row');
+    assert.deepEqual(await t.db('webhook_registrations').where({ project_id: p }).first(), stored, 'nothing written');
+    // A change among the same values is one: written and recorded, with only what changed.
+    const changed = await call('PATCH', '/webhooks', {
+      body: { projectId: p, url: 'https://receiver.example/a', headers: { 'X-Api-Key': 'k-new' } },
+    });
+    assert.equal(changed.status, 200, changed.text);
+    assert.deepEqual((await onlyNewRow(p, 1, 'webhook.update')).changes, {
+      headers: { before: ['X-Api-Key'], after: ['X-Api-Key'] },
+    });
   });
 
   it('records what a manage link did (rotate, test, redeliver, recover) under its id, capabilities and member', async () => {
