@@ -240,20 +240,53 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       );
       assert.equal((await store.findDelivery(t.db, p, ids[0]!))?.status, 'failed');
 
-      // One start, then Temporal gone: the recovery's row says how many started and what stopped it.
+      // Claimed with its row (three), one start, then Temporal gone: a second row, failed, says how many started and
+      // what stopped it, and the two not started are failed again.
       startsLeft = 1;
       const stopped = await call('POST', `/webhooks/project/${p}/deliveries/recover`, {
         body: { since: '2000-01-01T00:00:00Z' },
       });
       assert.equal(stopped.status, 503, stopped.text);
-      const row = await onlyNewRow(p, 3, 'deliveries.recover');
       assert.deepEqual(
-        [row.outcome, row.changes],
-        ['failed', { since: '2000-01-01T00:00:00Z', count: 1, stoppedWith: 503 }],
+        (await rows(p)).slice(3).map((row) => [row.action, row.outcome, row.changes]),
+        [
+          ['deliveries.recover', 'ok', { since: '2000-01-01T00:00:00Z', count: 3 }],
+          ['deliveries.recover', 'failed', { since: '2000-01-01T00:00:00Z', count: 1, stoppedWith: 503 }],
+        ],
       );
+      const statuses = await Promise.all(ids.map(async (id) => (await store.findDelivery(t.db, p, id))?.status));
+      assert.deepEqual(statuses.sort(), ['failed', 'failed', 'pending']);
     } finally {
       startsLeft = Infinity;
     }
+  });
+
+  it('writes the recovery’s row with its claim: when the row cannot be written, no redelivery starts', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    const ids = [0, 1].map(() => `webhook-event-${randomUUID()}`);
+    for (const id of ids)
+      await store.upsertDelivery(t.db, { id, projectId: p, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    await t.db.raw(`CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'audit refused'; END $$`);
+    await t.db.raw(
+      'CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit()',
+    );
+    startsLeft = 100;
+    try {
+      const refused = await call('POST', `/webhooks/project/${p}/deliveries/recover`, {
+        body: { since: '2000-01-01T00:00:00Z' },
+      });
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal(refused.body.detail, 'The audit trail could not be written; nothing was changed. Try again later');
+      assert.equal(startsLeft, 100, 'no redelivery started without its row');
+    } finally {
+      startsLeft = Infinity;
+      await t.db.raw('DROP TRIGGER refuse_audit ON audit_events');
+      await t.db.raw('DROP FUNCTION refuse_audit()');
+    }
+    for (const id of ids) assert.equal((await store.findDelivery(t.db, p, id))?.status, 'failed', 'nothing claimed');
+    assert.equal((await rows(p)).length, 1, 'only the registration');
   });
 
   it('records a portal link minted and revoked, and what the link did under its own id and capabilities', async () => {
