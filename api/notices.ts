@@ -11,9 +11,9 @@ export const MAX_NOTICE_EMAILS = 10;
 export const notificationContactsSchema = {
   type: 'object',
   description:
-    'Who the service tells when the project’s breaker opens, a delivery is given up, a pause ends by itself, the ' +
-    'client certificate nears expiry, and the endpoint recovers: at most once an hour per condition, with counts, ' +
-    'types and X-Webhook-Ids only. Both empty (null, []) remove the contacts.',
+    'Who the service tells when the project’s breaker opens, a delivery is given up, a pause starts or ends, the ' +
+    'client certificate nears expiry, and the endpoint recovers: at most once an hour per condition (every pause), ' +
+    'with counts, types and X-Webhook-Ids only. Both empty (null, []) remove the contacts.',
   properties: {
     url: {
       type: ['string', 'null'],
