@@ -850,6 +850,9 @@
   function changeValue(value) {
     if (Array.isArray(value)) return value.length ? value.join(', ') : 'none';
     if (value === null || value === undefined) return 'none';
+    // A URL as the trail keeps it: its origin, and the start of its fingerprint (a change of path shows as another).
+    if (typeof value === 'object' && typeof value.origin === 'string' && typeof value.fingerprint === 'string')
+      return `${value.origin} (${value.fingerprint.slice(0, 15)}…)`;
     return typeof value === 'object' ? JSON.stringify(value) : String(value);
   }
 
