@@ -1,5 +1,5 @@
 import * as store from '../db';
-import { recordAudit } from './audit';
+import { auditedUrl, recordAudit } from './audit';
 import { recheckPortalLink } from './auth';
 import { assertMember, type RegistrationDeps } from './registrations';
 import { compileBody } from './schemas';
@@ -62,8 +62,8 @@ export async function setNotificationContacts(
     await recordAudit(trx, actor, {
       action: 'notifications.update',
       projectId,
-      // No address in the trail: the URL's origin and how many e-mail addresses.
-      changes: { url: set.url && new URL(set.url).origin, emails: set.emails.length },
+      // No address in the trail: the URL's origin and fingerprint (never its path or query), how many e-mail addresses.
+      changes: { url: set.url && auditedUrl(set.url), emails: set.emails.length },
     });
     return set;
   });

@@ -365,8 +365,16 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     const body = { projectId: p, url: first, types: ['FALL_DETECTION'] };
     assert.equal((await call('POST', '/webhooks/register', { body })).status, 201);
     assert.equal((await call('PATCH', '/webhooks', { body: { projectId: p, url: diverted } })).status, 200);
+    const noticeUrl = `https://oncall.example/notices/${capability}`;
+    const contacts = await call('PUT', `/webhooks/project/${p}/notifications`, {
+      body: { url: noticeUrl, emails: ['oncall@hospital.example'] },
+    });
+    assert.equal(contacts.status, 200, contacts.text);
     assert.equal((await call('DELETE', `/webhooks/project/${p}`)).status, 204);
-    const trail = await rows(p);
+    const trail = (await rows(p)).filter((row) => row.action !== 'notifications.update');
+    const notices = (await rows(p)).find((row) => row.action === 'notifications.update')!;
+    assert.deepEqual(notices.changes, { url: urlInTrail(noticeUrl), emails: 1 });
+    assert.ok(!JSON.stringify(notices).includes(capability), 'nor of the notification URL');
     assert.deepEqual(
       trail.map((row) => [row.action, row.changes?.url]),
       [

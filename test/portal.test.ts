@@ -137,6 +137,22 @@ describe('portal links: made by members, scoped to one project and its capabilit
     });
     assert.equal(dropped.status, 200, JSON.stringify(dropped.body));
     assert.deepEqual(dropped.body.headerNames, []);
+    // The portal saves the whole form: the same again changes nothing, and writes nothing.
+    const trail = await t.db('audit_events').where({ project_id: p }).count<{ count: string }[]>('* as count');
+    const again = await call('PATCH', '/webhooks', manage, {
+      projectId: p,
+      url: 'https://attacker.example/hook',
+      types: ['FALL_DETECTION'],
+      headers: {},
+      clientCertificate: null,
+    });
+    assert.equal(again.status, 200);
+    assert.equal(again.body.updatedAt, dropped.body.updatedAt, 'no update');
+    assert.deepEqual(
+      await t.db('audit_events').where({ project_id: p }).count<{ count: string }[]>('* as count'),
+      trail,
+      'no audit row',
+    );
   });
 
   it('a manage link lives a day at most (the default capabilities manage), a read-only link a week', async () => {
