@@ -437,8 +437,9 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
             'set of custom headers (`{}` removes them all); omitted, the headers stay as they are. Custom headers and ' +
             'the client certificate belong to the URL’s origin (scheme, host, port): a `url` on another origin must ' +
             'come with `headers` and `clientCertificate` again (or `{}` and null to remove them) when the webhook has ' +
-            'them, else 400; a `url` on the same origin keeps them. A body that changes nothing writes nothing (no ' +
-            'audit row, `updatedAt` unchanged) and answers 200 with the registration.',
+            'them, else 400; a `url` on the same origin keeps them. A body that changes nothing (the same url, types, ' +
+            'certificate) writes nothing (no audit row, `updatedAt` unchanged) and answers 200 with the registration; ' +
+            '`headers` given are always written anew (comparing sealed values would disclose them).',
           tags: ['webhooks'],
           requestBody: bodyOf('UpdateWebhookBody'),
           responses: {
