@@ -21,8 +21,10 @@ const SUMMARIES: Record<NoticeCondition, string> = {
     'Deliveries to your webhook keep failing: its circuit breaker opened. Events wait and are retried; none is lost.',
   recovered: 'Your webhook answers again: its circuit breaker closed, and the events that waited are being delivered.',
   'delivery-gave-up': 'A delivery to your webhook was given up at the end of its retry window.',
-  'pause-ended':
-    'The pause of your webhook ended by itself (its longest duration passed): the held events are being delivered.',
+  'pause-started':
+    'Deliveries to your webhook are paused: events are held, not sent, until the pause ends (pausedBy says who, ' +
+    'pausedUntil when it ends by itself).',
+  'pause-ended': 'The pause of your webhook ended (endedBy says how): the held events are being delivered.',
   'certificate-expiring':
     'The client certificate your webhook presents to your receiver expires soon (or has expired): upload its successor.',
 };

@@ -20,6 +20,15 @@ export class AuditUnavailableError extends ApiError {
 /** A portal link's id in the trail: a digest of its token (the token itself is never written). */
 export const portalLinkId = (token: string): string => createHash('sha256').update(token).digest('hex').slice(0, 32);
 
+/**
+ * A URL as the trail keeps it: its origin, and a digest of the whole URL, so a change of path or query shows without the
+ * path or query (often a capability) being kept in rows that are never changed and live for years.
+ */
+export const auditedUrl = (url: string): { origin: string; fingerprint: string } => ({
+  origin: new URL(url).origin,
+  fingerprint: `sha256:${createHash('sha256').update(url).digest('hex')}`,
+});
+
 interface ActorContext {
   state: { user?: unknown; portal?: PortalGrant };
   ip: string;

@@ -337,10 +337,10 @@ export async function recoverDeliveries(
 }
 
 /**
- * A recovery and its row in the trail (the API's and the CLI's). The count is known once the redeliveries have
- * started, so the row follows them, in a transaction of its own. A recovery that stops part-way (Temporal gone, the
- * link revoked, the database lost) still leaves its row, outcome `failed`, with how many had started and the status
- * it stopped with; should the trail itself be what failed, the caller gets the error that stopped the recovery.
+ * A recovery and its row in the trail (the API's and the CLI's). The row is written in the transaction that claims the
+ * recovery's deliveries, before any start, so no redelivery starts without it; `count` is how many were claimed. A
+ * recovery that stops part-way (Temporal gone, the link revoked, the database lost) adds a row, outcome `failed`, with
+ * how many had started and the status it stopped with, in the transaction that puts the rest back.
  */
 export async function recoverAndRecord(
   deps: DeliveryDeps,
@@ -349,27 +349,26 @@ export async function recoverAndRecord(
   actor: store.AuditActor | undefined,
   progress = { count: 0 },
 ): Promise<{ count: number }> {
-  const record = (changes: Record<string, unknown>, outcome: store.AuditOutcome = 'ok') =>
-    actor &&
-    recordAudit(deps.db, actor, {
+  const record = (db: Knex.Transaction, changes: Record<string, unknown>, outcome: store.AuditOutcome) =>
+    recordAudit(db, actor!, {
       action: 'deliveries.recover',
       outcome,
       projectId,
-      changes: {
-        since: window.since,
-        ...(window.until !== undefined && { until: window.until }),
-        count: progress.count,
-        ...changes,
-      },
+      changes: { since: window.since, ...(window.until !== undefined && { until: window.until }), ...changes },
     });
-  try {
-    await recoverAsOperator(deps, projectId, window, progress);
-  } catch (error) {
-    if (progress.count > 0) await Promise.resolve(record({ stoppedWith: statusOf(error) }, 'failed')).catch(() => {});
-    throw error;
-  }
-  await record({});
-  return { count: progress.count };
+  const trail: RecoveryTrail | undefined = actor && {
+    claimed: (trx, count) => record(trx, { count }, 'ok'),
+    stopped: (trx, error) => record(trx, { count: progress.count, stoppedWith: statusOf(error) }, 'failed'),
+  };
+  return recoverAsOperator(deps, projectId, window, progress, trail);
+}
+
+/** What a recovery writes to the trail, each in the transaction of the claims it speaks of. */
+export interface RecoveryTrail {
+  /** With the claim of the recovery's deliveries, before any start: how many were claimed. */
+  claimed(trx: Knex.Transaction, count: number): Promise<void>;
+  /** With the release of the claims not started, when the recovery stops part-way. */
+  stopped(trx: Knex.Transaction, error: unknown): Promise<void>;
 }
 
 /** The HTTP status an error is answered with (what a `failed` row records). */
@@ -392,28 +391,56 @@ export async function recoverAsOperator(
   window: { since: string; until?: string },
   /** How many have started so far, for a caller that must know it when the recovery stops part-way. */
   progress = { count: 0 },
+  trail?: RecoveryTrail,
 ): Promise<{ count: number }> {
   if (!deps.redelivery) throw new RedeliveryUnavailableError();
   const since = new Date(window.since);
   const until = window.until === undefined ? undefined : new Date(window.until);
   const failed = await store.failedDeliveries(deps.db, projectId, since, until, MAX_RECOVER_BATCH);
   const spacingMs = recoverSpacingMs(deps);
-  for (const row of failed) {
-    const claimed = await store.claimRedelivery(deps.db, projectId, row.id);
-    if (!claimed) continue;
+  // One claim for the batch, with its row in the trail: a redelivery never starts without that row.
+  const claimed = await deps.db.transaction(async (trx) => {
+    const rows: store.DeliveryRow[] = [];
+    for (const row of failed) {
+      const claim = await store.claimRedelivery(trx, projectId, row.id);
+      if (claim) rows.push(claim);
+    }
+    await trail?.claimed(trx, rows.length);
+    return rows;
+  });
+  for (const [index, row] of claimed.entries()) {
     try {
-      await startOrRelease(deps, deps.redelivery, claimed, Math.round(progress.count * spacingMs));
+      await deps.redelivery(row, Math.round(progress.count * spacingMs));
       progress.count += 1;
     } catch (error) {
       // One event past Temporal's retention does not stop the others; Temporal down (a 503) stops them all.
       // An event whose input in Temporal is not the logged one (refused and logged by the starter) stays failed too.
-      if (error instanceof EventNoLongerRetainedError || error instanceof EventNotTrustedError) continue;
+      const skipped = error instanceof EventNoLongerRetainedError || error instanceof EventNotTrustedError;
+      await releaseClaims(deps.db, skipped ? [row] : claimed.slice(index), skipped ? undefined : trail, error);
+      if (skipped) continue;
       if (progress.count > 0 && unavailableDependency(error) === 'Temporal')
         throw new RecoveryInterruptedError(progress.count);
       throw error;
     }
   }
   return { count: progress.count };
+}
+
+/**
+ * Puts back claims whose redeliveries did not start, with the trail's `failed` row when the recovery stops; should that
+ * row be what fails, the claims are put back without it (the caller gets the error that stopped the recovery).
+ */
+async function releaseClaims(db: Knex, rows: store.DeliveryRow[], trail: RecoveryTrail | undefined, error: unknown) {
+  const release = (withRow: boolean) =>
+    db.transaction(async (trx) => {
+      for (const row of rows) await store.releaseRedelivery(trx, row);
+      if (withRow) await trail?.stopped(trx, error);
+    });
+  try {
+    await release(trail !== undefined);
+  } catch {
+    if (trail) await release(false);
+  }
 }
 
 async function startOrRelease(

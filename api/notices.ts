@@ -1,5 +1,5 @@
 import * as store from '../db';
-import { recordAudit } from './audit';
+import { auditedUrl, recordAudit } from './audit';
 import { recheckPortalLink } from './auth';
 import { assertMember, type RegistrationDeps } from './registrations';
 import { compileBody } from './schemas';
@@ -11,9 +11,9 @@ export const MAX_NOTICE_EMAILS = 10;
 export const notificationContactsSchema = {
   type: 'object',
   description:
-    'Who the service tells when the project’s breaker opens, a delivery is given up, a pause ends by itself, the ' +
-    'client certificate nears expiry, and the endpoint recovers: at most once an hour per condition, with counts, ' +
-    'types and X-Webhook-Ids only. Both empty (null, []) remove the contacts.',
+    'Who the service tells when the project’s breaker opens, a delivery is given up, a pause starts or ends, the ' +
+    'client certificate nears expiry, and the endpoint recovers: at most once an hour per condition (every pause), ' +
+    'with counts, types and X-Webhook-Ids only. Both empty (null, []) remove the contacts.',
   properties: {
     url: {
       type: ['string', 'null'],
@@ -62,8 +62,8 @@ export async function setNotificationContacts(
     await recordAudit(trx, actor, {
       action: 'notifications.update',
       projectId,
-      // No address in the trail: the URL's origin and how many e-mail addresses.
-      changes: { url: set.url && new URL(set.url).origin, emails: set.emails.length },
+      // No address in the trail: the URL's origin and fingerprint (never its path or query), how many e-mail addresses.
+      changes: { url: set.url && auditedUrl(set.url), emails: set.emails.length },
     });
     return set;
   });

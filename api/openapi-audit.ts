@@ -56,7 +56,12 @@ const auditEventSchema = {
     projectId: { type: 'string' },
     registrationId: { type: 'string' },
     deliveryId: { type: 'string' },
-    changes: { type: 'object', description: 'What changed (before and after), or what was asked.' },
+    changes: {
+      type: 'object',
+      description:
+        'What changed (before and after), or what was asked. A receiver URL is kept as {origin, fingerprint}: its ' +
+        'origin and `sha256:` with the hex SHA-256 of the whole URL, never its path or query.',
+    },
     prevHash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
     hash: { type: 'string', pattern: '^[0-9a-f]{64}$' },
   },

@@ -31,8 +31,9 @@ export const noticePaths: Record<string, Partial<Record<HttpMethod, OpenApiOpera
       operationId: 'setNotificationContacts',
       summary: 'Set who the service tells when the project’s endpoint fails or recovers',
       description:
-        'Notices: breaker-open, recovered, delivery-gave-up, pause-ended, certificate-expiring; each at most once an ' +
-        'hour per project (certificate-expiring once a day), never with a payload or a person’s data. The URL gets a JSON POST signed with the ' +
+        'Notices: breaker-open, recovered, delivery-gave-up, pause-started, pause-ended, certificate-expiring; each ' +
+        'at most once an hour per project (certificate-expiring once a day; every pause’s start and end, naming who ' +
+        'paused or ended it and until when), never with a payload or a person’s data. The URL gets a JSON POST signed with the ' +
         'webhook’s secret like a delivery (X-Timestamp, X-Signature; X-Webhook-Notice names the condition); the ' +
         'addresses an e-mail through the service’s SMTP_URL.',
       tags: ['webhooks'],

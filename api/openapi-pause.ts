@@ -22,7 +22,9 @@ export const pausePaths: Record<string, Partial<Record<HttpMethod, OpenApiOperat
         'with no attempts and no failures, and their give-up window stands still. The pause ends on resume or by ' +
         'itself after `hours` (PAUSE_MAX_HOURS, 72 by default); then the held deliveries go out, falls first and ' +
         'oldest first, at the breaker’s resume rate. A TEST is refused (409) while paused. Pausing a paused webhook ' +
-        'changes nothing. The body is optional.',
+        'changes nothing. The body is optional. The project’s notification contacts are told when a pause starts ' +
+        '(pause-started: who paused it, until when) and ends (pause-ended: how). A pause a portal link started ends ' +
+        'when the project’s links are revoked.',
       tags: ['webhooks'],
       parameters: [projectIdParameter],
       requestBody: { required: false, content: json(ref('schemas', 'PauseBody')) },
@@ -40,7 +42,8 @@ export const pausePaths: Record<string, Partial<Record<HttpMethod, OpenApiOperat
       summary: 'Resume the project’s paused webhook: send the held deliveries',
       description:
         'The held deliveries go out, FALL_DETECTION before VITAL_THRESHOLD and oldest first, at ' +
-        'BREAKER_RESUME_RATE_PER_SECOND, each once. Resuming a webhook that is not paused changes nothing.',
+        'BREAKER_RESUME_RATE_PER_SECOND, each once. Resuming a webhook that is not paused changes nothing. The ' +
+        'notification contacts are told (pause-ended, naming who resumed it).',
       tags: ['webhooks'],
       parameters: [projectIdParameter],
       responses: {

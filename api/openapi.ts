@@ -450,12 +450,22 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
           summary: 'Change the URL, the event types and/or the custom headers of a project’s webhook',
           description:
             'The project is named in the body; the secret stays the same. `headers`, when given, replaces the whole ' +
-            'set of custom headers (`{}` removes them all); omitted, the headers stay as they are.',
+            'set of custom headers (`{}` removes them all); omitted, the headers stay as they are. Custom headers and ' +
+            'the client certificate belong to the URL’s origin (scheme, host, port): a `url` on another origin must ' +
+            'come with `headers` and `clientCertificate` again (or `{}` and null to remove them) when the webhook has ' +
+            'them, else 400; a `url` on the same origin keeps them. A body that changes nothing (the same url, types, ' +
+            'certificate) writes nothing (no audit row, `updatedAt` unchanged) and answers 200 with the registration; ' +
+            '`headers` given are always written anew (comparing sealed values would disclose them).',
           tags: ['webhooks'],
           requestBody: bodyOf('UpdateWebhookBody'),
           responses: {
-            '200': { description: 'Updated.', content: json(ref('schemas', 'Registration')) },
-            '400': ref('responses', 'InvalidBody'),
+            '200': { description: 'Updated (or already so).', content: json(ref('schemas', 'Registration')) },
+            '400': problemResponse(
+              'The body is not JSON, or breaks the schema; or `url` moves the webhook to another origin without ' +
+                'restating its custom headers (`/headers`) or client certificate (`/clientCertificate`). Each ' +
+                'problem listed in errors; nothing is stored.',
+              ref('schemas', 'ValidationProblem'),
+            ),
             '401': ref('responses', 'Unauthorized'),
             '403': ref('responses', 'Forbidden'),
             '404': problemResponse('No such project, or: Must register webhook before updating it.'),

@@ -54,15 +54,26 @@ export async function pauseWebhook(
     throw new InvalidRequestError([{ pointer: '/hours', detail: `must be at most PAUSE_MAX_HOURS (${maxHours})` }]);
   await recheckPortalLink();
   return deps.db.transaction(async (trx) => {
-    const paused = await store.pauseRegistration(trx, projectId, hours * 3_600_000);
+    const paused = await store.pauseRegistration(trx, projectId, hours * 3_600_000, pausedBy(actor));
     if (!paused) throw noWebhook(projectId);
-    if (paused.started)
+    if (paused.started) {
       await recordAudit(trx, actor, {
         action: 'webhook.pause',
         projectId,
         registrationId: paused.registrationId,
         changes: { pausedUntil: paused.pausedUntil.toISOString() },
       });
+      // The contacts hear of every pause, with its action: falls are held, and they should know by whom and how long.
+      await store.queueNotice(trx, {
+        projectId,
+        condition: 'pause-started',
+        facts: {
+          pausedBy: whoActed(actor),
+          pausedAt: paused.pausedAt.toISOString(),
+          pausedUntil: paused.pausedUntil.toISOString(),
+        },
+      });
+    }
     return view((await store.findRegistration(trx, projectId))!);
   });
 }
@@ -82,7 +93,7 @@ export async function resumeWebhook(
   return deps.db.transaction(async (trx) => {
     const resumed = await store.resumeRegistration(trx, projectId);
     if (!resumed) throw noWebhook(projectId);
-    if (resumed.ended)
+    if (resumed.ended) {
       await recordAudit(trx, actor, {
         action: 'webhook.resume',
         projectId,
@@ -93,6 +104,41 @@ export async function resumeWebhook(
           heldDeliveries: resumed.held,
         },
       });
+      await queuePauseEnded(trx, projectId, resumed.ended, resumed.held, whoActed(actor));
+    }
     return view((await store.findRegistration(trx, projectId))!);
+  });
+}
+
+/** Who started a pause, as the registration keeps it: a portal link's pause ends with the project's links. */
+const pausedBy = (actor: store.AuditActor): store.PausedBy => ({
+  kind: actor.kind === 'portal-link' ? 'portal-link' : 'member',
+  ...(actor.subject !== undefined && { subject: actor.subject }),
+  ...(actor.portalLinkId !== undefined && { portalLinkId: actor.portalLinkId }),
+});
+
+/** Who acted, in a notice's words: the member's subject, or a manage link and the member who made it; never a token. */
+export const whoActed = (actor: store.AuditActor): string =>
+  actor.kind === 'portal-link'
+    ? `a manage link${actor.subject !== undefined ? ` (made by member ${actor.subject})` : ''}`
+    : `member ${actor.subject ?? '(unknown)'}`;
+
+/** Queues the contacts' notice of a pause that ended early, in the transaction that ends it. */
+export async function queuePauseEnded(
+  db: store.Db,
+  projectId: string,
+  ended: store.PauseState,
+  heldDeliveries: number,
+  endedBy: string,
+): Promise<void> {
+  await store.queueNotice(db, {
+    projectId,
+    condition: 'pause-ended',
+    facts: {
+      endedBy,
+      pausedAt: ended.pausedAt.toISOString(),
+      pausedUntil: ended.pausedUntil.toISOString(),
+      heldDeliveries,
+    },
   });
 }

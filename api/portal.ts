@@ -4,6 +4,7 @@ import { assertMember } from './registrations';
 import { portalLinkId, recordAudit } from './audit';
 import { compileBody } from './schemas';
 import { ApiError } from './errors';
+import { queuePauseEnded, whoActed } from './pause';
 import { PORTAL_CAPABILITIES, type PortalCapability, type PortalTokens } from './portal-tokens';
 
 /** What the portal-session routes need: the database, the link signer, and the base of the links' URL. */
@@ -134,6 +135,30 @@ export async function revokePortalSessions(
   await deps.db.transaction(async (trx) => {
     await store.revokePortalLinks(trx, projectId);
     const generation = await store.portalLinkGeneration(trx, projectId);
-    await recordAudit(trx, actor, { action: 'portal-link.revoke', projectId, changes: { generation } });
+    // A pause a link started ends with the links: it must not go on holding falls for a holder who is shut out.
+    const resumed = await store.endPortalLinkPause(trx, projectId);
+    const ended = resumed?.ended;
+    await recordAudit(trx, actor, {
+      action: 'portal-link.revoke',
+      projectId,
+      changes: {
+        generation,
+        ...(ended && {
+          endedPause: {
+            pausedAt: ended.pausedAt.toISOString(),
+            pausedUntil: ended.pausedUntil.toISOString(),
+            heldDeliveries: resumed.held,
+          },
+        }),
+      },
+    });
+    if (ended)
+      await queuePauseEnded(
+        trx,
+        projectId,
+        ended,
+        resumed.held,
+        `the revocation of the portal links by ${whoActed(actor)}`,
+      );
   });
 }

@@ -3,14 +3,16 @@ import * as store from '../db';
 import type { SecretBox } from '../common/secrets';
 import type { SendTestEvent } from './test-event';
 import { recheckPortalLink } from './auth';
-import { recordAudit, withAuditBeforeEffect } from './audit';
+import { auditedUrl, recordAudit, withAuditBeforeEffect } from './audit';
 import {
+  InvalidRequestError,
   NotMemberError,
   ProjectNotFoundError,
   RegistrationExistsError,
   RegistrationNotFoundError,
   TestDeliveryFailedError,
   WebhookPausedError,
+  type FieldError,
 } from './errors';
 import {
   DEFAULT_OVERLAP_SECONDS,
@@ -19,7 +21,10 @@ import {
   type UpdateWebhookBody,
   certificateInfo,
 } from './schemas';
-import type { ClientCertificateInfo } from '../common/client-certificate';
+import type { ClientCertificateInfo, ClientCertificateUpload } from '../common/client-certificate';
+import type { SubscribableType } from '../common/contract';
+import type { CustomHeaders } from '../common/custom-headers';
+import { sameOrigin } from '../common/webhook-url';
 
 export interface RegistrationDeps {
   db: Knex;
@@ -116,7 +121,7 @@ export async function registerWebhook(
       registrationId: made.row.id,
       // The secret is revealed once, in this response: recorded as revealed, never its value. Headers by name only.
       changes: {
-        url: { after: made.row.url },
+        url: { after: auditedUrl(made.row.url) },
         types: { after: made.row.types },
         ...(made.row.customHeaderNames.length > 0 && { headers: { after: made.row.customHeaderNames } }),
         ...(made.row.clientCertificate && {
@@ -138,25 +143,30 @@ export async function updateWebhook(
 ): Promise<RegistrationView> {
   await assertMember(deps.db, body.projectId, userId);
   await recheckPortalLink();
-  const changes = { ...(body.url !== undefined && { url: body.url }), ...(body.types && { types: body.types }) };
-  const headers = body.headers && { secretBox: deps.secretBox, values: body.headers };
-  const upload = body.clientCertificate;
-  const clientCertificate = upload !== undefined && {
-    secretBox: deps.secretBox,
-    value: upload && { upload, info: certificateInfo(upload) },
-  };
   return deps.db.transaction(async (trx) => {
     // Locked: the URL and types before are the ones this update replaces, whatever runs beside it.
     const before = await store.findRegistration(trx, body.projectId, { forUpdate: true });
-    const row =
-      before && (await store.updateRegistration(trx, body.projectId, changes, headers, clientCertificate || undefined));
-    if (!before || !row) throw new RegistrationNotFoundError('Must register webhook before updating it');
+    if (!before) throw new RegistrationNotFoundError('Must register webhook before updating it');
+    refuseCredentialsLeavingOrigin(before, body);
+    const asked = changesAsked(before, body);
+    // Nothing differs from what is stored: nothing is written, not even updated_at or a row of the trail.
+    if (Object.keys(asked).length === 0) return view(before);
+    const changes = { ...(asked.url !== undefined && { url: asked.url }), ...(asked.types && { types: asked.types }) };
+    const headers = asked.headers && { secretBox: deps.secretBox, values: asked.headers };
+    const upload = asked.clientCertificate;
+    const clientCertificate = upload !== undefined && {
+      secretBox: deps.secretBox,
+      value: upload && { upload, info: certificateInfo(upload) },
+    };
+    const row = await store.updateRegistration(trx, body.projectId, changes, headers, clientCertificate || undefined);
+    if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
     await recordAudit(trx, actor, {
       action: 'webhook.update',
       projectId: body.projectId,
       registrationId: row.id,
       changes: {
-        ...(changes.url !== undefined && { url: { before: before.url, after: row.url } }),
+        // The origin and a digest: a path or query often carries a capability, and the trail keeps rows for years.
+        ...(changes.url !== undefined && { url: { before: auditedUrl(before.url), after: auditedUrl(row.url) } }),
         ...(changes.types !== undefined && { types: { before: before.types, after: row.types } }),
         // Values are sealed and never recorded: the names before and after say what was set, replaced or removed.
         ...(headers && { headers: { before: before.customHeaderNames, after: row.customHeaderNames } }),
@@ -171,6 +181,53 @@ export async function updateWebhook(
     });
     return view(row);
   });
+}
+
+/**
+ * Custom headers and a client certificate are credentials of the receiver's origin: a URL moved to another origin
+ * (scheme, host, port) must restate or remove them, or the gateway's key would go to whoever holds the new origin.
+ */
+function refuseCredentialsLeavingOrigin(before: store.RegistrationRow, body: UpdateWebhookBody): void {
+  if (body.url === undefined || sameOrigin(before.url, body.url)) return;
+  const errors: FieldError[] = [];
+  if (before.customHeaderNames.length > 0 && body.headers === undefined)
+    errors.push({
+      pointer: '/headers',
+      detail:
+        'must be given again (or {} to remove them) when the url moves to another origin: the custom headers ' +
+        `(${before.customHeaderNames.join(', ')}) were set for ${new URL(before.url).origin} only`,
+    });
+  if (before.clientCertificate && body.clientCertificate === undefined)
+    errors.push({
+      pointer: '/clientCertificate',
+      detail:
+        'must be given again (or null to remove it) when the url moves to another origin: the client certificate ' +
+        `was set for ${new URL(before.url).origin} only`,
+    });
+  if (errors.length > 0) throw new InvalidRequestError(errors);
+}
+
+/**
+ * The fields of an update that differ from the stored registration; the others would change nothing. Sealed values are
+ * never compared (whether a write happened would tell a caller that guessed them): headers given are written anew,
+ * unless none is given for none stored; a certificate is the same when its PEM is (its key was checked to be its own).
+ */
+function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
+  const sameTypes = (types: string[]) =>
+    types.length === before.types.length && types.every((type) => before.types.includes(type as SubscribableType));
+  const sameHeaders = (headers: CustomHeaders) =>
+    Object.keys(headers).length === 0 && before.customHeaderNames.length === 0;
+  const sameCertificate = (upload: ClientCertificateUpload | null) =>
+    upload === null || before.clientCertificate === null
+      ? upload === before.clientCertificate
+      : upload.certificate === before.clientCertificate.pem;
+  return {
+    ...(body.url !== undefined && body.url !== before.url && { url: body.url }),
+    ...(body.types && !sameTypes(body.types) && { types: body.types }),
+    ...(body.headers && !sameHeaders(body.headers) && { headers: body.headers }),
+    ...(body.clientCertificate !== undefined &&
+      !sameCertificate(body.clientCertificate) && { clientCertificate: body.clientCertificate }),
+  };
 }
 
 export async function getWebhook(deps: RegistrationDeps, userId: string, projectId: string): Promise<RegistrationView> {
@@ -194,7 +251,7 @@ export async function deleteWebhook(
       action: 'webhook.delete',
       projectId,
       registrationId: deleted.id,
-      changes: { url: { before: deleted.url }, types: { before: deleted.types } },
+      changes: { url: { before: auditedUrl(deleted.url) }, types: { before: deleted.types } },
     });
   });
 }

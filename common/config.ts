@@ -390,6 +390,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   // The client secret travels to it.
   if (production && config.TEMPORAL_OAUTH_TOKEN_URL && !/^https:\/\//i.test(config.TEMPORAL_OAUTH_TOKEN_URL))
     problems.push('TEMPORAL_OAUTH_TOKEN_URL must be an https:// URL in production');
+  // Notices name projects and the mail server's password is in the URL: never over a connection in clear.
+  if (production && config.SMTP_URL && !smtpRequiresTls(config.SMTP_URL))
+    problems.push(
+      'SMTP_URL must use TLS in production: smtps://… (TLS from the start) or smtp://…?requireTLS=true (STARTTLS ' +
+        'required), without ignoreTLS or tls.rejectUnauthorized=false',
+    );
   // A poll holds a slot: more pollers than slots would only wait for one.
   if ((config.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS ?? 0) > config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS)
     problems.push('WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_WORKFLOW_TASKS');
@@ -410,4 +416,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     );
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
+}
+
+/** Whether nodemailer, given this SMTP_URL, sends only over TLS it verifies (its query parameters are its options). */
+export function smtpRequiresTls(url: string): boolean {
+  if (!URL.canParse(url)) return false;
+  const { protocol, searchParams } = new URL(url);
+  if (searchParams.get('ignoreTLS') === 'true' || searchParams.get('tls.rejectUnauthorized') === 'false') return false;
+  return protocol === 'smtps:' || (protocol === 'smtp:' && searchParams.get('requireTLS') === 'true');
 }

@@ -36,3 +36,6 @@ export const HTTPS_REQUIRED = 'must be an https URL: health data is only deliver
 /** Whether the policy refuses this (parsed) receiver URL for its scheme. */
 export const refusedScheme = (url: URL, policy: WebhookUrlPolicy): boolean =>
   policy.httpsOnly && url.protocol !== 'https:';
+
+/** Whether two receiver URLs share an origin (scheme, host and port): what a registration's credentials are bound to. */
+export const sameOrigin = (a: string, b: string): boolean => new URL(a).origin === new URL(b).origin;

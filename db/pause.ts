@@ -21,6 +21,13 @@ export interface PauseState {
   pausedUntil: Date;
 }
 
+/** Who started a pause: a member (their token's subject), or a portal link (its id, and the member who made it). */
+export interface PausedBy {
+  kind: 'member' | 'portal-link';
+  subject?: string;
+  portalLinkId?: string;
+}
+
 /** Whether a registration read at `now` is paused: a pause whose end has passed is over, swept or not. */
 export const isPaused = (row: { pausedUntil: Date | null }, now = Date.now()): boolean =>
   row.pausedUntil !== null && row.pausedUntil.getTime() > now;
@@ -45,6 +52,8 @@ export async function pauseRegistration(
   db: Db,
   projectId: string,
   forMs: number,
+  /** Who starts it: a pause a portal link started ends when the project's links are revoked (endPortalLinkPause). */
+  pausedBy: PausedBy | null = null,
 ): Promise<(PauseState & { started: boolean }) | undefined> {
   const { rows } = await db.raw<{ rows: (PauseColumns & { started: boolean })[] }>(
     `WITH current AS (
@@ -54,11 +63,12 @@ export async function pauseRegistration(
         SET paused_at = CASE WHEN current.ongoing THEN r.paused_at ELSE now() END,
             paused_until = CASE WHEN current.ongoing THEN r.paused_until
                                 ELSE now() + :forMs * interval '1 millisecond' END,
+            paused_by = CASE WHEN current.ongoing THEN r.paused_by ELSE CAST(:pausedBy AS jsonb) END,
             updated_at = CASE WHEN current.ongoing THEN r.updated_at ELSE now() END
        FROM current
       WHERE r.id = current.id
      RETURNING r.id, r.paused_at, r.paused_until, NOT coalesce(current.ongoing, false) AS started`,
-    { projectId, forMs },
+    { projectId, forMs, pausedBy: pausedBy && JSON.stringify(pausedBy) },
   );
   const [row] = rows;
   return row && { ...toState(row), started: row.started };
@@ -88,6 +98,23 @@ export async function resumeRegistration(
     const held = await releaseHeld(trx, row.id, projectId);
     return { registrationId: row.id, ended: toState(row), held };
   });
+}
+
+/**
+ * Ends the project's pause if a portal link started it, as a resume does: the project's links were revoked, and a
+ * pause must not outlive the link that made it. Undefined when no such pause is under way.
+ */
+export async function endPortalLinkPause(
+  db: Db,
+  projectId: string,
+): Promise<{ registrationId: string; ended?: PauseState; held: number } | undefined> {
+  const paused = await db(REGISTRATIONS)
+    .where({ project_id: projectId })
+    .where('paused_until', '>', db.fn.now())
+    .whereRaw(`paused_by->>'kind' = 'portal-link'`)
+    .forUpdate()
+    .first<{ id: string } | undefined>('id');
+  return paused ? resumeRegistration(db, projectId) : undefined;
 }
 
 /** The held deliveries of a registration become due now (the resumer paces them) and pending in the log. */

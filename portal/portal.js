@@ -278,6 +278,13 @@
         ` ${type}`,
       ),
     );
+    // Custom headers and a client certificate belong to the URL's origin: moving elsewhere, the API asks that they go.
+    const credentials = r.headerNames.length > 0 || r.clientCertificate !== null;
+    const dropCredentials = h('input', {
+      type: 'checkbox',
+      name: 'drop-credentials',
+      'data-focus': 'drop-credentials',
+    });
     const edit = h(
       'form',
       {
@@ -294,6 +301,7 @@
                 projectId: state.claims.prj,
                 url: url.value,
                 types,
+                ...(dropCredentials.checked && { headers: {}, clientCertificate: null }),
               });
             },
             () => 'The endpoint was saved.',
@@ -302,6 +310,15 @@
       },
       h('label', {}, 'Receiver URL', url),
       h('fieldset', {}, h('legend', {}, 'Event types'), boxes),
+      credentials
+        ? h(
+            'label',
+            {},
+            dropCredentials,
+            ' Remove the custom headers and client certificate (needed to move the URL to another host, port or ' +
+              'scheme: they were given for this one)',
+          )
+        : null,
       h('button', { type: 'submit', 'data-focus': 'save' }, 'Save endpoint'),
     );
     const overlap = h('input', { type: 'number', min: '0', max: '168', value: '24', 'data-focus': 'overlap' });
@@ -835,6 +852,9 @@
   function changeValue(value) {
     if (Array.isArray(value)) return value.length ? value.join(', ') : 'none';
     if (value === null || value === undefined) return 'none';
+    // A URL as the trail keeps it: its origin, and the start of its fingerprint (a change of path shows as another).
+    if (typeof value === 'object' && typeof value.origin === 'string' && typeof value.fingerprint === 'string')
+      return `${value.origin} (${value.fingerprint.slice(0, 15)}…)`;
     return typeof value === 'object' ? JSON.stringify(value) : String(value);
   }
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
 import * as store from '../db';
+import { makeCertificates } from './support/certificates';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
@@ -32,6 +33,11 @@ interface AuditColumns {
 }
 
 const secretBox = createSecretBox(randomBytes(32));
+/** What the trail keeps of a receiver URL: its origin and the SHA-256 of the whole URL, computed here independently. */
+const urlInTrail = (url: string) => ({
+  origin: new URL(url).origin,
+  fingerprint: `sha256:${createHash('sha256').update(url, 'utf8').digest('hex')}`,
+});
 const ISSUER = 'https://idp.example/';
 /** How many more redeliveries Temporal starts before it stops answering (UNAVAILABLE); unlimited by default. */
 let startsLeft = Infinity;
@@ -150,7 +156,7 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.match(reg.request_id ?? '', /^[0-9a-f-]{36}$/);
     assert.match(reg.caller_address ?? '', /127\.0\.0\.1/);
     assert.deepEqual(reg.changes, {
-      url: { after: 'https://receiver.example/a' },
+      url: { after: urlInTrail('https://receiver.example/a') },
       types: { after: ['FALL_DETECTION'] },
       secretRevealed: true,
     });
@@ -163,7 +169,7 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.equal(updated.status, 200, updated.text);
     const upd = await onlyNewRow(p, 1, 'webhook.update');
     assert.deepEqual(upd.changes, {
-      url: { before: 'https://receiver.example/a', after: 'https://attacker.example/b' },
+      url: { before: urlInTrail('https://receiver.example/a'), after: urlInTrail('https://attacker.example/b') },
       types: { before: ['FALL_DETECTION'], after: ['FALL_DETECTION', 'VITAL_THRESHOLD'] },
     });
 
@@ -188,7 +194,7 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.equal((await call('DELETE', `/webhooks/project/${p}`)).status, 204);
     const del = await onlyNewRow(p, 4, 'webhook.delete');
     assert.deepEqual(del.changes, {
-      url: { before: 'https://attacker.example/b' },
+      url: { before: urlInTrail('https://attacker.example/b') },
       types: { before: ['FALL_DETECTION', 'VITAL_THRESHOLD'] },
     });
     assert.equal(del.registration_id, registered.body._id);
@@ -248,20 +254,53 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       );
       assert.equal((await store.findDelivery(t.db, p, ids[0]!))?.status, 'failed');
 
-      // One start, then Temporal gone: the recovery's row says how many started and what stopped it.
+      // Claimed with its row (three), one start, then Temporal gone: a second row, failed, says how many started and
+      // what stopped it, and the two not started are failed again.
       startsLeft = 1;
       const stopped = await call('POST', `/webhooks/project/${p}/deliveries/recover`, {
         body: { since: '2000-01-01T00:00:00Z' },
       });
       assert.equal(stopped.status, 503, stopped.text);
-      const row = await onlyNewRow(p, 3, 'deliveries.recover');
       assert.deepEqual(
-        [row.outcome, row.changes],
-        ['failed', { since: '2000-01-01T00:00:00Z', count: 1, stoppedWith: 503 }],
+        (await rows(p)).slice(3).map((row) => [row.action, row.outcome, row.changes]),
+        [
+          ['deliveries.recover', 'ok', { since: '2000-01-01T00:00:00Z', count: 3 }],
+          ['deliveries.recover', 'failed', { since: '2000-01-01T00:00:00Z', count: 1, stoppedWith: 503 }],
+        ],
       );
+      const statuses = await Promise.all(ids.map(async (id) => (await store.findDelivery(t.db, p, id))?.status));
+      assert.deepEqual(statuses.sort(), ['failed', 'failed', 'pending']);
     } finally {
       startsLeft = Infinity;
     }
+  });
+
+  it('writes the recovery’s row with its claim: when the row cannot be written, no redelivery starts', async () => {
+    const p = await project();
+    assert.equal((await register(p)).status, 201);
+    const ids = [0, 1].map(() => `webhook-event-${randomUUID()}`);
+    for (const id of ids)
+      await store.upsertDelivery(t.db, { id, projectId: p, type: 'FALL_DETECTION', workflowId: id }, 'failed');
+    await t.db.raw(`CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'audit refused'; END $$`);
+    await t.db.raw(
+      'CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit()',
+    );
+    startsLeft = 100;
+    try {
+      const refused = await call('POST', `/webhooks/project/${p}/deliveries/recover`, {
+        body: { since: '2000-01-01T00:00:00Z' },
+      });
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal(refused.body.detail, 'The audit trail could not be written; nothing was changed. Try again later');
+      assert.equal(startsLeft, 100, 'no redelivery started without its row');
+    } finally {
+      startsLeft = Infinity;
+      await t.db.raw('DROP TRIGGER refuse_audit ON audit_events');
+      await t.db.raw('DROP FUNCTION refuse_audit()');
+    }
+    for (const id of ids) assert.equal((await store.findDelivery(t.db, p, id))?.status, 'failed', 'nothing claimed');
+    assert.equal((await rows(p)).length, 1, 'only the registration');
   });
 
   it('records a portal link minted and revoked, and what the link did under its own id and capabilities', async () => {
@@ -330,6 +369,74 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     });
     const written = JSON.stringify(await rows(p));
     for (const value of values) assert.ok(!written.includes(value), `never the value ${value}`);
+  });
+
+  it('keeps no path or query of a receiver URL: its origin and a fingerprint that shows a diversion', async () => {
+    const p = await project();
+    const capability = `cap-${randomUUID()}`;
+    const first = `https://hooks.receiver.example:8443/in/${capability}?token=${capability}`;
+    const diverted = `https://hooks.receiver.example:8443/in/other-${capability}`;
+    const body = { projectId: p, url: first, types: ['FALL_DETECTION'] };
+    assert.equal((await call('POST', '/webhooks/register', { body })).status, 201);
+    assert.equal((await call('PATCH', '/webhooks', { body: { projectId: p, url: diverted } })).status, 200);
+    const noticeUrl = `https://oncall.example/notices/${capability}`;
+    const contacts = await call('PUT', `/webhooks/project/${p}/notifications`, {
+      body: { url: noticeUrl, emails: ['oncall@hospital.example'] },
+    });
+    assert.equal(contacts.status, 200, contacts.text);
+    assert.equal((await call('DELETE', `/webhooks/project/${p}`)).status, 204);
+    const trail = (await rows(p)).filter((row) => row.action !== 'notifications.update');
+    const notices = (await rows(p)).find((row) => row.action === 'notifications.update')!;
+    assert.deepEqual(notices.changes, { url: urlInTrail(noticeUrl), emails: 1 });
+    assert.ok(!JSON.stringify(notices).includes(capability), 'nor of the notification URL');
+    assert.deepEqual(
+      trail.map((row) => [row.action, row.changes?.url]),
+      [
+        ['webhook.register', { after: urlInTrail(first) }],
+        ['webhook.update', { before: urlInTrail(first), after: urlInTrail(diverted) }],
+        ['webhook.delete', { before: urlInTrail(diverted) }],
+      ],
+    );
+    assert.notEqual(urlInTrail(first).fingerprint, urlInTrail(diverted).fingerprint, 'the diversion shows');
+    assert.ok(!JSON.stringify(trail).includes(capability), 'never the path or the query');
+    assert.ok(!JSON.stringify(trail).includes('/in/'), 'never the path');
+  });
+
+  it('a PATCH that changes nothing writes nothing: no row, no updated_at; 200 with the registration', async () => {
+    const p = await project();
+    const certs = makeCertificates();
+    const registered = await call('POST', '/webhooks/register', {
+      body: {
+        projectId: p,
+        url: 'https://receiver.example/a',
+        types: ['FALL_DETECTION', 'VITAL_THRESHOLD'],
+        headers: { 'X-Api-Key': 'k-same' },
+        clientCertificate: certs.client,
+      },
+    });
+    assert.equal(registered.status, 201, registered.text);
+    const stored = await t.db('webhook_registrations').where({ project_id: p }).first();
+    const same = [
+      { url: 'https://receiver.example/a' },
+      { types: ['VITAL_THRESHOLD', 'FALL_DETECTION'] },
+      { clientCertificate: certs.client },
+      { url: 'https://receiver.example/a', types: ['FALL_DETECTION', 'VITAL_THRESHOLD'] },
+    ];
+    for (const change of same) {
+      const reply = await call('PATCH', '/webhooks', { body: { projectId: p, ...change } });
+      assert.equal(reply.status, 200, reply.text);
+      assert.deepEqual({ ...reply.body, secret: registered.body.secret }, registered.body, JSON.stringify(change));
+    }
+    assert.equal((await rows(p)).length, 1, 'only the register row');
+    assert.deepEqual(await t.db('webhook_registrations').where({ project_id: p }).first(), stored, 'nothing written');
+    // Headers given are written anew even when equal: telling equal values apart would disclose them to a guesser.
+    const changed = await call('PATCH', '/webhooks', {
+      body: { projectId: p, url: 'https://receiver.example/a', headers: { 'X-Api-Key': 'k-same' } },
+    });
+    assert.equal(changed.status, 200, changed.text);
+    assert.deepEqual((await onlyNewRow(p, 1, 'webhook.update')).changes, {
+      headers: { before: ['X-Api-Key'], after: ['X-Api-Key'] },
+    });
   });
 
   it('records what a manage link did (rotate, test, redeliver, recover) under its id, capabilities and member', async () => {

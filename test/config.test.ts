@@ -134,6 +134,26 @@ describe('config', () => {
     assert.doesNotThrow(() => loadConfig(alert), 'development allows http');
   });
 
+  it('in production SMTP_URL must use TLS: smtps://, or smtp:// with STARTTLS required; development keeps smtp://', () => {
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS,
+    };
+    const refused =
+      /SMTP_URL must use TLS in production: smtps:\/\/… \(TLS from the start\) or smtp:\/\/…\?requireTLS=true/;
+    for (const url of [
+      'smtp://mail.example:25',
+      'smtp://u:p@mail.example:587?requireTLS=false',
+      'smtp://mail.example:587?requireTLS=true&ignoreTLS=true',
+      'smtps://mail.example:465?tls.rejectUnauthorized=false',
+    ])
+      assert.match(configError({ ...production, SMTP_URL: url }), refused, url);
+    for (const url of ['smtps://u:p@mail.example:465', 'smtp://u:p@mail.example:587?requireTLS=true'])
+      assert.equal(loadConfig({ ...production, SMTP_URL: url }).SMTP_URL, url);
+    assert.equal(loadConfig({ SMTP_URL: 'smtp://localhost:1025' }).SMTP_URL, 'smtp://localhost:1025', 'development');
+  });
+
   it('in production the API needs an https PUBLIC_BASE_URL, named; the worker and development do not', () => {
     const api = { database: true, auth: true } as const;
     const withApi = {

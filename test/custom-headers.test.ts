@@ -12,7 +12,8 @@ import * as store from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { fallEvent, fallPayload, newProjectId } from './support/deliveries';
 import { useDeliveryFixture, useLocalApi } from './support/delivery-fixture';
-import { independentSignatureValid } from './support/receiver';
+import { independentSignatureValid, startTestReceiver } from './support/receiver';
+import { makeCertificates } from './support/certificates';
 import { createLocalEnvironment } from './support/temporal';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { bearer, hsToken } from './support/tokens';
@@ -118,6 +119,127 @@ describe('custom headers: set through the API, sealed at rest, sent on every del
     await deliverOnce(projectId);
     assert.equal(fx.receiver.requests[1]!.headers['x-api-key'], undefined);
     assert.equal(typeof fx.receiver.requests[1]!.headers['x-signature'], 'string');
+  });
+
+  it('headers belong to their origin: a URL moved elsewhere must restate them, and the new origin never gets them', async () => {
+    const projectId = await member();
+    const elsewhere = await startTestReceiver();
+    try {
+      assert.notEqual(new URL(elsewhere.url).origin, new URL(fx.receiver.url).origin, 'another port: another origin');
+      assert.equal((await register(projectId, { 'X-Api-Key': 'k-secret-123' })).status, 201);
+      const before = (await store.findRegistration(fx.database.db, projectId))!;
+
+      // Only the URL, to another origin: refused, naming the headers; nothing stored.
+      const moved = await call('PATCH', '/webhooks', { projectId, url: elsewhere.url });
+      assert.equal(moved.status, 400, JSON.stringify(moved.body));
+      const problem = moved.body as unknown as Problem;
+      assert.deepEqual(
+        problem.errors.map((e) => e.pointer),
+        ['/headers'],
+      );
+      assert.match(
+        problem.detail,
+        /\/headers must be given again \(or \{\} to remove them\) when the url moves to another origin/,
+      );
+      assert.match(problem.detail, /X-Api-Key/);
+      assert.doesNotMatch(problem.detail, /k-secret-123/);
+      assert.deepEqual(await store.findRegistration(fx.database.db, projectId), before, 'nothing stored');
+      await deliverOnce(projectId);
+      assert.equal(elsewhere.requests.length, 0, 'the other origin got nothing');
+      assert.equal(fx.receiver.requests[0]!.headers['x-api-key'], 'k-secret-123');
+
+      // Within the origin (another path), the headers stay.
+      const samePlace = `${new URL(fx.receiver.url).origin}/hooks/moved?v=2`;
+      assert.equal((await call('PATCH', '/webhooks', { projectId, url: samePlace })).status, 200);
+      await deliverOnce(projectId);
+      assert.equal(fx.receiver.requests[1]!.path, '/hooks/moved?v=2');
+      assert.equal(fx.receiver.requests[1]!.headers['x-api-key'], 'k-secret-123');
+
+      // Restated with the URL: accepted, and the new origin gets only what was given for it.
+      const restated = await call('PATCH', '/webhooks', {
+        projectId,
+        url: elsewhere.url,
+        headers: { 'X-Api-Key': 'k-b' },
+      });
+      assert.equal(restated.status, 200, JSON.stringify(restated.body));
+      await deliverOnce(projectId);
+      assert.equal(elsewhere.requests[0]!.headers['x-api-key'], 'k-b');
+
+      // Removed with the URL: accepted, and the origin after gets none.
+      const back = await call('PATCH', '/webhooks', { projectId, url: fx.receiver.url, headers: {} });
+      assert.equal(back.status, 200, JSON.stringify(back.body));
+      assert.deepEqual(back.body.headerNames, []);
+      await deliverOnce(projectId);
+      assert.equal(fx.receiver.requests[2]!.headers['x-api-key'], undefined);
+      assert.equal(
+        [...fx.receiver.requests, ...elsewhere.requests].filter((r) => r.headers['x-api-key'] === 'k-secret-123')
+          .length,
+        2,
+        'the first key only ever went to its own origin',
+      );
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
+  it('a client certificate belongs to its origin too: a URL moved elsewhere must restate or remove it', async () => {
+    const projectId = await member();
+    const certs = makeCertificates();
+    const created = await call('POST', '/webhooks/register', {
+      projectId,
+      url: 'https://a.receiver.example/hook',
+      types: ['FALL_DETECTION'],
+      headers: { 'X-Api-Key': 'k-1' },
+      clientCertificate: certs.client,
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const before = (await store.findRegistration(fx.database.db, projectId))!;
+
+    // Another port is another origin: both credentials named, nothing stored.
+    const moved = await call('PATCH', '/webhooks', { projectId, url: 'https://a.receiver.example:8443/hook' });
+    assert.equal(moved.status, 400, JSON.stringify(moved.body));
+    const problem = moved.body as unknown as Problem;
+    assert.deepEqual(
+      problem.errors.map((e) => e.pointer),
+      ['/headers', '/clientCertificate'],
+    );
+    assert.match(problem.detail, /\/clientCertificate must be given again \(or null to remove it\)/);
+    assert.deepEqual(await store.findRegistration(fx.database.db, projectId), before, 'nothing stored');
+
+    // Headers restated, the certificate not: still refused, naming only the certificate.
+    const half = await call('PATCH', '/webhooks', {
+      projectId,
+      url: 'https://b.receiver.example/hook',
+      headers: { 'X-Api-Key': 'k-2' },
+    });
+    assert.equal(half.status, 400);
+    assert.deepEqual(
+      (half.body as unknown as Problem).errors.map((e) => e.pointer),
+      ['/clientCertificate'],
+    );
+    assert.deepEqual(await store.findRegistration(fx.database.db, projectId), before, 'nothing stored');
+
+    // Within the origin the certificate stays.
+    const path = await call('PATCH', '/webhooks', { projectId, url: 'https://a.receiver.example/other' });
+    assert.equal(path.status, 200);
+    assert.equal(
+      (path.body.clientCertificate as { fingerprint: string }).fingerprint,
+      before.clientCertificate!.fingerprint,
+    );
+
+    // Removed with the new URL: accepted.
+    const removed = await call('PATCH', '/webhooks', {
+      projectId,
+      url: 'https://b.receiver.example/hook',
+      headers: {},
+      clientCertificate: null,
+    });
+    assert.equal(removed.status, 200, JSON.stringify(removed.body));
+    const after = (await store.findRegistration(fx.database.db, projectId))!;
+    assert.deepEqual(
+      [after.url, after.clientCertificate, after.customHeadersSealed],
+      ['https://b.receiver.example/hook', null, null],
+    );
   });
 
   const refusals: [string, unknown, { pointer: string; detail: RegExp }][] = [

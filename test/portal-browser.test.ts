@@ -399,6 +399,29 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     await close(page);
   });
 
+  it('moving the endpoint to another origin: the page names the custom headers, and its box removes them', async () => {
+    const { id: p } = await project();
+    const box = fx.registrations.secretBox;
+    await store.updateRegistration(fx.database.db, p, {}, { secretBox: box, values: { 'X-Api-Key': 'k-secret-123' } });
+    const page = await open((await link(p)).url);
+    const receiverUrl = page.getByLabel('Receiver URL');
+    await receiverUrl.waitFor();
+    await receiverUrl.fill('https://elsewhere.example/hook');
+    await pressByKeyboard(page, 'Save endpoint');
+    await page
+      .locator('.notice.error')
+      .getByText(/\/headers must be given again \(or \{\} to remove them\) when the url moves to another origin/)
+      .waitFor();
+    assert.equal((await store.findRegistration(fx.database.db, p))!.url, fx.receiver.url, 'nothing stored');
+    await page.getByRole('checkbox', { name: /Remove the custom headers and client certificate/ }).check();
+    await pressByKeyboard(page, 'Save endpoint');
+    await page.getByText('The endpoint was saved.').waitFor();
+    const moved = (await store.findRegistration(fx.database.db, p))!;
+    assert.deepEqual([moved.url, moved.customHeaderNames], ['https://elsewhere.example/hook', []]);
+    await assertAccessible(page, 'endpoint moved');
+    await close(page);
+  });
+
   it('a manage link uploads a client certificate by keyboard: shown by subject, its key never again', async () => {
     const { id: p } = await project();
     const { client } = makeCertificates();
@@ -543,7 +566,11 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     const { id: other } = await project();
     const registrationId = (await store.findRegistration(fx.database.db, p))!.id;
     const first = await link(p);
-    assert.equal(await callApi('PATCH', '/webhooks', { projectId: p, types: ['FALL_DETECTION'] }, first.token), 200);
+    const moved = `${new URL((await store.findRegistration(fx.database.db, p))!.url).origin}/moved-capability-7f3a`;
+    assert.equal(
+      await callApi('PATCH', '/webhooks', { projectId: p, url: moved, types: ['FALL_DETECTION'] }, first.token),
+      200,
+    );
     assert.equal(
       await callApi('POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: 3600 }, first.token),
       200,
@@ -609,8 +636,13 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       ),
     );
     assert.match(await rowText(6), /types: FALL_DETECTION, VITAL_THRESHOLD → FALL_DETECTION/);
+    // The URL by its origin and the start of its fingerprint: the path changed, and is not shown.
+    assert.match(
+      await rowText(6),
+      /url: http:\/\/127\.0\.0\.1:\d+ \(sha256:[0-9a-f]{8}…\) → http:\/\/127\.0\.0\.1:\d+ \(sha256:[0-9a-f]{8}…\)/,
+    );
     const shown = await page.locator('main').innerText();
-    assert.doesNotMatch(shown, /codec\.decode|operator-1|whsec_/, 'no codec read, no secret');
+    assert.doesNotMatch(shown, /codec\.decode|operator-1|whsec_|moved-capability/, 'no codec read, no secret, no path');
     assert.doesNotMatch(shown, /mallory/, 'no stranger’s refusal');
     assert.doesNotMatch(shown, /\b(null|undefined|NaN)\b/);
     assert.ok(!shown.includes(other), 'nothing of the other project');

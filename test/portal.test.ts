@@ -117,6 +117,44 @@ describe('portal links: made by members, scoped to one project and its capabilit
     assert.equal((await call('DELETE', `/webhooks/project/${p}/portal-sessions`)).status, 401);
   });
 
+  it('a manage link cannot carry the custom headers to another origin: 400 naming them, nothing stored', async () => {
+    const p = await project();
+    const box = createSecretBox(ring[0]!.key);
+    await store.updateRegistration(t.db, p, {}, { secretBox: box, values: { 'X-Api-Key': 'k-secret-123' } });
+    const before = await store.findRegistration(t.db, p);
+    const manage = await link(p);
+    const moved = await call('PATCH', '/webhooks', manage, { projectId: p, url: 'https://attacker.example/hook' });
+    assert.equal(moved.status, 400, JSON.stringify(moved.body));
+    assert.match(String(moved.body.detail), /^The request body is invalid: \/headers must be given again/);
+    assert.deepEqual(await store.findRegistration(t.db, p), before, 'nothing stored');
+    // As the portal sends it with its box ticked: the headers go with the old origin.
+    const dropped = await call('PATCH', '/webhooks', manage, {
+      projectId: p,
+      url: 'https://attacker.example/hook',
+      types: ['FALL_DETECTION'],
+      headers: {},
+      clientCertificate: null,
+    });
+    assert.equal(dropped.status, 200, JSON.stringify(dropped.body));
+    assert.deepEqual(dropped.body.headerNames, []);
+    // The portal saves the whole form: the same again changes nothing, and writes nothing.
+    const trail = await t.db('audit_events').where({ project_id: p }).count<{ count: string }[]>('* as count');
+    const again = await call('PATCH', '/webhooks', manage, {
+      projectId: p,
+      url: 'https://attacker.example/hook',
+      types: ['FALL_DETECTION'],
+      headers: {},
+      clientCertificate: null,
+    });
+    assert.equal(again.status, 200);
+    assert.equal(again.body.updatedAt, dropped.body.updatedAt, 'no update');
+    assert.deepEqual(
+      await t.db('audit_events').where({ project_id: p }).count<{ count: string }[]>('* as count'),
+      trail,
+      'no audit row',
+    );
+  });
+
   it('a manage link lives a day at most (the default capabilities manage), a read-only link a week', async () => {
     const p = await project();
     const day = jwt.decode(await link(p, { expiresInSeconds: 86_400 })) as jwt.JwtPayload;

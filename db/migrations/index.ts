@@ -17,6 +17,7 @@ import * as notices from './015_notices';
 import * as auditFailedOutcome from './016_audit_failed_outcome';
 import * as waiterHandover from './017_waiter_handover';
 import * as portalLinkCount from './018_portal_link_count';
+import * as pauseNotices from './019_pause_notices';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -38,6 +39,7 @@ const migrations: Record<string, Knex.Migration> = {
   '016_audit_failed_outcome': auditFailedOutcome,
   '017_waiter_handover': waiterHandover,
   '018_portal_link_count': portalLinkCount,
+  '019_pause_notices': pauseNotices,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
