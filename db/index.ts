@@ -11,3 +11,6 @@ export * from './alert-state';
 export * from './audit';
 export * from './pause';
 export * from './notices';
+export * from './audit-trail';
+export * from './audit-digests';
+export * from './audit-verify';

@@ -15,6 +15,7 @@ import * as pause from './013_pause';
 import * as clientCertificates from './014_client_certificates';
 import * as notices from './015_notices';
 import * as auditFailedOutcome from './016_audit_failed_outcome';
+import * as auditKeyedChain from './017_audit_keyed_chain';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -34,6 +35,7 @@ const migrations: Record<string, Knex.Migration> = {
   '014_client_certificates': clientCertificates,
   '015_notices': notices,
   '016_audit_failed_outcome': auditFailedOutcome,
+  '017_audit_keyed_chain': auditKeyedChain,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
