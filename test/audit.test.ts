@@ -4,7 +4,10 @@ import { mkdtempSync, readdirSync, readFileSync, unlinkSync, writeFileSync } fro
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import type { AddressInfo } from 'node:net';
 import { createApp } from '../api/app';
+import { startApi } from '../api/server';
+import { loadConfig } from '../common/config';
 import { portalLinkId, type RefusalLimits } from '../api/audit';
 import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
@@ -660,8 +663,47 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       200,
     );
     assert.equal((await onlyNewRow(p, 0, 'webhook.update')).actor_subject, 'alice');
-    // The server builds its app from the configuration, which has no such setting.
-    assert.doesNotMatch(readFileSync(join(__dirname, '..', 'api', 'server.ts'), 'utf8'), /auditWriter/);
+    // A server started from its configuration (startApi) writes the row, chained with the configured key and
+    // journaled into the configured directory.
+    const dir = mkdtempSync(join(tmpdir(), 'webhooks-audit-'));
+    const hmacKeys = `cfg-1:${randomBytes(32).toString('hex')}`;
+    const config = loadConfig(
+      {
+        PORT: '0',
+        DATABASE_URL: t.url,
+        JWT_SECRET: TEST_JWT_SECRET,
+        WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
+        ...testAuditEnv(dir),
+        AUDIT_HMAC_KEYS: hmacKeys,
+      },
+      { database: true, auth: true, audit: true },
+    );
+    const started = await startApi(config, pino({ level: 'silent' }), {
+      sendTestEvent: () => Promise.reject(new Error('not used')),
+    });
+    try {
+      const { port } = started.server.address() as AddressInfo;
+      const reply = await fetch(`http://127.0.0.1:${port}/webhooks`, {
+        method: 'PATCH',
+        headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+        body: JSON.stringify({ projectId: p, types: ['FALL_DETECTION'] }),
+      });
+      assert.equal(reply.status, 200);
+    } finally {
+      await started.close();
+      useTestAuditTrail();
+    }
+    const row = await onlyNewRow(p, 1, 'webhook.update');
+    const keyed = await t.db('audit_events').where({ id: row.id }).first('key_id', 'chain', 'seq', 'hash');
+    assert.deepEqual([keyed.key_id, keyed.chain, String(keyed.seq)], ['cfg-1', `project:${p}`, '2']);
+    const journal = readdirSync(dir)
+      .filter((name) => name.startsWith('journal-'))
+      .flatMap((name) => readFileSync(join(dir, name), 'utf8').trim().split('\n'))
+      .map((line) => JSON.parse(line) as store.AuditJournalLine);
+    assert.deepEqual(
+      journal.map((line) => [line.chain, line.seq, line.hash]),
+      [[`project:${p}`, '2', keyed.hash]],
+    );
   });
 
   it('keeps one valid chain with two API processes (two pools) writing at once', async () => {
