@@ -56,7 +56,10 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       'DEV_CODEC_WITHOUT_TOKEN=true: /codec decodes for callers on this machine without a token (development)',
     );
   // Every audited action's row is chained with the HMAC key and journaled out of the database's reach.
-  configureAuditTrail(auditTrailKeysFromConfig(config, logger));
+  configureAuditTrail({
+    ...auditTrailKeysFromConfig(config, logger),
+    onJournalError: (error) => logger.error({ err: error }, 'audit journal line not written'),
+  });
   // The starts of tests and redeliveries traced from the API, when the OTEL_* variables say so.
   const tracing = installTracing('webhook-api');
   const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!, dbPoolOptions(config));

@@ -104,6 +104,15 @@ export function readAuditDigests(dir: string, trail: string): { digests: AuditDi
   return { digests: digests.sort((a, b) => a.sequence - b.sequence), unreadable };
 }
 
+/** The directory's newest digest of this trail by its file name (names sort by sequence), read alone. */
+function newestAuditDigest(dir: string, trail: string): AuditDigest | undefined {
+  const newest = listDir(dir)
+    .filter((file) => file.startsWith(`${DIGEST_PREFIX}${trail}-`))
+    .sort()
+    .at(-1);
+  return newest === undefined ? undefined : (JSON.parse(readFileSync(join(dir, newest), 'utf8')) as AuditDigest);
+}
+
 /** Every journal line of this trail in the directory, with its file and line number. */
 export function readAuditJournals(
   dir: string,
@@ -153,7 +162,7 @@ export async function writeAuditDigest(
   const chains = await auditChainStates(db);
   mkdirSync(digestDir, { recursive: true });
   for (let attempt = 0; ; attempt += 1) {
-    const previous = readAuditDigests(digestDir, trail).digests.at(-1);
+    const previous = newestAuditDigest(digestDir, trail);
     const body: AuditDigestBody = {
       format: 'webhooks-audit-digest-v1',
       trail,

@@ -30,6 +30,8 @@ export interface AuditTrailKeys {
   trustedPublicKeys?: AuditPublicKey[];
   /** Where digests and this process's journal go: a place the database's writers cannot reach. */
   digestDir?: string;
+  /** Told when a committed row's journal line could not be written (the row stands; verify still checks its HMAC). */
+  onJournalError?: (error: unknown) => void;
 }
 
 /** The trail this process writes with. Keys accumulate: a process verifies every row it chained, whatever installed. */
@@ -38,6 +40,7 @@ interface ProcessTrail {
   signing?: AuditSigningKey;
   trustedPublicKeys: AuditPublicKey[];
   digestDir?: string;
+  onJournalError?: (error: unknown) => void;
 }
 
 let installed: ProcessTrail | undefined;
@@ -51,8 +54,14 @@ export function configureAuditTrail(keys: AuditTrailKeys): void {
     ...(keys.trustedPublicKeys ?? []),
     ...(earlier?.trustedPublicKeys ?? []),
   ];
+  const hmacKeys = [...keys.hmacKeys, ...(earlier?.hmacKeys ?? [])];
   installed = {
-    hmacKeys: [...keys.hmacKeys, ...(earlier?.hmacKeys ?? [])],
+    hmacKeys: hmacKeys.filter(
+      (key, i) => hmacKeys.findIndex((other) => other.id === key.id && other.key.equals(key.key)) === i,
+    ),
+    ...((keys.onJournalError ?? earlier?.onJournalError) && {
+      onJournalError: keys.onJournalError ?? earlier?.onJournalError,
+    }),
     ...((keys.signing ?? earlier?.signing) && { signing: keys.signing ?? earlier?.signing }),
     trustedPublicKeys: publicKeys.filter(
       (key, i) => publicKeys.findIndex((other) => other.id === key.id && other.publicKey === key.publicKey) === i,
@@ -86,7 +95,7 @@ export function canonicalJson(value: unknown): string {
 
 export const sha256Hex = (text: string | Buffer): string => createHash('sha256').update(text).digest('hex');
 
-/** HMAC-SHA256 of `text` under the ring's key of this id; undefined when the ring has no such key. */
+/** HMAC-SHA256 of `text` under each key of the ring with this id (none: the ring has no such key). */
 export function hmacHex(keyId: string, text: string): string[] {
   return auditTrail()
     .hmacKeys.filter((key) => key.id === keyId)
@@ -148,15 +157,25 @@ const processTag = `${hostname().replace(/[^A-Za-z0-9.-]/g, '_')}-${process.pid}
 export function journalCommittedRow(entry: AuditJournalEntry): void {
   const trail = installed;
   if (!trail?.digestDir || !trail.signing) return;
-  const file = join(trail.digestDir, `${JOURNAL_PREFIX}${entry.trail}-${processTag}.jsonl`);
+  try {
+    appendJournalLine(trail, trail.digestDir, trail.signing, entry);
+  } catch (error) {
+    // The action has committed: a journal that cannot be written is reported, never turned into the action's failure.
+    if (trail.onJournalError) trail.onJournalError(error);
+    else process.emitWarning(`audit journal not written: ${(error as Error).message}`);
+  }
+}
+
+function appendJournalLine(trail: ProcessTrail, digestDir: string, signing: AuditSigningKey, entry: AuditJournalEntry) {
+  const file = join(digestDir, `${JOURNAL_PREFIX}${entry.trail}-${processTag}.jsonl`);
   let fd = journals.get(file);
   if (fd === undefined) {
-    mkdirSync(trail.digestDir, { recursive: true });
+    mkdirSync(digestDir, { recursive: true });
     fd = openSync(file, 'a', 0o600);
     journals.set(file, fd);
   }
-  const signed = { ...entry, keyId: trail.signing.id, publicKey: trail.signing.publicKey };
-  const line: AuditJournalLine = { ...signed, signature: signContent(trail.signing, signed) };
+  const signed = { ...entry, keyId: signing.id, publicKey: signing.publicKey };
+  const line: AuditJournalLine = { ...signed, signature: signContent(signing, signed) };
   writeSync(fd, JSON.stringify(line) + '\n');
 }
 

@@ -117,7 +117,10 @@ export async function startWorker(
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
   // Breaker transitions and a pause's end write audit rows: keyed and journaled like the API's.
-  configureAuditTrail(auditTrailKeysFromConfig(config, logger));
+  configureAuditTrail({
+    ...auditTrailKeysFromConfig(config, logger),
+    onJournalError: (error) => logger.error({ err: error }, 'audit journal line not written'),
+  });
   installRuntimeLogger(
     logger,
     config.WORKER_METRICS_PORT === undefined
