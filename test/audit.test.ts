@@ -7,12 +7,14 @@ import pino from 'pino';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../api/app';
 import { startApi } from '../api/server';
+import { startAuditDigests } from '../worker/audit-digests';
 import { loadConfig } from '../common/config';
 import { portalLinkId, type RefusalLimits } from '../api/audit';
 import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
 import * as store from '../db';
+import { migrationSource } from '../db/migrations';
 import { testAuditEnv, useTestAuditTrail } from './support/audit-keys';
 import { eventually } from './support/eventually';
 import { listenLocal, type LocalServer } from './support/jwks-server';
@@ -985,6 +987,81 @@ describe('audit verify: keyed chains, signed digests and journals outside the da
     );
     assert.equal((await cli(['audit', 'prune', '--days', '2190'], t.url, production)).code, 0);
     assert.equal((await cli(['audit', 'prune', '--days', '1'], t.url)).code, 0, 'development');
+  });
+
+  it('the worker writes a signed digest soon after start and on its schedule, each following the one before', async () => {
+    const stop = startAuditDigests(t.db, 1_000, pino({ level: 'silent' }));
+    try {
+      await eventually(
+        'two digests',
+        () => readdirSync(digestDir).filter((name) => name.startsWith('digest-')).length >= 2,
+      );
+    } finally {
+      stop();
+    }
+    const { report, code, stderr } = await verify();
+    assert.equal(code, 0, stderr);
+    assert.ok(report.digests >= 2);
+    assert.equal(report.newestDigest!.sequence, report.digests);
+  });
+
+  it('two processes writing digests at once take successive sequences, never one twice', async () => {
+    const other = store.createDb(t.url);
+    try {
+      const written = await Promise.all([store.writeAuditDigest(t.db, 'cli'), store.writeAuditDigest(other, 'cli')]);
+      assert.deepEqual(written.map((digest) => digest.sequence).sort(), [1, 2]);
+    } finally {
+      await other.destroy();
+    }
+    assert.deepEqual((await verify()).report.faults, []);
+  });
+
+  it('keeps rows chained before migration 017 verifiable as the legacy chain, and names a row appended to it later', async () => {
+    // Back to the schema before the keyed chains, with rows as the audit-v1 writer chained them.
+    await t.db.migrate.down({ migrationSource });
+    let prev = store.AUDIT_GENESIS_HASH;
+    const legacyRow = (n: number, prevHash: string) => ({
+      id: String(1000 + n),
+      at: `2026-01-0${n}T00:00:00.000000Z`,
+      actor_kind: 'member' as const,
+      actor_subject: 'alice',
+      actor_issuer: null,
+      portal_link_id: null,
+      portal_capabilities: null,
+      request_id: null,
+      caller_address: null,
+      action: 'webhook.update',
+      outcome: 'ok' as const,
+      project_id: 'pa',
+      registration_id: null,
+      delivery_id: null,
+      changes: { n },
+      prev_hash: prevHash,
+    });
+    await t.db('audit_events').delete();
+    for (let n = 1; n <= 3; n += 1) {
+      const row = legacyRow(n, prev);
+      prev = store.legacyAuditRowHash(row);
+      await t.db('audit_events').insert({ ...row, changes: JSON.stringify(row.changes), hash: prev });
+    }
+    await store.migrateToLatest(t.db);
+    await store.appendAuditEvent(t.db, { actor, action: 'webhook.test', outcome: 'ok', projectId: 'pa' });
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    const intact = await verify();
+    assert.equal(intact.code, 0, intact.stderr);
+    assert.equal(intact.report.chains, 2);
+    // With INSERT rights only, the unkeyed legacy chain is extended: named once a digest has recorded its head.
+    const appended = legacyRow(4, prev);
+    await t.db('audit_events').insert({
+      ...appended,
+      changes: JSON.stringify(appended.changes),
+      chain: 'legacy',
+      seq: 4,
+      hash: store.legacyAuditRowHash(appended),
+    });
+    const { code, report } = await verify();
+    assert.equal(code, 1);
+    assert.deepEqual([report.fault?.kind, report.fault?.id], ['inserted', '1004']);
   });
 
   it('records a key reseal through the CLI: counts and the key id, as the OS user', async () => {
