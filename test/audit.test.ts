@@ -823,6 +823,18 @@ describe('audit verify: keyed chains, signed digests and journals outside the da
     assert.match(stdout, /^Audit trail intact: 7 rows in 2 chains, 1 digests, 7 journal lines/);
   });
 
+  it('verifies a row whose changes hold a Date: hashed as the ISO text jsonb stores, not as {}', async () => {
+    await store.appendAuditEvent(t.db, {
+      actor,
+      action: 'portal-link.create',
+      outcome: 'ok',
+      projectId: 'pa',
+      changes: { expiresAt: new Date('2026-12-01T00:00:00.000Z') },
+    });
+    const { code, stderr } = await verify();
+    assert.equal(code, 0, stderr);
+  });
+
   it('names the newest rows deleted (the journal recorded them)', async () => {
     const rows = await chainRows();
     await t.db('audit_events').whereIn('id', [rows[3]!.id, rows[4]!.id]).delete();
