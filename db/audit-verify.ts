@@ -8,6 +8,7 @@ import {
   type AuditColumns,
 } from './audit';
 import {
+  DIGEST_PREFIX,
   GENESIS_DIGEST_HASH,
   auditDigestHash,
   auditTrailId,
@@ -15,6 +16,7 @@ import {
   readAuditJournals,
   type AuditDigest,
 } from './audit-digests';
+import { readdirSync } from 'node:fs';
 import { auditTrail, sha256Hex, signatureTrusted } from './audit-trail';
 import type { Db } from './connection';
 
@@ -115,7 +117,16 @@ export async function verifyAuditChain(
       fault({ kind: 'digest', detail: `digest ${row.sequence} in the directory is not the one written` });
   }
   if (!digestDir) notes.push('no digest directory: the ends of the chains are not checked against digests');
-  else if (valid.length === 0) notes.push('no digest of this trail yet: the oldest rows are checked from seq 1 only');
+  else if (digests.length === 0) {
+    // Another trail's digests and none of this one: the database's trail id was changed to hide from them.
+    const others = otherTrails(digestDir, trailId);
+    if (others.length > 0)
+      fault({
+        kind: 'digest',
+        detail: `no digest of trail ${trailId} (the database's) in the directory, which holds digests of trail ${others.join(', ')}: the id was changed, or the directory serves another database`,
+      });
+    else notes.push('no digest of this trail yet: the oldest rows are checked from seq 1 only');
+  }
 
   // What left the database: every chain's extent in each digest, the highest place any digest or journal line names.
   const recorded = new Map<string, Recorded>();
@@ -285,4 +296,18 @@ export async function verifyAuditChain(
     faults,
     ...(faults[0] && { fault: faults[0] }),
   };
+}
+
+/** The trail ids whose digests the directory holds, other than `trailId`. */
+function otherTrails(dir: string, trailId: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return []; // no directory yet: nothing written
+  }
+  const ids = names
+    .filter((name) => name.startsWith(DIGEST_PREFIX) && !name.startsWith(`${DIGEST_PREFIX}${trailId}-`))
+    .map((name) => name.slice(DIGEST_PREFIX.length, name.lastIndexOf('-')));
+  return [...new Set(ids)];
 }

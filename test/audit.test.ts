@@ -941,6 +941,17 @@ describe('audit verify: keyed chains, signed digests and journals outside the da
     assert.match(stderr, /digest 3 is forged: its signature does not verify/);
   });
 
+  it('names a trail id changed to hide from the digests (and their hashes removed from the database)', async () => {
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    const rows = await chainRows();
+    await t.db('audit_events').whereIn('id', [rows[3]!.id, rows[4]!.id]).delete();
+    await t.db('audit_digests').delete();
+    await t.db('audit_trail').update({ id: randomUUID() });
+    const { code, stderr } = await verify();
+    assert.equal(code, 1);
+    assert.match(stderr, /no digest of trail .* \(the database's\) in the directory, which holds digests of trail/);
+  });
+
   it('prunes from the oldest end of each chain as the operator, writes a digest, and still verifies', async () => {
     await store.appendAuditEvent(t.db, { actor, action: 'webhook.test', outcome: 'ok', projectId: 'pb' });
     assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
