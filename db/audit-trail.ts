@@ -32,6 +32,8 @@ export interface AuditTrailKeys {
   digestDir?: string;
   /** Told when a committed row's journal line could not be written (the row stands; verify still checks its HMAC). */
   onJournalError?: (error: unknown) => void;
+  /** Forget the keys installed before (a test that needs a verifier trusting only these). */
+  replace?: boolean;
 }
 
 /** The trail this process writes with. Keys accumulate: a process verifies every row it chained, whatever installed. */
@@ -48,7 +50,7 @@ let installed: ProcessTrail | undefined;
 /** Sets the keys (and digest directory) this process's audit rows are chained, signed and journaled with. */
 export function configureAuditTrail(keys: AuditTrailKeys): void {
   if (keys.hmacKeys.length === 0) throw new Error('the audit HMAC key ring is empty');
-  const earlier = installed;
+  const earlier = keys.replace ? undefined : installed;
   const publicKeys = [
     ...(keys.signing ? [{ id: keys.signing.id, publicKey: keys.signing.publicKey }] : []),
     ...(keys.trustedPublicKeys ?? []),

@@ -134,9 +134,9 @@ const toRow = (c: Columns): AuditEventRow => ({
   hash: c.hash,
 });
 
-export const isTransaction = (db: Db) => (db as { isTransaction?: boolean }).isTransaction === true;
+const isTransaction = (db: Db) => (db as { isTransaction?: boolean }).isTransaction === true;
 
-/** Resolves when the transaction commits (rejects on rollback): knex's promise of the outermost transaction. */
+/** Resolves when the transaction commits (rejects on rollback); a savepoint's, when it is released. */
 const committed = (trx: Db) => (trx as unknown as { executionPromise?: Promise<unknown> }).executionPromise;
 
 /**

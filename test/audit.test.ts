@@ -835,6 +835,23 @@ describe('audit verify: keyed chains, signed digests and journals outside the da
     assert.equal(code, 0, stderr);
   });
 
+  it('publishes the digests’ public key (audit public-key, and in each digest) and makes new signing keys (audit keygen)', async () => {
+    const made = await cli(['audit', 'keygen', 's9'], t.url);
+    assert.equal(made.code, 0, made.stderr);
+    assert.match(made.stdout, /^s9:[A-Za-z0-9+/]{43}=$/);
+    const published = await cli(['audit', 'public-key'], t.url);
+    assert.equal(published.code, 0, published.stderr);
+    const digest = await store.writeAuditDigest(t.db, 'cli');
+    assert.equal(published.stdout, `${digest.keyId}:${digest.publicKey}`);
+    const other = await cli(['audit', 'public-key'], t.url, { AUDIT_SIGNING_KEY: made.stdout });
+    assert.notEqual(other.stdout, published.stdout);
+    assert.match(other.stdout, /^s9:/);
+    // A digest signed by the new key is not trusted by a verify that was not given its public key.
+    assert.equal((await cli(['audit', 'digest'], t.url, { AUDIT_SIGNING_KEY: made.stdout })).code, 0);
+    useTestAuditTrail(digestDir, { replace: true });
+    assert.match((await verify()).stderr, /digest 2 is signed by key s9, which is not a trusted audit signing key/);
+  });
+
   it('names the newest rows deleted (the journal recorded them)', async () => {
     const rows = await chainRows();
     await t.db('audit_events').whereIn('id', [rows[3]!.id, rows[4]!.id]).delete();

@@ -18,7 +18,7 @@ export function testAuditEnv(digestDir = mkdtempSync(join(tmpdir(), 'webhooks-au
 }
 
 /** Installs the test keys in this process, with `digestDir` (none: rows are chained, no journal is written). */
-export function useTestAuditTrail(digestDir?: string): void {
+export function useTestAuditTrail(digestDir?: string, options: { replace?: boolean } = {}): void {
   const keys = auditTrailKeysFromConfig({
     NODE_ENV: 'production',
     DATA_DIR: '.data',
@@ -26,5 +26,5 @@ export function useTestAuditTrail(digestDir?: string): void {
     AUDIT_SIGNING_KEY: TEST_AUDIT_SIGNING_KEY,
     AUDIT_DIGEST_DIR: digestDir ?? tmpdir(),
   });
-  configureAuditTrail({ ...keys, ...(digestDir === undefined && { digestDir: undefined }) });
+  configureAuditTrail({ ...keys, ...(digestDir === undefined && { digestDir: undefined }), ...options });
 }
