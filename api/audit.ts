@@ -98,8 +98,7 @@ export interface RefusalLimits {
 /**
  * A 403 on an authenticated route leaves a refused row with the subject refused, its project and route. A caller
  * refused more than `limits.perMinute` times a minute (a token bucket per member subject or portal link) is answered
- * 429 before any route runs, and writes nothing more: a valid token cannot make the trail, and the lock its chain
- * takes for every project, grow without bound.
+ * 429 before any route runs, and writes nothing more: a valid token cannot make the trail grow without bound.
  */
 export function auditRefusals(db: Knex, limits?: RefusalLimits): Middleware<{ user?: unknown; portal?: PortalGrant }> {
   const buckets = limits && createTokenBuckets(limits.perMinute, limits.perMinute / 60, limits.clock);

@@ -4,13 +4,14 @@ import type { Client } from '@temporalio/client';
 import { loadConfig, type Config } from '../common/config';
 import { createLogger, prettyLogs, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
+import { auditTrailKeysFromConfig } from '../common/audit-keys';
 import { onShutdownSignal } from '../common/signals';
 import { installTracing } from '../common/tracing-sdk';
 import { otlpMetricsExporter, otlpMetricsNamed } from '../common/telemetry-settings';
 import { apiMetricsSource } from './metrics';
 import { startOtlpMetrics } from './otlp-metrics';
 import type { SendTestEvent } from './test-event';
-import { createDb, dbPoolOptions, migrateToLatest } from '../db';
+import { configureAuditTrail, createDb, dbPoolOptions, migrateToLatest } from '../db';
 import { temporalConnectionOptions } from '../common/temporal-connection';
 import { lazyTemporalClient } from './lazy-temporal';
 import { createTestEventSender } from './test-event';
@@ -54,6 +55,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     logger.warn(
       'DEV_CODEC_WITHOUT_TOKEN=true: /codec decodes for callers on this machine without a token (development)',
     );
+  // Every audited action's row is chained with the HMAC key and journaled out of the database's reach.
+  configureAuditTrail({
+    ...auditTrailKeysFromConfig(config, logger),
+    onJournalError: (error) => logger.error({ err: error }, 'audit journal line not written'),
+  });
   // The starts of tests and redeliveries traced from the API, when the OTEL_* variables say so.
   const tracing = installTracing('webhook-api');
   const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!, dbPoolOptions(config));
@@ -151,7 +157,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
 async function main(): Promise<void> {
   let config: Config;
   try {
-    config = loadConfig(process.env, { database: true, auth: true, standalone: true });
+    config = loadConfig(process.env, { database: true, auth: true, audit: true, standalone: true });
   } catch (error) {
     createLogger().fatal((error as Error).message);
     process.exitCode = 1;

@@ -14,7 +14,7 @@ import { createApp } from '../api/app';
 import type { AuditWriter } from '../api/audit';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
 import { createSecretBox } from '../common/secrets';
-import { addMember, addProject, createDb, createRegistration } from '../db';
+import { addMember, addProject, configureAuditTrail, createDb, createRegistration } from '../db';
 import { API_CONNECTIONS, apiRegisterDeleteCycle, apiResult, type ApiResult } from './stages';
 
 export type AuditVariant = 'audit' | 'no-audit';
@@ -107,6 +107,8 @@ export async function auditStage(
   options: { seconds: number; rounds: number; log: (message: string) => void },
 ): Promise<AuditStageResult> {
   const runId = randomBytes(4).toString('hex');
+  // The rows this process writes are chained as the API's: under a key of the run's own (no journal).
+  configureAuditTrail({ hmacKeys: [{ id: `bench-${runId}`, key: randomBytes(32) }] });
   const jwtSecret = randomBytes(32).toString('hex');
   const secretBox = createSecretBox(randomBytes(32));
   const codec = new EncryptionCodec(parsePayloadKeyRing(`bench:${randomBytes(32).toString('base64')}`));

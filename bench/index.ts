@@ -17,6 +17,7 @@ import { ENCRYPTED_ENCODING, payloadCodecFromConfig } from '../common/payload-co
 import { eventWorkflowId } from '../client/emit';
 import { freePort } from '../dev/ports';
 import { createSecretBox, generateWebhookSecret } from '../common/secrets';
+import { generateAuditSigningKey } from '../common/audit-keys';
 import { temporalCliPath } from '../dev/temporal-binaries';
 import { addMember, addProject, createDb, createRegistration, migrateToLatest } from '../db';
 import { auditStage, auditStageProblems } from './audit';
@@ -184,6 +185,10 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     TEMPORAL_ADDRESS: stack.temporalAddress,
     TEMPORAL_TASK_QUEUE: deliveryTaskQueue,
     WEBHOOK_SECRET_KEY: secretKey,
+    // Production's audit keys and digest directory, the run's own.
+    AUDIT_HMAC_KEYS: `bench:${randomBytes(32).toString('hex')}`,
+    AUDIT_SIGNING_KEY: generateAuditSigningKey('bench'),
+    AUDIT_DIGEST_DIR: join(dataDir, 'audit-digests'),
     JWT_SECRET: jwtSecret,
     // Production requires a bearer token for /metrics; the bench does not scrape it.
     METRICS_TOKEN: randomBytes(24).toString('hex'),

@@ -3,7 +3,8 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Knex } from 'knex';
 import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
 import { devDatabaseUrl, readRunningStack } from '../dev/stack';
-import { createDb, type AuditActor } from '../db';
+import { configureAuditTrail, createDb, type AuditActor } from '../db';
+import { auditTrailKeysFromConfig } from '../common/audit-keys';
 import { SAFE_ID_RULE, isSafeId } from '../common/contract';
 
 /** Where a command writes: results to out, diagnostics to err. */
@@ -104,6 +105,8 @@ export async function withDb<T>(
   needs: ConfigNeeds = {},
 ): Promise<T> {
   const config = commandConfig(io, { ...needs, database: true });
+  // A command that writes or checks audit rows chains and signs them with the service's keys.
+  if (needs.audit) configureAuditTrail(auditTrailKeysFromConfig(config));
   const db = createDb(config.DATABASE_URL!, { max: 1 });
   try {
     return await work(db, config);

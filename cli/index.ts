@@ -10,7 +10,7 @@ import { eventEmit } from './commands/event';
 import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
 import { secretsReseal } from './commands/secrets';
-import { auditExport, auditPrune, auditVerify } from './commands/audit';
+import { auditDigest, auditExport, auditKeygen, auditPrune, auditPublicKey, auditVerify } from './commands/audit';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -28,6 +28,9 @@ export const commands: Record<string, CliCommand> = {
   'audit verify': auditVerify,
   'audit prune': auditPrune,
   'audit export': auditExport,
+  'audit digest': auditDigest,
+  'audit public-key': auditPublicKey,
+  'audit keygen': auditKeygen,
 };
 
 export function usage(): string {

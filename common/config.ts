@@ -6,6 +6,9 @@ import { otlpMetricsNamed, telemetrySettings } from './telemetry-settings';
 
 export { isDevelopment } from './node-env';
 
+/** Six years: HIPAA's retention of documentation (45 CFR 164.316(b)(2)); production keeps audit rows at least this long. */
+export const AUDIT_RETENTION_FLOOR_DAYS = 2190;
+
 /** Everything the processes read from the environment, validated once at start-up. */
 export interface Config {
   NODE_ENV: NodeEnv;
@@ -106,6 +109,16 @@ export interface Config {
   DELIVERY_LOG_RETENTION_DAYS: number;
   /** How long audit rows are kept: `webhooks audit prune` removes older ones from the oldest end (issue 30). */
   AUDIT_RETENTION_DAYS: number;
+  /** The audit chain's HMAC key ring `id:key[,…]` (as WEBHOOK_SECRET_KEYS): the first chains new rows, all verify. */
+  AUDIT_HMAC_KEYS?: string;
+  /** The Ed25519 key `id:base64seed` that signs audit digests and journal lines. */
+  AUDIT_SIGNING_KEY?: string;
+  /** Retired signing keys' public halves `id:base64[,…]`, still trusted by `webhooks audit verify`. */
+  AUDIT_SIGNING_PUBLIC_KEYS?: string;
+  /** Where digests and journals go: a place the database's writers cannot reach. */
+  AUDIT_DIGEST_DIR?: string;
+  /** How often the worker writes a digest of the audit trail. */
+  AUDIT_DIGEST_INTERVAL_MS: number;
   RECOVER_RATE_PER_SECOND: number;
   /** Members' redeliver and recover calls per project in any minute (held in PostgreSQL for every API process). */
   REDELIVER_CALLS_PER_MINUTE: number;
@@ -158,6 +171,11 @@ export const ISOLATION_DEFAULTS = {
   BREAKER_WAIT_MAX_MS: 900_000,
   BREAKER_RESUME_RATE_PER_SECOND: 20,
 };
+
+/** `id:base64` of 32 bytes: an Ed25519 seed (AUDIT_SIGNING_KEY) or public key (AUDIT_SIGNING_PUBLIC_KEYS). */
+const AUDIT_KEY_PATTERN = '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=$';
+const AUDIT_PUBLIC_KEYS_PATTERN =
+  '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=)*$';
 
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
 const int = (min: number, dflt: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -251,8 +269,17 @@ const schema: JSONSchemaType<Config> = {
     TEMPORAL_CLI_PATH: optionalString,
     TEMPORAL_TEST_SERVER_PATH: optionalString,
     DELIVERY_LOG_RETENTION_DAYS: int(1, 30, 3650),
-    // Six years: HIPAA's retention of documentation (45 CFR 164.316(b)(2)).
-    AUDIT_RETENTION_DAYS: int(1, 2190, 36_500),
+    AUDIT_RETENTION_DAYS: int(1, AUDIT_RETENTION_FLOOR_DAYS, 36_500),
+    AUDIT_HMAC_KEYS: {
+      type: 'string',
+      pattern:
+        '^[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)(?:,[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=))*$',
+      nullable: true,
+    },
+    AUDIT_SIGNING_KEY: { type: 'string', pattern: AUDIT_KEY_PATTERN, nullable: true },
+    AUDIT_SIGNING_PUBLIC_KEYS: { type: 'string', pattern: AUDIT_PUBLIC_KEYS_PATTERN, nullable: true },
+    AUDIT_DIGEST_DIR: optionalString,
+    AUDIT_DIGEST_INTERVAL_MS: int(1_000, 3_600_000, 86_400_000),
     RECOVER_RATE_PER_SECOND: int(1, 10, 1_000),
     REDELIVER_CALLS_PER_MINUTE: int(1, 60, 10_000),
     RECOVER_CALLS_PER_MINUTE: int(1, 5, 1_000),
@@ -292,6 +319,8 @@ export interface ConfigNeeds {
   database?: boolean;
   auth?: boolean;
   temporal?: boolean;
+  /** Writes audit rows (API, worker, the CLI's audited commands): production needs the audit keys and digest directory. */
+  audit?: boolean;
   /**
    * A standalone process (`start:api`, `start:worker`, the image): NODE_ENV unset means production, and only an
    * explicit NODE_ENV=development lets it run on keys it generated itself.
@@ -355,6 +384,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   if (production && !config.PAYLOAD_ENCRYPTION_KEYS)
     problems.push(
       'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
+    );
+  if (production && needs.audit)
+    for (const [name, what] of [
+      ['AUDIT_HMAC_KEYS', 'the audit chain key ring, id:key of 32 bytes, e.g. a1:$(openssl rand -hex 32)'],
+      ['AUDIT_SIGNING_KEY', 'the Ed25519 digest key, id:base64 seed; `webhooks audit keygen` prints one'],
+      ['AUDIT_DIGEST_DIR', 'where signed digests go, out of reach of the database'],
+    ] as const)
+      if (!config[name]) problems.push(`${name} is required in production (${what})`);
+  if (production && config.AUDIT_RETENTION_DAYS < AUDIT_RETENTION_FLOOR_DAYS)
+    problems.push(
+      `AUDIT_RETENTION_DAYS must be at least ${AUDIT_RETENTION_FLOOR_DAYS} in production (six years: HIPAA documentation retention)`,
     );
   if (config.PAYLOAD_ENCRYPTION_KEYS && validate.errors == null) {
     try {

@@ -98,7 +98,7 @@ export function createSecretBox(keys: Buffer | SecretKey[]): SecretBox {
 }
 
 /** `id:key[,id:key…]` (each key 64 hex digits or base64 of 32 bytes): WEBHOOK_SECRET_KEYS, the first one seals. */
-export function parseSecretKeyRing(text: string): SecretKey[] {
+export function parseSecretKeyRing(text: string, variable = 'WEBHOOK_SECRET_KEYS'): SecretKey[] {
   const ring = text
     .split(',')
     .map((entry) => entry.trim())
@@ -107,11 +107,11 @@ export function parseSecretKeyRing(text: string): SecretKey[] {
       const separator = entry.indexOf(':');
       const id = entry.slice(0, separator);
       if (separator < 1 || !/^[A-Za-z0-9._-]{1,64}$/.test(id))
-        throw new Error(`WEBHOOK_SECRET_KEYS entry ${i + 1} must be id:key`);
+        throw new Error(`${variable} entry ${i + 1} must be id:key`);
       return { id, key: parseSecretKey(entry.slice(separator + 1)) };
     });
-  if (ring.length === 0) throw new Error('WEBHOOK_SECRET_KEYS has no key');
-  if (new Set(ring.map((k) => k.id)).size !== ring.length) throw new Error('WEBHOOK_SECRET_KEYS has a key id twice');
+  if (ring.length === 0) throw new Error(`${variable} has no key`);
+  if (new Set(ring.map((k) => k.id)).size !== ring.length) throw new Error(`${variable} has a key id twice`);
   return ring;
 }
 

@@ -1,5 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { Db } from './connection';
+import { writeAuditDigest } from './audit-digests';
+import { canonicalJson, chainingKey, hmacHex, journalCommittedRow, sha256Hex } from './audit-trail';
 
 /** Who acted: a member's token, a portal link (acting for the member who made it), the operator CLI, or the service. */
 export type AuditActorKind = 'member' | 'portal-link' | 'cli' | 'system';
@@ -36,7 +37,7 @@ export interface AuditEventRow extends AuditEventInput {
   hash: string;
 }
 
-interface Columns {
+export interface AuditColumns {
   id: string;
   at: string;
   actor_kind: AuditActorKind;
@@ -52,51 +53,63 @@ interface Columns {
   registration_id: string | null;
   delivery_id: string | null;
   changes: Record<string, unknown> | null;
+  /** The chain the row belongs to (auditChainOf), its 1-based place in it, and the HMAC key it was chained with. */
+  chain: string;
+  seq: string;
+  key_id: string | null;
   prev_hash: string;
   hash: string;
 }
+type Columns = AuditColumns;
 
 const TABLE = 'audit_events';
-/** The chain's first row follows this. */
+/** A chain's first row follows this. */
 export const AUDIT_GENESIS_HASH = '0'.repeat(64);
-/** pg_advisory_xact_lock key held while a row is chained: every API process appends to one chain, one at a time. */
-export const AUDIT_CHAIN_LOCK = 0x61756469_74; // 'audit'
+/** Rows chained before the keyed chains (migration 020): one unkeyed chain in id order, hashed as audit-v1. */
+export const LEGACY_CHAIN = 'legacy';
+/** Rows of no project (operator CLI, codec, prunes): a chain of their own. */
+export const SERVICE_CHAIN = 'service';
 const AT_UTC = `to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-/** JSON with object keys sorted at every depth: jsonb keeps no key order, so the hash cannot depend on one. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
+/**
+ * Which chain a row joins, so no tenant's writes wait on another's: a project's members' actions, the delivery path's
+ * own rows of that project (breaker transitions, a pause's end: actor `system`), and the rest in the service chain.
+ */
+export function auditChainOf(event: Pick<AuditEventInput, 'projectId' | 'actor'>): string {
+  if (event.projectId === undefined) return SERVICE_CHAIN;
+  return `${event.actor.kind === 'system' ? 'delivery' : 'project'}:${event.projectId}`;
 }
 
-/** sha256 over the row's content, in a fixed order, and the previous row's hash. */
-export function auditRowHash(c: Omit<Columns, 'hash'>): string {
-  const content = [
-    'audit-v1',
-    c.id,
-    c.at,
-    c.actor_kind,
-    c.actor_subject,
-    c.actor_issuer,
-    c.portal_link_id,
-    c.portal_capabilities,
-    c.request_id,
-    c.caller_address,
-    c.action,
-    c.outcome,
-    c.project_id,
-    c.registration_id,
-    c.delivery_id,
-    c.changes,
-    c.prev_hash,
-  ];
-  return createHash('sha256').update(canonicalJson(content)).digest('hex');
+const content = (c: Omit<Columns, 'hash'>) => [
+  c.id,
+  c.at,
+  c.actor_kind,
+  c.actor_subject,
+  c.actor_issuer,
+  c.portal_link_id,
+  c.portal_capabilities,
+  c.request_id,
+  c.caller_address,
+  c.action,
+  c.outcome,
+  c.project_id,
+  c.registration_id,
+  c.delivery_id,
+  c.changes,
+];
+
+/** The unkeyed sha256 of audit-v1 (rows before migration 020): anyone who can read a row can compute it. */
+export function legacyAuditRowHash(c: Omit<Columns, 'hash' | 'chain' | 'seq' | 'key_id'>): string {
+  return sha256Hex(canonicalJson(['audit-v1', ...content(c as Omit<Columns, 'hash'>), c.prev_hash]));
+}
+
+/** What a row's HMAC covers (audit-v2): its chain, place, key id, content and the previous row's hash. */
+export const auditRowContent = (c: Omit<Columns, 'hash'>): string =>
+  canonicalJson(['audit-v2', c.chain, c.seq, c.key_id, ...content(c), c.prev_hash]);
+
+/** The hashes a row may carry: the HMACs of its content under the ring's keys of its key id (none: unknown key). */
+export function auditRowHashes(c: Omit<Columns, 'hash'>): string[] {
+  return c.key_id === null ? [] : hmacHex(c.key_id, auditRowContent(c));
 }
 
 const toRow = (c: Columns): AuditEventRow => ({
@@ -123,15 +136,26 @@ const toRow = (c: Columns): AuditEventRow => ({
 
 const isTransaction = (db: Db) => (db as { isTransaction?: boolean }).isTransaction === true;
 
+/** Resolves when the transaction commits (rejects on rollback); a savepoint's, when it is released. */
+const committed = (trx: Db) => (trx as unknown as { executionPromise?: Promise<unknown> }).executionPromise;
+
 /**
- * Appends one event to the chain, inside the caller's transaction (one is opened when given none), so the row commits
- * or rolls back with the action it records. The advisory lock, held to the end of that transaction, orders the chain:
- * the id, the time and the previous hash are read under it.
+ * Appends one event to its chain, inside the caller's transaction (one is opened when given none), so the row commits
+ * or rolls back with the action it records. The chain's head row, locked to the end of that transaction, orders the
+ * chain: other chains (other projects, the delivery path) never wait on it. The row is chained with an HMAC whose key
+ * the database never holds, and once committed its place leaves the database in this process's signed journal.
  */
 export async function appendAuditEvent(db: Db, event: AuditEventInput): Promise<AuditEventRow> {
   if (!isTransaction(db)) return db.transaction((trx) => appendAuditEvent(trx, event));
-  await db.raw('SELECT pg_advisory_xact_lock(?)', [AUDIT_CHAIN_LOCK]);
-  const last = await db<Columns>(TABLE).orderBy('id', 'desc').first('hash');
+  const key = chainingKey();
+  const chain = auditChainOf(event);
+  const { rows: heads } = await db.raw<{ rows: { seq: string; hash: string; trail: string | null }[] }>(
+    `INSERT INTO audit_chain_heads (chain, seq, hash) VALUES (?, 0, ?)
+     ON CONFLICT (chain) DO UPDATE SET chain = EXCLUDED.chain
+     RETURNING seq::text AS seq, hash, (SELECT id FROM audit_trail LIMIT 1) AS trail`,
+    [chain, AUDIT_GENESIS_HASH],
+  );
+  const head = heads[0]!;
   const { rows } = await db.raw<{ rows: { id: string; at: string }[] }>(
     `SELECT nextval(pg_get_serial_sequence('${TABLE}', 'id'))::text AS id,
             ${AT_UTC.replace('at AT', 'clock_timestamp() AT')} AS at`,
@@ -154,18 +178,28 @@ export async function appendAuditEvent(db: Db, event: AuditEventInput): Promise<
     registration_id: event.registrationId ?? null,
     delivery_id: event.deliveryId ?? null,
     changes: event.changes ?? null,
-    prev_hash: last?.hash ?? AUDIT_GENESIS_HASH,
+    chain,
+    seq: String(BigInt(head.seq) + 1n),
+    key_id: key.id,
+    prev_hash: head.hash,
   };
-  const hash = auditRowHash(columns);
+  const hash = hmacHex(key.id, auditRowContent(columns))[0]!;
   await db(TABLE).insert({
     ...columns,
     changes: columns.changes === null ? null : JSON.stringify(columns.changes),
     hash,
   });
+  await db('audit_chain_heads').where({ chain }).update({ seq: columns.seq, hash, row_id: id });
+  const trail = head.trail;
+  if (trail !== null)
+    void committed(db)?.then(
+      () => journalCommittedRow({ trail, chain, seq: columns.seq, id, hash }),
+      () => undefined, // rolled back: nothing to journal
+    );
   return toRow({ ...columns, hash });
 }
 
-const SELECT_COLUMNS = [
+export const SELECT_COLUMNS = [
   'id',
   `${AT_UTC} AS at`,
   'actor_kind',
@@ -181,11 +215,14 @@ const SELECT_COLUMNS = [
   'registration_id',
   'delivery_id',
   'changes',
+  'chain',
+  'seq::text AS seq',
+  'key_id',
   'prev_hash',
   'hash',
 ];
 
-async function readPage(
+export async function readPage(
   db: Db,
   afterId: string | undefined,
   limit: number,
@@ -246,97 +283,33 @@ export async function listAuditEvents(db: Db, filter: AuditFilter): Promise<Audi
 }
 
 /**
- * Removes rows older than `cutoff` from the oldest end only, always keeping the newest row: the first kept row's
- * prev_hash is the chain's anchor from then on. The prune is itself recorded (a `system` row naming how many rows went
- * and the anchor), in the same transaction. Needs DELETE on the table: run as the owner, not the application role.
+ * Removes rows older than `cutoff` from the oldest end of every chain, always keeping a chain's newest row, records the
+ * prune (a row of the service chain naming the operator who ran it) and writes a signed digest naming where each chain
+ * now starts, all in one transaction: the digest is written before the commit, so no prune goes unrecorded outside the
+ * database. Needs DELETE on the table: run as the owner, not the application role.
  */
-export async function pruneAuditEvents(db: Db, cutoff: Date): Promise<{ removed: number; anchor?: string }> {
-  if (!isTransaction(db)) return db.transaction((trx) => pruneAuditEvents(trx, cutoff));
-  await db.raw('SELECT pg_advisory_xact_lock(?)', [AUDIT_CHAIN_LOCK]);
-  const newest = await db<Columns>(TABLE).max<{ max: string | null }>('id as max').first();
-  const firstKept = await db<Columns>(TABLE)
-    .where('at', '>=', cutoff)
-    .orWhere('id', newest?.max ?? '0')
-    .orderBy('id')
-    .first('id', 'prev_hash');
-  if (!firstKept) return { removed: 0 };
-  const removed = await db(TABLE).where('id', '<', firstKept.id).delete();
-  if (removed === 0) return { removed };
+export async function pruneAuditEvents(
+  db: Db,
+  cutoff: Date,
+  operator: AuditActor,
+): Promise<{ removed: number; chains: number }> {
+  if (!isTransaction(db)) return db.transaction((trx) => pruneAuditEvents(trx, cutoff, operator));
+  const { rows: removedRows } = await db.raw<{ rows: { chain: string }[] }>(
+    `WITH kept AS (
+       SELECT chain, COALESCE(min(seq) FILTER (WHERE at >= ?), max(seq)) AS first_kept FROM ${TABLE} GROUP BY chain
+     )
+     DELETE FROM ${TABLE} e USING kept WHERE e.chain = kept.chain AND e.seq < kept.first_kept RETURNING e.chain`,
+    [cutoff],
+  );
+  const removed = removedRows.length;
+  if (removed === 0) return { removed, chains: 0 };
+  const chains = new Set(removedRows.map((row) => row.chain)).size;
   await appendAuditEvent(db, {
-    actor: { kind: 'system' },
+    actor: operator,
     action: 'audit.prune',
     outcome: 'ok',
-    changes: { removed, before: cutoff.toISOString(), anchor: firstKept.prev_hash, firstKeptId: String(firstKept.id) },
+    changes: { removed, chains, before: cutoff.toISOString() },
   });
-  return { removed, anchor: firstKept.prev_hash };
-}
-
-export type AuditChainFault = 'changed' | 'removed' | 'inserted';
-
-export interface AuditChainReport {
-  /** Rows read. */
-  rows: number;
-  /** The last row's hash (the chain's head), to be kept elsewhere: a later verify proves nothing was rewritten before it. */
-  head: string;
-  /** The first row's prev_hash: the genesis hash, or the hash of a row pruned by retention. */
-  anchor: string;
-  /** The first fault, if any. */
-  fault?: { kind: AuditChainFault; id: string; detail: string };
-}
-
-/**
- * Walks the chain in id order and names the first row that was changed (its content no longer gives its hash),
- * inserted out of order (the row after it follows the row before it), or the first row after rows that were removed
- * (it follows no row in the table). The first row anchors the chain: a retention prune removes rows from the oldest end.
- */
-export async function verifyAuditChain(db: Db, pageSize = 1000): Promise<AuditChainReport> {
-  let rows = 0;
-  let earlier: Columns | undefined; // the row before `before`
-  let before: Columns | undefined; // the row before `current`
-  let current: Columns | undefined;
-  let anchor = AUDIT_GENESIS_HASH;
-  let head = AUDIT_GENESIS_HASH;
-  const check = (row: Columns, next: Columns | undefined): AuditChainReport['fault'] => {
-    const linked = before === undefined || row.prev_hash === before.hash;
-    const intact = auditRowHash(row) === row.hash;
-    if (linked && intact) return undefined;
-    // This row follows the one two back: the row between was slipped in.
-    if (before !== undefined && earlier !== undefined && row.prev_hash === earlier.hash)
-      return inserted(before, row, earlier);
-    // The next row follows the one before this: this row was slipped in.
-    if (next !== undefined && before !== undefined && next.prev_hash === before.hash)
-      return inserted(row, next, before);
-    if (!intact)
-      return { kind: 'changed', id: row.id, detail: `row ${row.id} was changed: its content does not give its hash` };
-    return {
-      kind: 'removed',
-      id: row.id,
-      detail: `rows before row ${row.id} were removed (or row ${before!.id}'s hash was rewritten): it does not follow row ${before!.id}`,
-    };
-  };
-  const inserted = (row: Columns, next: Columns, previous: Columns) => ({
-    kind: 'inserted' as const,
-    id: row.id,
-    detail: `row ${row.id} was inserted out of order: row ${next.id} follows row ${previous.id}`,
-  });
-  let afterId: string | undefined;
-  for (;;) {
-    const page = await readPage(db, afterId, pageSize);
-    for (const next of page) {
-      if (current === undefined) anchor = next.prev_hash;
-      else {
-        const fault = check(current, next);
-        if (fault) return { rows, head, anchor, fault };
-        earlier = before;
-        before = current;
-      }
-      current = next;
-      rows += 1;
-      head = next.hash;
-    }
-    if (page.length < pageSize) break;
-    afterId = page[page.length - 1]!.id;
-  }
-  const fault = current && check(current, undefined);
-  return { rows, head, anchor, ...(fault && { fault }) };
+  await writeAuditDigest(db, 'prune', { before: cutoff.toISOString(), removed, by: operator.subject ?? null });
+  return { removed, chains };
 }

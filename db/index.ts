@@ -12,3 +12,6 @@ export * from './audit';
 export * from './pause';
 export * from './waiter-handover';
 export * from './notices';
+export * from './audit-trail';
+export * from './audit-digests';
+export * from './audit-verify';

@@ -1,16 +1,23 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { userInfo } from 'node:os';
+import { mkdtempSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import type { AddressInfo } from 'node:net';
 import { createApp } from '../api/app';
+import { startApi } from '../api/server';
+import { startAuditDigests } from '../worker/audit-digests';
+import { loadConfig } from '../common/config';
 import { portalLinkId, type RefusalLimits, type WriteLimits } from '../api/audit';
 import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
 import * as store from '../db';
 import { makeCertificates } from './support/certificates';
+import { migrationSource } from '../db/migrations';
+import { testAuditEnv, useTestAuditTrail } from './support/audit-keys';
+import { eventually } from './support/eventually';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 import { TEST_JWT_SECRET, bearer, hsToken } from './support/tokens';
@@ -68,12 +75,15 @@ function appOn(
   });
 }
 
+/** The digest directory of the test running: the CLI below signs and journals into it, with the test keys. */
+let digestDir = mkdtempSync(join(tmpdir(), 'webhooks-audit-'));
+
 /** Runs the operator CLI in process against `url`. */
 async function cli(args: string[], url: string, env: Record<string, string> = {}) {
   const out: string[] = [];
   const err: string[] = [];
   const code = await main(args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: url, ...env },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: url, ...testAuditEnv(digestDir), ...env },
     out: (line) => void out.push(line),
     err: (line) => void err.push(line),
   });
@@ -924,8 +934,47 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
       200,
     );
     assert.equal((await onlyNewRow(p, 0, 'webhook.update')).actor_subject, 'alice');
-    // The server builds its app from the configuration, which has no such setting.
-    assert.doesNotMatch(readFileSync(join(__dirname, '..', 'api', 'server.ts'), 'utf8'), /auditWriter/);
+    // A server started from its configuration (startApi) writes the row, chained with the configured key and
+    // journaled into the configured directory.
+    const dir = mkdtempSync(join(tmpdir(), 'webhooks-audit-'));
+    const hmacKeys = `cfg-1:${randomBytes(32).toString('hex')}`;
+    const config = loadConfig(
+      {
+        PORT: '0',
+        DATABASE_URL: t.url,
+        JWT_SECRET: TEST_JWT_SECRET,
+        WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
+        ...testAuditEnv(dir),
+        AUDIT_HMAC_KEYS: hmacKeys,
+      },
+      { database: true, auth: true, audit: true },
+    );
+    const started = await startApi(config, pino({ level: 'silent' }), {
+      sendTestEvent: () => Promise.reject(new Error('not used')),
+    });
+    try {
+      const { port } = started.server.address() as AddressInfo;
+      const reply = await fetch(`http://127.0.0.1:${port}/webhooks`, {
+        method: 'PATCH',
+        headers: { ...bearer(hsToken('alice')), 'content-type': 'application/json' },
+        body: JSON.stringify({ projectId: p, types: ['FALL_DETECTION'] }),
+      });
+      assert.equal(reply.status, 200);
+    } finally {
+      await started.close();
+      useTestAuditTrail();
+    }
+    const row = await onlyNewRow(p, 1, 'webhook.update');
+    const keyed = await t.db('audit_events').where({ id: row.id }).first('key_id', 'chain', 'seq', 'hash');
+    assert.deepEqual([keyed.key_id, keyed.chain, String(keyed.seq)], ['cfg-1', `project:${p}`, '2']);
+    const journal = readdirSync(dir)
+      .filter((name) => name.startsWith('journal-'))
+      .flatMap((name) => readFileSync(join(dir, name), 'utf8').trim().split('\n'))
+      .map((line) => JSON.parse(line) as store.AuditJournalLine);
+    assert.deepEqual(
+      journal.map((line) => [line.chain, line.seq, line.hash]),
+      [[`project:${p}`, '2', keyed.hash]],
+    );
   });
 
   it('keeps one valid chain with two API processes (two pools) writing at once', async () => {
@@ -959,62 +1008,369 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
   });
 });
 
-describe('audit verify: names the first row changed, removed or inserted out of order', function () {
+describe('audit verify: keyed chains, signed digests and journals outside the database', function () {
   this.timeout(60_000);
   let t: TestDatabase;
   const actor: store.AuditActor = { kind: 'member', subject: 'alice' };
 
   beforeEach(async () => {
     t = await createTestDatabase();
+    digestDir = mkdtempSync(join(tmpdir(), 'webhooks-audit-'));
+    useTestAuditTrail(digestDir);
     for (let i = 0; i < 5; i += 1) {
       await store.appendAuditEvent(t.db, {
         actor,
         action: 'webhook.update',
         outcome: 'ok',
-        projectId: 'p1',
+        projectId: 'pa',
         changes: { n: i },
       });
       // Apart by milliseconds at least: the prune test cuts between rows with a JavaScript Date.
       await new Promise((resolve) => setTimeout(resolve, 3));
     }
   });
-  afterEach(() => t?.destroy());
+  afterEach(async () => {
+    useTestAuditTrail();
+    await t?.destroy();
+  });
 
-  const ids = async () => (await t.db('audit_events').orderBy('id').pluck('id')).map(String);
+  const chainRows = async (chain = 'project:pa') =>
+    t
+      .db<{ id: string; seq: string; hash: string }>('audit_events')
+      .where('chain', chain)
+      .orderBy('seq')
+      .select('id', 'seq', 'hash');
+  const verify = async () => {
+    const run = await cli(['audit', 'verify'], t.url);
+    return { ...run, report: await store.verifyAuditChain(t.db) };
+  };
 
-  it('prunes from the oldest end, records the prune, and the chain still verifies from the first kept row', async () => {
+  /** A row as an attacker with INSERT rights appends it: well linked, hashed with the plain sha256 of its content. */
+  async function appendUnkeyed(fields: { actorSubject: string; action: string; keyId: string | null }) {
+    const [head] = await t
+      .db('audit_events')
+      .where({ chain: 'project:pa' })
+      .orderBy('seq', 'desc')
+      .limit(1)
+      .select('seq', 'hash');
+    const { rows } = await t.db.raw<{ rows: { id: string }[] }>(
+      "SELECT nextval(pg_get_serial_sequence('audit_events', 'id'))::text AS id",
+    );
+    const columns = {
+      id: rows[0]!.id,
+      at: '2026-11-28T10:00:00.000000Z',
+      actor_kind: 'member' as const,
+      actor_subject: fields.actorSubject,
+      actor_issuer: null,
+      portal_link_id: null,
+      portal_capabilities: null,
+      request_id: null,
+      caller_address: null,
+      action: fields.action,
+      outcome: 'ok' as const,
+      project_id: 'pa',
+      registration_id: null,
+      delivery_id: null,
+      changes: null,
+      chain: 'project:pa',
+      seq: String(Number(head.seq) + 1),
+      key_id: fields.keyId,
+      prev_hash: head.hash,
+    };
+    const hash = createHash('sha256').update(store.auditRowContent(columns)).digest('hex');
+    await t.db('audit_events').insert({ ...columns, hash });
+    return columns.id;
+  }
+
+  it('passes an intact trail: rows, a digest, rows after it (the journal), and says so', async () => {
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    await store.appendAuditEvent(t.db, { actor, action: 'webhook.test', outcome: 'ok', projectId: 'pa' });
+    await store.appendAuditEvent(t.db, { actor, action: 'webhook.test', outcome: 'ok', projectId: 'pb' });
+    const { code, stdout, stderr, report } = await verify();
+    assert.equal(code, 0, stderr);
+    assert.deepEqual([report.faults, report.rows, report.chains, report.digests], [[], 7, 2, 1]);
+    assert.match(stdout, /^Audit trail intact: 7 rows in 2 chains, 1 digests, 7 journal lines/);
+  });
+
+  it('verifies a row whose changes hold a Date: hashed as the ISO text jsonb stores, not as {}', async () => {
+    await store.appendAuditEvent(t.db, {
+      actor,
+      action: 'portal-link.create',
+      outcome: 'ok',
+      projectId: 'pa',
+      changes: { expiresAt: new Date('2026-12-01T00:00:00.000Z') },
+    });
+    const { code, stderr } = await verify();
+    assert.equal(code, 0, stderr);
+  });
+
+  it('publishes the digests’ public key (audit public-key, and in each digest) and makes new signing keys (audit keygen)', async () => {
+    const made = await cli(['audit', 'keygen', 's9'], t.url);
+    assert.equal(made.code, 0, made.stderr);
+    assert.match(made.stdout, /^s9:[A-Za-z0-9+/]{43}=$/);
+    const published = await cli(['audit', 'public-key'], t.url);
+    assert.equal(published.code, 0, published.stderr);
+    const digest = await store.writeAuditDigest(t.db, 'cli');
+    assert.equal(published.stdout, `${digest.keyId}:${digest.publicKey}`);
+    const other = await cli(['audit', 'public-key'], t.url, { AUDIT_SIGNING_KEY: made.stdout });
+    assert.notEqual(other.stdout, published.stdout);
+    assert.match(other.stdout, /^s9:/);
+    // A digest signed by the new key is not trusted by a verify that was not given its public key.
+    assert.equal((await cli(['audit', 'digest'], t.url, { AUDIT_SIGNING_KEY: made.stdout })).code, 0);
+    useTestAuditTrail(digestDir, { replace: true });
+    assert.match((await verify()).stderr, /digest 2 is signed by key s9, which is not a trusted audit signing key/);
+  });
+
+  it('names the newest rows deleted (the journal recorded them)', async () => {
+    const rows = await chainRows();
+    await t.db('audit_events').whereIn('id', [rows[3]!.id, rows[4]!.id]).delete();
+    const { code, stderr, report } = await verify();
+    assert.equal(code, 1);
+    assert.equal(report.fault?.kind, 'removed');
+    assert.match(
+      stderr,
+      /the newest rows of chain project:pa were removed: journal .* recorded seq 5 .* ends at seq 3/,
+    );
+  });
+
+  it('names the oldest rows deleted without a prune, and again once a digest recorded the chain', async () => {
+    const rows = await chainRows();
+    await t.db('audit_events').whereIn('id', [rows[0]!.id, rows[1]!.id]).delete();
+    const { code, stderr } = await verify();
+    assert.equal(code, 1);
+    assert.match(
+      stderr,
+      /the oldest rows of chain project:pa were removed: it starts at row \d+ \(chain project:pa, seq 3\)/,
+    );
+    // A digest written after the deletion records the chain from seq 3, a start no prune explains.
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    assert.match((await verify()).stderr, /oldest rows of chain project:pa were removed/);
+  });
+
+  it('names the oldest rows deleted after a digest recorded them, between two digests, by no prune', async () => {
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    const rows = await chainRows();
+    await t.db('audit_events').whereIn('id', [rows[0]!.id, rows[1]!.id]).delete();
+    assert.match((await verify()).stderr, /oldest rows of chain project:pa were removed/);
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    assert.match(
+      (await verify()).stderr,
+      /the oldest rows of chain project:pa \(seq 1 to 2\) were removed before digest 2, by no prune/,
+    );
+  });
+
+  it('names a row appended with INSERT rights and a correct plain sha256 (H1: newest and oldest gone, then a forged delete)', async () => {
+    const rows = await chainRows();
+    await t.db('audit_events').whereIn('id', [rows[3]!.id, rows[4]!.id]).delete();
+    assert.equal((await verify()).code, 1);
+    await t.db('audit_events').whereIn('id', [rows[0]!.id, rows[1]!.id]).delete();
+    assert.equal((await verify()).code, 1);
+    const forged = await appendUnkeyed({ actorSubject: 'ceo-of-hospital', action: 'webhook.delete', keyId: 'test-a1' });
+    const { code, stderr } = await verify();
+    assert.equal(code, 1);
+    // Each finding named: the oldest rows gone, the newest gone (the journal recorded seq 5), the forged row.
+    assert.match(stderr, /the oldest rows of chain project:pa were removed/);
+    assert.match(stderr, /the newest rows of chain project:pa were removed/);
+    assert.match(stderr, new RegExp(`row ${forged} \\(chain project:pa, seq 4\\) was inserted: .*plain sha256`));
+  });
+
+  it('names a row appended with a plain sha256 as inserted, with or without a key id', async () => {
+    for (const keyId of ['test-a1', null]) {
+      const forged = await appendUnkeyed({ actorSubject: 'ceo-of-hospital', action: 'webhook.delete', keyId });
+      const { code, stderr, report } = await verify();
+      assert.equal(code, 1);
+      assert.deepEqual([report.fault?.kind, report.fault?.id], ['inserted', forged]);
+      assert.match(stderr, new RegExp(`row ${forged} \\(chain project:pa, seq 6\\) was inserted: .*plain sha256`));
+      await t.db('audit_events').where({ id: forged }).delete();
+    }
+  });
+
+  it('names an edited row', async () => {
+    const rows = await chainRows();
+    await t
+      .db('audit_events')
+      .where({ id: rows[2]!.id })
+      .update({ changes: JSON.stringify({ n: 99 }) });
+    const { code, stderr, report } = await verify();
+    assert.equal(code, 1);
+    assert.deepEqual([report.fault?.kind, report.fault?.id], ['changed', rows[2]!.id]);
+    assert.match(stderr, new RegExp(`row ${rows[2]!.id} \\(chain project:pa, seq 3\\) was changed`));
+  });
+
+  it('names a row deleted in the middle', async () => {
+    const rows = await chainRows();
+    await t.db('audit_events').where({ id: rows[1]!.id }).delete();
+    const { report } = await verify();
+    assert.deepEqual([report.fault?.kind, report.fault?.id], ['removed', rows[2]!.id]);
+  });
+
+  it('names a digest removed (in the middle, and the newest) and a digest forged', async () => {
+    for (let i = 0; i < 3; i += 1) assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    assert.equal((await verify()).code, 0);
+    const files = readdirSync(digestDir)
+      .filter((name) => name.startsWith('digest-'))
+      .sort();
+    assert.equal(files.length, 3);
+    const second = readFileSync(join(digestDir, files[1]!), 'utf8');
+    unlinkSync(join(digestDir, files[1]!));
+    assert.match((await verify()).stderr, /digest: digest 2 is missing/);
+    writeFileSync(join(digestDir, files[1]!), second);
+    const third = readFileSync(join(digestDir, files[2]!), 'utf8');
+    unlinkSync(join(digestDir, files[2]!));
+    assert.match((await verify()).stderr, /digest 3 is missing from the digest directory/);
+    // Forged: the head moved back to hide rows, the signature left as it was.
+    const forged = JSON.parse(third) as store.AuditDigest;
+    forged.chains['project:pa']!.headSeq = '3';
+    writeFileSync(join(digestDir, files[2]!), JSON.stringify(forged));
+    const { code, stderr } = await verify();
+    assert.equal(code, 1);
+    assert.match(stderr, /digest 3 is forged: its signature does not verify/);
+  });
+
+  it('names a trail id changed to hide from the digests (and their hashes removed from the database)', async () => {
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    const rows = await chainRows();
+    await t.db('audit_events').whereIn('id', [rows[3]!.id, rows[4]!.id]).delete();
+    await t.db('audit_digests').delete();
+    await t.db('audit_trail').update({ id: randomUUID() });
+    const { code, stderr } = await verify();
+    assert.equal(code, 1);
+    assert.match(stderr, /no digest of trail .* \(the database's\) in the directory, which holds digests of trail/);
+  });
+
+  it('prunes from the oldest end of each chain as the operator, writes a digest, and still verifies', async () => {
+    await store.appendAuditEvent(t.db, { actor, action: 'webhook.test', outcome: 'ok', projectId: 'pb' });
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
     const rows = await t
       .db('audit_events')
-      .orderBy('id')
-      .select<{ id: string; at: Date; hash: string }[]>('id', 'at', 'hash');
-    const cutoff = rows[3]!.at; // rows 1 to 3 are older
-    const pruned = await store.pruneAuditEvents(t.db, cutoff);
-    assert.deepEqual(pruned, { removed: 3, anchor: rows[2]!.hash });
-    const left = await t
-      .db('audit_events')
-      .orderBy('id')
-      .select<{ id: string; action: string; changes: unknown }[]>('id', 'action', 'changes');
+      .where({ chain: 'project:pa' })
+      .orderBy('seq')
+      .select<{ id: string; at: Date }[]>('id', 'at');
+    const cutoff = rows[3]!.at; // seq 1 to 3 are older
+    const pruned = await store.pruneAuditEvents(t.db, cutoff, { kind: 'cli', subject: 'operator-7' });
+    // project:pa keeps seq 4 and 5; project:pb keeps its only (newest) row.
+    assert.deepEqual(pruned, { removed: 3, chains: 1 });
+    const prune = await t.db<AuditColumns>('audit_events').where({ action: 'audit.prune' }).first();
     assert.deepEqual(
-      left.map((row) => String(row.id)),
-      [rows[3]!.id, rows[4]!.id, String(Number(rows[4]!.id) + 1)].map(String),
+      [prune?.actor_kind, prune?.actor_subject, prune?.project_id, prune?.changes],
+      ['cli', 'operator-7', null, { removed: 3, chains: 1, before: cutoff.toISOString() }],
     );
-    assert.deepEqual(left.at(-1)?.changes, {
-      removed: 3,
-      before: cutoff.toISOString(),
-      anchor: rows[2]!.hash,
-      firstKeptId: String(rows[3]!.id),
-    });
-    const report = await store.verifyAuditChain(t.db);
-    assert.deepEqual([report.fault, report.anchor, report.rows], [undefined, rows[2]!.hash, 3]);
-    // Nothing past retention: nothing removed, nothing recorded. Everything past it: the newest row stays.
-    assert.deepEqual(await store.pruneAuditEvents(t.db, new Date(0)), { removed: 0 });
+    const digests = readdirSync(digestDir).filter((name) => name.startsWith('digest-'));
+    assert.equal(digests.length, 2);
+    const { code, stderr, report } = await verify();
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(report.faults, []);
+    // Through the CLI: the operator is the OS user.
     const everything = await cli(['audit', 'prune', '--days', '1'], t.url);
     assert.equal(everything.code, 0, everything.stderr);
     assert.match(everything.stdout, /No audit rows past their retention/);
-    const all = await store.pruneAuditEvents(t.db, new Date(Date.now() + 86_400_000));
-    assert.equal(all.removed, 2);
-    assert.equal((await store.verifyAuditChain(t.db)).fault, undefined);
+    // Aged by hand (an edit verify would name): only to have rows past one day for the CLI to prune.
+    await t.db('audit_events').update({ at: t.db.raw("at - interval '2 days'") });
+    const cliPrune = await cli(['audit', 'prune', '--days', '1'], t.url);
+    assert.equal(cliPrune.code, 0, cliPrune.stderr);
+    const last = await t
+      .db<AuditColumns>('audit_events')
+      .where({ action: 'audit.prune' })
+      .orderBy('id', 'desc')
+      .first();
+    assert.deepEqual([last?.actor_kind, last?.actor_subject], ['cli', userInfo().username]);
     assert.equal((await cli(['audit', 'prune', '--days', 'x'], t.url)).code, 2);
+  });
+
+  it('refuses a prune below six years in production, naming the flag and the variable; development may go lower', async () => {
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
+      PAYLOAD_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('base64')}`,
+    };
+    const refused = await cli(['audit', 'prune', '--days', '2189'], t.url, production);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /--days must be at least 2190 in production/);
+    const variable = await cli(['audit', 'prune'], t.url, { ...production, AUDIT_RETENTION_DAYS: '30' });
+    assert.notEqual(variable.code, 0);
+    assert.match(variable.stderr, /AUDIT_RETENTION_DAYS must be at least 2190 in production/);
+    assert.equal(
+      (await t.db('audit_events').count<{ count: string }[]>('* as count'))[0]!.count,
+      '5',
+      'nothing removed',
+    );
+    assert.equal((await cli(['audit', 'prune', '--days', '2190'], t.url, production)).code, 0);
+    assert.equal((await cli(['audit', 'prune', '--days', '1'], t.url)).code, 0, 'development');
+  });
+
+  it('the worker writes a signed digest soon after start and on its schedule, each following the one before', async () => {
+    const stop = startAuditDigests(t.db, 1_000, pino({ level: 'silent' }));
+    try {
+      await eventually(
+        'two digests',
+        () => readdirSync(digestDir).filter((name) => name.startsWith('digest-')).length >= 2,
+      );
+    } finally {
+      stop();
+    }
+    const { report, code, stderr } = await verify();
+    assert.equal(code, 0, stderr);
+    assert.ok(report.digests >= 2);
+    assert.equal(report.newestDigest!.sequence, report.digests);
+  });
+
+  it('two processes writing digests at once take successive sequences, never one twice', async () => {
+    const other = store.createDb(t.url);
+    try {
+      const written = await Promise.all([store.writeAuditDigest(t.db, 'cli'), store.writeAuditDigest(other, 'cli')]);
+      assert.deepEqual(written.map((digest) => digest.sequence).sort(), [1, 2]);
+    } finally {
+      await other.destroy();
+    }
+    assert.deepEqual((await verify()).report.faults, []);
+  });
+
+  it('keeps rows chained before migration 020 verifiable as the legacy chain, and names a row appended to it later', async () => {
+    // Back to the schema before the keyed chains, with rows as the audit-v1 writer chained them.
+    await t.db.migrate.down({ migrationSource });
+    let prev = store.AUDIT_GENESIS_HASH;
+    const legacyRow = (n: number, prevHash: string) => ({
+      id: String(1000 + n),
+      at: `2026-01-0${n}T00:00:00.000000Z`,
+      actor_kind: 'member' as const,
+      actor_subject: 'alice',
+      actor_issuer: null,
+      portal_link_id: null,
+      portal_capabilities: null,
+      request_id: null,
+      caller_address: null,
+      action: 'webhook.update',
+      outcome: 'ok' as const,
+      project_id: 'pa',
+      registration_id: null,
+      delivery_id: null,
+      changes: { n },
+      prev_hash: prevHash,
+    });
+    await t.db('audit_events').delete();
+    for (let n = 1; n <= 3; n += 1) {
+      const row = legacyRow(n, prev);
+      prev = store.legacyAuditRowHash(row);
+      await t.db('audit_events').insert({ ...row, changes: JSON.stringify(row.changes), hash: prev });
+    }
+    await store.migrateToLatest(t.db);
+    await store.appendAuditEvent(t.db, { actor, action: 'webhook.test', outcome: 'ok', projectId: 'pa' });
+    assert.equal((await cli(['audit', 'digest'], t.url)).code, 0);
+    const intact = await verify();
+    assert.equal(intact.code, 0, intact.stderr);
+    assert.equal(intact.report.chains, 2);
+    // With INSERT rights only, the unkeyed legacy chain is extended: named once a digest has recorded its head.
+    const appended = legacyRow(4, prev);
+    await t.db('audit_events').insert({
+      ...appended,
+      changes: JSON.stringify(appended.changes),
+      chain: 'legacy',
+      seq: 4,
+      hash: store.legacyAuditRowHash(appended),
+    });
+    const { code, report } = await verify();
+    assert.equal(code, 1);
+    assert.deepEqual([report.fault?.kind, report.fault?.id], ['inserted', '1004']);
   });
 
   it('records a key reseal through the CLI: counts and the key id, as the OS user', async () => {
@@ -1058,6 +1414,8 @@ describe('audit verify: names the first row changed, removed or inserted out of 
     try {
       await t.db.raw('GRANT SELECT, INSERT ON audit_events TO ??', [role]);
       await t.db.raw('GRANT USAGE ON SEQUENCE audit_events_id_seq TO ??', [role]);
+      await t.db.raw('GRANT SELECT, INSERT, UPDATE ON audit_chain_heads TO ??', [role]);
+      await t.db.raw('GRANT SELECT ON audit_trail TO ??', [role]);
       const asApp = <T>(work: (trx: import('knex').Knex.Transaction) => Promise<T>) =>
         t.db.transaction(async (trx) => {
           await trx.raw('SET LOCAL ROLE ??', [role]);
@@ -1075,84 +1433,91 @@ describe('audit verify: names the first row changed, removed or inserted out of 
       await t.db.raw('DROP ROLE ??', [role]);
     }
   });
+});
 
-  it('passes an intact chain and prints its head', async () => {
-    const report = await store.verifyAuditChain(t.db, 2);
-    assert.deepEqual([report.rows, report.fault, report.anchor], [5, undefined, store.AUDIT_GENESIS_HASH]);
-    const verified = await cli(['audit', 'verify'], t.url);
-    assert.equal(verified.code, 0, verified.stderr);
-    assert.match(verified.stdout, new RegExp(`head ${report.head}`));
+describe('audit chains: no project waits on another’s trail, the delivery path on no API action', function () {
+  this.timeout(60_000);
+  let t: TestDatabase;
+  const secretBox = createSecretBox(randomBytes(32));
+
+  before(async () => {
+    t = await createTestDatabase();
   });
+  after(() => t?.destroy());
 
-  it('names an edited row', async () => {
-    const [, , third] = await ids();
-    await t
-      .db('audit_events')
-      .where({ id: third })
-      .update({ changes: JSON.stringify({ n: 99 }) });
-    const report = await store.verifyAuditChain(t.db, 2);
-    assert.deepEqual([report.fault?.kind, report.fault?.id], ['changed', third]);
-    const verified = await cli(['audit', 'verify'], t.url);
-    assert.equal(verified.code, 1);
-    assert.match(verified.stderr, new RegExp(`row ${third} was changed`));
-  });
+  /** Resolves with `work`'s result, or fails naming `what` once `ms` have passed (blocked behind a lock). */
+  const within = <T>(what: string, ms: number, work: Promise<T>) =>
+    Promise.race([
+      work,
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`${what} waited more than ${ms} ms`)), ms).unref(),
+      ),
+    ]);
 
-  it('names the row after a deleted one', async () => {
-    const [, second, third] = await ids();
-    await t.db('audit_events').where({ id: second }).delete();
-    const report = await store.verifyAuditChain(t.db);
-    assert.deepEqual([report.fault?.kind, report.fault?.id], ['removed', third]);
-    assert.match((await cli(['audit', 'verify'], t.url)).stderr, new RegExp(`rows before row ${third} were removed`));
-  });
-
-  it('names a row inserted out of order, even with a hash that matches its content', async () => {
-    // A rolled-back write leaves a gap in the ids (as a failed action does); a forged row fills it.
-    await t.db
-      .transaction(async (trx) => {
-        await store.appendAuditEvent(trx, { actor, action: 'webhook.update', outcome: 'ok' });
-        throw new Error('rolled back');
-      })
-      .catch(() => undefined);
-    await store.appendAuditEvent(t.db, { actor, action: 'webhook.update', outcome: 'ok', projectId: 'p1' });
-    const all = await ids();
-    const first = all[4]!;
-    const head = await t.db('audit_events').where({ id: first }).first('hash');
-    const forged = {
-      id: String(Number(first) + 1),
-      at: '2026-01-01T00:00:00.000000Z',
-      actor_kind: 'member' as const,
-      actor_subject: 'mallory',
-      actor_issuer: null,
-      portal_link_id: null,
-      portal_capabilities: null,
-      request_id: null,
-      caller_address: null,
-      action: 'webhook.update',
-      outcome: 'ok' as const,
-      project_id: 'p1',
-      registration_id: null,
-      delivery_id: null,
-      changes: null,
-      prev_hash: head.hash as string,
-    };
-    await t.db('audit_events').insert({ ...forged, hash: store.auditRowHash(forged) });
-    const report = await store.verifyAuditChain(t.db);
-    assert.deepEqual([report.fault?.kind, report.fault?.id], ['inserted', forged.id]);
-    assert.match((await cli(['audit', 'verify'], t.url)).stderr, /inserted out of order/);
-  });
-
-  it('names a forged row at the end that follows no row', async () => {
-    const all = await ids();
-    await t.db('audit_events').insert({
-      at: new Date(),
-      actor_kind: 'system',
-      action: 'webhook.delete',
-      outcome: 'ok',
-      prev_hash: store.AUDIT_GENESIS_HASH,
-      hash: 'f'.repeat(64),
+  it('project A’s open audited transaction blocks neither B’s audited write nor a breaker transition of A or B', async () => {
+    const [a, b] = ['pa', 'pb'].map((p) => `${p}-${randomUUID().slice(0, 8)}`) as [string, string];
+    const registrations: string[] = [];
+    for (const projectId of [a, b]) {
+      await store.addProject(t.db, projectId);
+      const made = await store.createRegistration(t.db, secretBox, {
+        projectId,
+        url: 'https://receiver.example/a',
+        types: ['FALL_DETECTION'],
+      });
+      registrations.push(made!.row.id);
+    }
+    const thresholds = { failureThreshold: 1, openMs: 100, maxOpenMs: 100 };
+    const failure = { message: 'HTTP 500', statusCode: 500 };
+    // A's API action, its row written and its transaction still open (a slow request).
+    const member: store.AuditActor = { kind: 'member', subject: 'alice' };
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let written!: () => void;
+    const rowWritten = new Promise<void>((resolve) => (written = resolve));
+    const open = t.db.transaction(async (trx) => {
+      await store.appendAuditEvent(trx, { actor: member, action: 'webhook.update', outcome: 'ok', projectId: a });
+      written();
+      await held;
     });
-    const report = await store.verifyAuditChain(t.db);
-    assert.equal(report.fault?.kind, 'changed');
-    assert.ok(!all.includes(report.fault.id));
+    try {
+      await rowWritten;
+      await within(
+        'B’s audited write',
+        5_000,
+        store.appendAuditEvent(t.db, { actor: member, action: 'webhook.update', outcome: 'ok', projectId: b }),
+      );
+      for (const registrationId of registrations) {
+        // Opens the breaker (breaker.open), then, once its period is over, the first probe's claim (breaker.half-open).
+        await within('a breaker opening', 5_000, store.recordFailure(t.db, registrationId, thresholds, failure));
+        const admitted = await eventually('the open period to end', async () => {
+          const admission = await within('claimFirstProbe', 5_000, store.admitAttempt(t.db, registrationId, 10_000));
+          return admission.state === 'probe' && admission;
+        });
+        assert.equal(admitted.state, 'probe');
+      }
+    } finally {
+      release();
+      await open;
+    }
+    const actions = await t
+      .db<AuditColumns>('audit_events')
+      .whereIn('project_id', [a, b])
+      .orderBy('id')
+      .select('project_id', 'action');
+    assert.deepEqual(actions.map((row) => [row.project_id === a ? 'A' : 'B', row.action]).sort(), [
+      ['A', 'breaker.half-open'],
+      ['A', 'breaker.open'],
+      ['A', 'webhook.update'],
+      ['B', 'breaker.half-open'],
+      ['B', 'breaker.open'],
+      ['B', 'webhook.update'],
+    ]);
+    // A member reads the whole trail of their project: the API's rows and the delivery path's.
+    assert.deepEqual((await store.listAuditEvents(t.db, { projectId: a, limit: 10 })).map((row) => row.action).sort(), [
+      'breaker.half-open',
+      'breaker.open',
+      'webhook.update',
+    ]);
+    assert.deepEqual((await store.verifyAuditChain(t.db)).faults, []);
   });
 });

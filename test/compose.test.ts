@@ -53,6 +53,8 @@ const userEnv = {
   WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
   JWT_SECRET: 'j'.repeat(40),
   PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
+  AUDIT_HMAC_KEYS: `a1:${'cd'.repeat(32)}`,
+  AUDIT_SIGNING_KEY: `s1:${Buffer.alloc(32, 9).toString('base64')}`,
   METRICS_TOKEN: 'm'.repeat(24),
   PUBLIC_BASE_URL: 'https://hooks.example.com',
   // The identity provider (docs/operators.md, "Your identity provider").
@@ -618,7 +620,13 @@ describe('docker-compose.yml', () => {
   });
 
   it('refuses to start without the required secrets (${VAR:?message})', () => {
-    for (const missing of ['POSTGRES_PASSWORD', 'WEBHOOK_SECRET_KEY', 'PAYLOAD_ENCRYPTION_KEYS'] as const) {
+    for (const missing of [
+      'POSTGRES_PASSWORD',
+      'WEBHOOK_SECRET_KEY',
+      'PAYLOAD_ENCRYPTION_KEYS',
+      'AUDIT_HMAC_KEYS',
+      'AUDIT_SIGNING_KEY',
+    ] as const) {
       const env: Record<string, string> = { ...userEnv };
       delete env[missing];
       for (const name of missing !== 'POSTGRES_PASSWORD'

@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../common/audit-keys';
 import { ConfigError, isDevelopment, loadConfig } from '../common/config';
 import { workerTuningOptions } from '../worker/start';
 import { metricsBindAddress } from '../worker/runtime';
@@ -76,6 +80,58 @@ describe('config', () => {
     assert.doesNotThrow(() =>
       loadConfig({ NODE_ENV: 'production', WEBHOOK_SECRET_KEY: 'a'.repeat(64), PAYLOAD_ENCRYPTION_KEYS: payloadKeys }),
     );
+  });
+
+  it('in production a process that writes audit rows needs AUDIT_HMAC_KEYS, AUDIT_SIGNING_KEY and AUDIT_DIGEST_DIR, each named', () => {
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS,
+    };
+    const message = configError(production, { audit: true });
+    for (const variable of ['AUDIT_HMAC_KEYS', 'AUDIT_SIGNING_KEY', 'AUDIT_DIGEST_DIR'])
+      assert.match(message, new RegExp(`${variable} is required in production`));
+    const audit = {
+      AUDIT_HMAC_KEYS: `a1:${'ab'.repeat(32)}`,
+      AUDIT_SIGNING_KEY: generateAuditSigningKey('s1'),
+      AUDIT_DIGEST_DIR: '/var/lib/webhooks/audit',
+    };
+    assert.equal(loadConfig({ ...production, ...audit }, { audit: true }).AUDIT_DIGEST_DIR, audit.AUDIT_DIGEST_DIR);
+    // Only the processes that write rows: a migration needs none of them.
+    assert.doesNotThrow(() => loadConfig(production, { database: false }));
+    assert.doesNotThrow(() => loadConfig({}, { audit: true }), 'development generates them');
+    assert.match(configError({ AUDIT_SIGNING_KEY: 's1:short' }), /AUDIT_SIGNING_KEY must match/);
+    assert.match(configError({ AUDIT_HMAC_KEYS: 'a1:short' }), /AUDIT_HMAC_KEYS must match/);
+  });
+
+  it('keeps audit rows six years in production: AUDIT_RETENTION_DAYS below 2190 is refused, named; development may go lower', () => {
+    const production = {
+      NODE_ENV: 'production',
+      WEBHOOK_SECRET_KEY: 'a'.repeat(64),
+      PAYLOAD_ENCRYPTION_KEYS: PAYLOAD_KEYS,
+    };
+    assert.match(
+      configError({ ...production, AUDIT_RETENTION_DAYS: '2189' }),
+      /AUDIT_RETENTION_DAYS must be at least 2190 in production/,
+    );
+    assert.equal(loadConfig({ ...production, AUDIT_RETENTION_DAYS: '2190' }).AUDIT_RETENTION_DAYS, 2190);
+    assert.equal(loadConfig(production).AUDIT_RETENTION_DAYS, 2190);
+    assert.equal(loadConfig({ AUDIT_RETENTION_DAYS: '1' }).AUDIT_RETENTION_DAYS, 1);
+  });
+
+  it('development audit keys are generated once into DATA_DIR and kept; production never generates them', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'webhooks-audit-keys-'));
+    const first = auditTrailKeysFromConfig(loadConfig({ DATA_DIR: dataDir }));
+    const again = auditTrailKeysFromConfig(loadConfig({ DATA_DIR: dataDir }));
+    assert.deepEqual(readdirSync(dataDir).sort(), ['audit-hmac.keys', 'audit-signing.key']);
+    assert.deepEqual([again.hmacKeys, again.signing?.publicKey], [first.hmacKeys, first.signing?.publicKey]);
+    assert.equal(first.digestDir, join(dataDir, 'audit-digests'));
+    const empty = mkdtempSync(join(tmpdir(), 'webhooks-audit-keys-'));
+    assert.throws(
+      () => auditTrailKeysFromConfig({ ...loadConfig({ DATA_DIR: empty }), NODE_ENV: 'production' }),
+      /AUDIT_HMAC_KEYS, AUDIT_SIGNING_KEY, AUDIT_DIGEST_DIR required in production/,
+    );
+    assert.deepEqual(readdirSync(empty), []);
   });
 
   it('requires JWT_ISSUER, JWT_AUDIENCE and an https JWKS URI in production, and bounds JWT_MAX_AGE', () => {

@@ -37,6 +37,7 @@ import { independentSignatureValid, startTestReceiver, type TestReceiver } from 
 import { uniqueTaskQueue } from './support/temporal';
 import { startTemporalAndDatabase } from './support/setup';
 import { TEST_JWT_SECRET } from './support/tokens';
+import { testAuditEnv } from './support/audit-keys';
 
 const ROOT = join(__dirname, '..');
 
@@ -111,6 +112,8 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
       assert.match(output, /NODE_ENV is not set, so this process runs as production/, name);
       assert.match(output, /PAYLOAD_ENCRYPTION_KEYS is required/, name);
       assert.match(output, /WEBHOOK_SECRET_KEY is required.*WEBHOOK_SECRET_KEYS/, name);
+      for (const variable of ['AUDIT_HMAC_KEYS', 'AUDIT_SIGNING_KEY', 'AUDIT_DIGEST_DIR'])
+        assert.match(output, new RegExp(`${variable} is required in production`), name);
     }
     assert.match(api.output(), /METRICS_TOKEN is required in production/);
     assert.doesNotMatch(worker.output(), /METRICS_TOKEN/, 'the worker serves no /metrics of its own');
@@ -170,6 +173,8 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
             'not beyond loopback',
           );
         assert.ok(readdirSync(dataDir).includes('payload-encryption.keys'), 'the development key ring was generated');
+        for (const file of ['audit-hmac.keys', 'audit-signing.key'])
+          assert.ok(readdirSync(dataDir).includes(file), `the development audit key ${file} was generated`);
       } finally {
         await Promise.all([api.stop(), worker.stop()]);
       }
@@ -218,6 +223,7 @@ describe('a production worker refuses events not encrypted with the payload key'
       DELIVERY_MAX_INTERVAL_MS: '200',
       WORKER_METRICS_PORT: String(metricsPort),
       WORKER_METRICS_HOST: '0.0.0.0',
+      ...testAuditEnv(),
       ...extra,
     });
     await worker.waitFor(/worker started/);

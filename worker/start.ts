@@ -12,11 +12,13 @@ import {
   unencryptedEventsAllowed,
   workerPayloadCodecFromConfig,
 } from '../common/payload-codec';
-import { createDb, dbPoolOptions } from '../db';
+import { configureAuditTrail, createDb, dbPoolOptions } from '../db';
 import { attemptDeadlineMs } from '../common/contract';
 import { missingSearchAttributesMessage, namespaceSearchAttributes } from '../common/namespace-search-attributes';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
+import { startAuditDigests } from './audit-digests';
+import { auditTrailKeysFromConfig } from '../common/audit-keys';
 import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
 import { startPauseExpiry } from './pause-expiry';
@@ -114,6 +116,11 @@ export async function startWorker(
   secretBox: SecretBox = createSecretBox(resolveSecretKeyRing(config, logger)),
 ): Promise<RunningWorker> {
   if (!config.DATABASE_URL) throw new Error('DATABASE_URL is required to run the worker');
+  // Breaker transitions and a pause's end write audit rows: keyed and journaled like the API's.
+  configureAuditTrail({
+    ...auditTrailKeysFromConfig(config, logger),
+    onJournalError: (error) => logger.error({ err: error }, 'audit journal line not written'),
+  });
   installRuntimeLogger(
     logger,
     config.WORKER_METRICS_PORT === undefined
@@ -178,6 +185,7 @@ export async function startWorker(
   const http = tracing ? traceHttpClient(untracedHttp, { traceparent: config.DELIVERY_TRACEPARENT }) : untracedHttp;
   const stopSecretSweep = startSecretSweep(db, config.SECRET_SWEEP_INTERVAL_MS, logger);
   const stopRetention = startDeliveryLogRetention(db, config.DELIVERY_LOG_RETENTION_DAYS, logger);
+  const stopAuditDigests = startAuditDigests(db, config.AUDIT_DIGEST_INTERVAL_MS, logger);
   // Projects' own contacts are told through the worker's delivery client (SSRF guard, egress proxy) and SMTP_URL.
   const notifier = createNotifier({
     db,
@@ -203,6 +211,7 @@ export async function startWorker(
     tokens?.stop();
     stopSecretSweep();
     stopRetention();
+    stopAuditDigests();
     stopPauseExpiry();
     notifier.close();
     await stopResumer();

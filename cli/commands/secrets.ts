@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
 import { DEV_SECRET_KEY_FILE, createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
-import { resealRegistrationSecrets } from '../../db';
+import { configureAuditTrail, resealRegistrationSecrets } from '../../db';
+import { auditTrailKeysFromConfig } from '../../common/audit-keys';
 import { CliError, cliActor, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const secretsReseal: CliCommand = {
@@ -23,6 +24,8 @@ export const secretsReseal: CliCommand = {
         );
       const ring = resolveSecretKeyRing(config, logger);
       try {
+        // Only now: a refused reseal leaves no development audit key behind either.
+        configureAuditTrail(auditTrailKeysFromConfig(config));
         const keyId = ring[0]!.id;
         const audit = { actor: cliActor(io), keyId };
         return { ...(await resealRegistrationSecrets(db, createSecretBox(ring), { audit })), keyId };

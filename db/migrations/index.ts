@@ -18,6 +18,7 @@ import * as auditFailedOutcome from './016_audit_failed_outcome';
 import * as waiterHandover from './017_waiter_handover';
 import * as portalLinkCount from './018_portal_link_count';
 import * as pauseNotices from './019_pause_notices';
+import * as auditKeyedChain from './020_audit_keyed_chain';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -40,6 +41,7 @@ const migrations: Record<string, Knex.Migration> = {
   '017_waiter_handover': waiterHandover,
   '018_portal_link_count': portalLinkCount,
   '019_pause_notices': pauseNotices,
+  '020_audit_keyed_chain': auditKeyedChain,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { createServer as createNetServer } from 'node:net';
 import { temporalCliPath } from '../../dev/temporal-binaries';
 import { killWorker, spawnProcess, type WorkerProcess } from '../faults/support';
+import { testAuditEnv } from '../support/audit-keys';
 
 const run = promisify(execFile);
 export const root = join(__dirname, '..', '..');
@@ -244,6 +245,9 @@ export interface AppSettings {
   oauth: OAuthClient;
 }
 
+/** The audit keys and the one digest directory every process of this run shares (compose's AUDIT_*). */
+const auditEnvironment = testAuditEnv();
+
 /** What API and worker share (compose's x-app-environment). */
 export const appEnvironment = (s: AppSettings): Record<string, string> => ({
   NODE_ENV: 'production',
@@ -259,6 +263,7 @@ export const appEnvironment = (s: AppSettings): Record<string, string> => ({
   ...oauthEnvironment(s.oauth),
   WEBHOOK_SECRET_KEYS: s.webhookSecretKeys,
   PAYLOAD_ENCRYPTION_KEYS: s.payloadEncryptionKeys,
+  ...auditEnvironment,
   NODE_EXTRA_CA_CERTS: s.extraCaCerts,
 });
 
