@@ -285,7 +285,7 @@ const schema: JSONSchemaType<Config> = {
     RECOVER_CALLS_PER_MINUTE: int(1, 5, 1_000),
     READ_CALLS_PER_SECOND: int(1, 10, 100_000),
     REFUSED_CALLS_PER_MINUTE: int(1, 30, 100_000),
-    AUDITED_WRITES_PER_MINUTE: int(1, 120, 100_000),
+    AUDITED_WRITES_PER_MINUTE: int(1, 120, 1_000_000),
     PORTAL_LINKS_PER_PROJECT: int(1, 50, 100_000),
     ALERT_AFTER_MS: int(1_000, 900_000),
     ALERT_WEBHOOK_URL: { type: 'string', pattern: '^https?://', nullable: true },

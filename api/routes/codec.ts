@@ -258,8 +258,8 @@ export function codecRouter(deps: CodecDeps, db: Knex): Router {
         });
         // Members see who read and when, never from where: the operator's address stays in the operators' row.
         const accounted: store.AuditActor = { ...actor, callerAddress: undefined };
-        // In one order, so two decodes that open the same projects never wait on each other's chains in a circle.
-        for (const [projectId, opened] of [...(disclosures?.projects ?? [])].sort(([a], [b]) => (a < b ? -1 : 1)))
+        // The operators' row above locks the service chain first, so decodes take the projects' chains one at a time.
+        for (const [projectId, opened] of disclosures?.projects ?? [])
           await recordAudit(trx, accounted, {
             action: 'codec.decode',
             projectId,
