@@ -13,6 +13,10 @@ export interface Config {
   LOG_LEVEL: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   DATA_DIR: string;
   DATABASE_URL?: string;
+  /** `webhooks migrate` grants the API's role what db/roles.ts lists for it (and revokes the rest). */
+  DATABASE_API_ROLE?: string;
+  /** `webhooks migrate` grants the workers' role what db/roles.ts lists for them (and revokes the rest). */
+  DATABASE_WORKER_ROLE?: string;
   JWT_SECRET?: string;
   JWT_JWKS_URI?: string;
   JWT_ISSUER?: string;
@@ -171,6 +175,8 @@ const schema: JSONSchemaType<Config> = {
     },
     DATA_DIR: { type: 'string', minLength: 1, default: '.data' },
     DATABASE_URL: { type: 'string', pattern: '^postgres(ql)?://', nullable: true },
+    DATABASE_API_ROLE: { type: 'string', pattern: '^[a-z_][a-z0-9_]{0,62}$', nullable: true },
+    DATABASE_WORKER_ROLE: { type: 'string', pattern: '^[a-z_][a-z0-9_]{0,62}$', nullable: true },
     JWT_SECRET: { type: 'string', minLength: 32, nullable: true },
     JWT_JWKS_URI: { type: 'string', pattern: '^https?://', nullable: true },
     JWT_ISSUER: optionalString,

@@ -11,3 +11,4 @@ export * from './alert-state';
 export * from './audit';
 export * from './pause';
 export * from './notices';
+export * from './roles';
