@@ -297,6 +297,8 @@ export interface ConfigNeeds {
    * explicit NODE_ENV=development lets it run on keys it generated itself.
    */
   standalone?: boolean;
+  /** A command that opens no secret and no payload (`webhooks migrate`): production asks it for no keys. */
+  withoutKeys?: boolean;
 }
 
 /**
@@ -348,11 +350,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   // Production is every NODE_ENV but development (a standalone process defaults to it): generated keys, http URLs and
   // open endpoints are for development only.
   const production = !isDevelopment(config);
-  if (production && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
+  if (production && !needs.withoutKeys && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
     problems.push(
       'WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64), or the ring WEBHOOK_SECRET_KEYS',
     );
-  if (production && !config.PAYLOAD_ENCRYPTION_KEYS)
+  if (production && !needs.withoutKeys && !config.PAYLOAD_ENCRYPTION_KEYS)
     problems.push(
       'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
     );
