@@ -151,6 +151,24 @@ describe('database roles: the API and the workers connect as roles of their own'
     assert.equal((await store.verifyAuditChain(t.db)).fault, undefined);
   });
 
+  it("the owner's commands run in production without keys, as compose's migrate service runs them; not as the API", async () => {
+    const projectId = `roles-${randomUUID().slice(0, 8)}`;
+    const production = { NODE_ENV: 'production' };
+    for (const args of [
+      ['project', 'add', projectId],
+      ['member', 'add', projectId, 'bob'],
+      ['audit', 'prune'],
+    ]) {
+      const result = await cli(args, t.url, production);
+      assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
+    }
+    assert.deepEqual(await store.projectAccess(t.db, projectId, 'bob'), { projectExists: true, isMember: true });
+    const asApiRole = await cli(['member', 'add', projectId, 'mallory'], as(t.url, apiRole, password), production);
+    assert.notEqual(asApiRole.code, 0);
+    assert.match(asApiRole.stderr, /permission denied for table project_members/);
+    assert.deepEqual(await store.projectAccess(t.db, projectId, 'mallory'), { projectExists: true, isMember: false });
+  });
+
   it('every table of the schema has its line in db/roles.ts', async () => {
     assert.deepEqual(await store.tablesWithoutGrants(t.db), []);
   });

@@ -835,11 +835,12 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     assert.ok(failedFall, 'the operator’s scenario ran first');
     const { workflowId } = failedFall;
     const { context, page, codecCalls } = await signedInUi(MEMBER);
-    /** The UI server's answers about this workflow that were served (2xx) during the member's visit. */
+    /** The UI server's API answers about this workflow (its page and the sign-in's return URL name it too) served. */
     const served: string[] = [];
     page.on('response', (response) => {
-      if (response.ok() && decodeURIComponent(response.url()).includes(workflowId))
-        served.push(`${response.status()} ${new URL(response.url()).pathname}`);
+      const url = new URL(response.url());
+      if (response.ok() && url.pathname.startsWith('/api/') && decodeURIComponent(response.url()).includes(workflowId))
+        served.push(`${response.status()} ${url.pathname}`);
     });
     try {
       await onPage(page, async () => {
