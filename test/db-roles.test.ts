@@ -120,6 +120,15 @@ describe('database roles: the API and the workers connect as roles of their own'
       await assert.rejects(asApi.raw(statement), refused, statement);
     assert.equal((await store.verifyAuditChain(t.db)).fault, undefined);
     assert.equal((await store.listAuditEvents(t.db, { projectId, limit: 10 })).length, 1);
+    // Deleting a registration cascades to its breaker row as the tables' owner: the role needs no grant for it.
+    await store.recordFailure(
+      t.db,
+      created.row.id,
+      { failureThreshold: 1, openMs: 60_000, maxOpenMs: 60_000 },
+      { message: 'Receiver answered HTTP 500', statusCode: 500 },
+    );
+    assert.equal((await store.removeRegistration(asApi, projectId))?.id, created.row.id);
+    assert.equal(await store.findBreaker(t.db, created.row.id), undefined);
   });
 
   it('the worker role logs a delivery and its attempt, appends a system audit row, and is refused the rest', async () => {
@@ -135,6 +144,8 @@ describe('database roles: the API and the workers connect as roles of their own'
     });
     assert.equal(logged?.status, 'delivered');
     assert.equal((await store.listDeliveryAttempts(t.db, key.id)).length, 1);
+    // A notice's row references its project: the key check runs as the owner, the role reads no project.
+    assert.equal(await store.claimNotice(asWorker, projectId, 'breaker-open'), true);
     await asWorker.transaction((trx) =>
       store.appendAuditEvent(trx, { actor: { kind: 'system' }, action: 'breaker.open', outcome: 'ok', projectId }),
     );
@@ -167,6 +178,92 @@ describe('database roles: the API and the workers connect as roles of their own'
     assert.notEqual(asApiRole.code, 0);
     assert.match(asApiRole.stderr, /permission denied for table project_members/);
     assert.deepEqual(await store.projectAccess(t.db, projectId, 'mallory'), { projectExists: true, isMember: false });
+  });
+
+  it('each role runs every query function its process calls (db/roles.ts is enough for each)', async () => {
+    const projectId = `roles-${randomUUID().slice(0, 8)}`;
+    await store.addProject(t.db, projectId);
+    await store.addMember(t.db, projectId, 'alice');
+    const made = await store.createRegistration(asApi, secretBox, {
+      projectId,
+      url: 'https://r.example/hook',
+      types: ['FALL_DETECTION'],
+    });
+    const registrationId = made!.row.id;
+    const key = { id: `webhook-event-${randomUUID()}`, projectId, type: 'FALL_DETECTION', workflowId: 'wf-all' };
+    const holder = randomUUID();
+    const api: Record<string, () => Promise<unknown>> = {
+      portalLinkState: () => store.portalLinkState(asApi, projectId, 'alice'),
+      revokePortalLinks: () => store.revokePortalLinks(asApi, projectId),
+      updateRegistration: () => store.updateRegistration(asApi, projectId, { types: ['FALL_DETECTION'] }),
+      rotateRegistrationSecret: () => store.rotateRegistrationSecret(asApi, secretBox, projectId, 60),
+      findRegistrationForUpdate: () =>
+        asApi.transaction((trx) => store.findRegistration(trx, projectId, { forUpdate: true })),
+      pauseRegistration: () => store.pauseRegistration(asApi, projectId, 60_000),
+      resumeRegistration: () => store.resumeRegistration(asApi, projectId),
+      admitSend: () => store.admitSend(asApi, projectId, 'test', { perWindow: 5, windowMs: 60_000, leaseMs: 5_000 }),
+      extendSendSlot: () => store.extendSendSlot(asApi, projectId, 'test', holder, 5_000),
+      releaseSendSlot: () => store.releaseSendSlot(asApi, projectId, 'test', holder),
+      setNotificationContacts: () =>
+        store.setNotificationContacts(asApi, projectId, { url: 'https://n.example/', emails: [] }),
+      findNotificationContacts: () => store.findNotificationContacts(asApi, projectId),
+      clearNotificationContacts: () => store.setNotificationContacts(asApi, projectId, { url: null, emails: [] }),
+      readAlertState: () => store.readAlertState(asApi),
+      findBreaker: () => store.findBreaker(asApi, registrationId),
+      findEndpointHealth: () => store.findEndpointHealth(asApi, projectId),
+    };
+    const worker: Record<string, () => Promise<unknown>> = {
+      findRegistration: () => store.findRegistration(asWorker, projectId),
+      upsertDelivery: () => store.upsertDelivery(asWorker, key, 'pending'),
+      recordDeliveryAttempt: () =>
+        store.recordDeliveryAttempt(asWorker, key, { runAttempt: 1, statusCode: 500, durationMs: 2, delivered: false }),
+      markDeliveryFailed: () => store.markDeliveryFailed(asWorker, key, 'Receiver answered HTTP 500'),
+      recordEndpointFailure: () => store.recordEndpointFailure(asWorker, projectId, 'Receiver answered HTTP 500'),
+      claimEpisodeAlert: () => store.claimEpisodeAlert(asWorker, projectId),
+      findEndpointHealth: () => store.findEndpointHealth(asWorker, projectId),
+      admitAttempt: () => store.admitAttempt(asWorker, registrationId, 5_000),
+      recordFailure: () =>
+        store.recordFailure(
+          asWorker,
+          registrationId,
+          { failureThreshold: 1, openMs: 1, maxOpenMs: 1 },
+          { message: 'Receiver answered HTTP 500', statusCode: 500 },
+        ),
+      recordSuccess: () => store.recordSuccess(asWorker, registrationId),
+      addBreakerWaiter: () => store.addBreakerWaiter(asWorker, registrationId, 'wf-waiter', 1),
+      holdDelivery: () => store.holdDelivery(asWorker, registrationId, 'wf-held', 1, 0),
+      takeAndForgetWaiters: async () =>
+        store.forgetWokenWaiters(
+          asWorker,
+          await store.takeWaitersToWake(asWorker, { perSecond: 10, probeLeaseMs: 5_000, wakeLeaseMs: 5_000 }),
+        ),
+      eraseExpiredPreviousSecrets: () => store.eraseExpiredPreviousSecrets(asWorker),
+      endExpiredPauses: () => store.endExpiredPauses(asWorker),
+      expiringCertificates: () => store.expiringCertificates(asWorker, 86_400_000),
+      findNotificationContacts: () => store.findNotificationContacts(asWorker, projectId),
+      purgeDeliveries: () => store.purgeDeliveries(asWorker, 30),
+    };
+    const apiAfter: Record<string, () => Promise<unknown>> = {
+      listDeliveries: () => store.listDeliveries(asApi, projectId, { limit: 10 }),
+      findDelivery: () => store.findDelivery(asApi, projectId, key.id),
+      listDeliveryAttempts: () => store.listDeliveryAttempts(asApi, key.id),
+      lastAttemptAt: () => store.lastAttemptAt(asApi, key.id),
+      failedDeliveries: () => store.failedDeliveries(asApi, projectId, new Date(0), undefined, 10),
+      claimAndReleaseRedelivery: async () => {
+        const claimed = await store.claimRedelivery(asApi, projectId, key.id);
+        if (claimed) await store.releaseRedelivery(asApi, claimed);
+      },
+      removeRegistration: () => store.removeRegistration(asApi, projectId),
+    };
+    const failures: string[] = [];
+    for (const [who, calls] of [
+      ['api', api],
+      ['worker', worker],
+      ['api', apiAfter],
+    ] as const)
+      for (const [name, call] of Object.entries(calls))
+        await call().catch((error: Error) => failures.push(`${who} ${name}: ${error.message.split(' - ').at(-1)}`));
+    assert.deepEqual(failures, []);
   });
 
   it('every table of the schema has its line in db/roles.ts', async () => {
