@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Client } from '@temporalio/client';
-import { loadConfig, type Config } from '../common/config';
+import { isDevelopment, loadConfig, type Config } from '../common/config';
 import { createLogger, prettyLogs, type Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import { auditTrailKeysFromConfig } from '../common/audit-keys';
@@ -11,7 +11,7 @@ import { otlpMetricsExporter, otlpMetricsNamed } from '../common/telemetry-setti
 import { apiMetricsSource } from './metrics';
 import { startOtlpMetrics } from './otlp-metrics';
 import type { SendTestEvent } from './test-event';
-import { configureAuditTrail, createDb, dbPoolOptions, migrateToLatest } from '../db';
+import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions, migrateToLatest } from '../db';
 import { temporalConnectionOptions } from '../common/temporal-connection';
 import { lazyTemporalClient } from './lazy-temporal';
 import { createTestEventSender } from './test-event';
@@ -49,7 +49,7 @@ export interface RunningApi {
 
 export const SHUTDOWN_TIMEOUT_MS = 10_000;
 
-/** Connects, migrates, and serves the API on config.PORT. */
+/** Connects, migrates (development) or checks the schema is current (production), and serves the API on config.PORT. */
 export async function startApi(config: Config, logger: Logger, deps: StartApiDeps = {}): Promise<RunningApi> {
   if (config.DEV_CODEC_WITHOUT_TOKEN)
     logger.warn(
@@ -89,8 +89,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     void (config.TEMPORAL_OAUTH_TOKEN_URL && ownTemporal ? ownTemporal.get() : Promise.resolve())
       .then(() => searchAttributes())
       .catch(() => undefined);
-    const applied = await migrateToLatest(db);
-    logger.info({ applied }, 'database migrations applied');
+    // In production migrations are `webhooks migrate`'s, as the owner: the API's role may not change the schema.
+    if (isDevelopment(config)) {
+      const applied = await migrateToLatest(db);
+      logger.info({ applied }, 'database migrations applied');
+    } else await assertSchemaCurrent(db);
     const sendTestEvent: SendTestEvent =
       deps.sendTestEvent ?? createTestEventSender(temporal, config, { eagerStart: deps.eagerStart });
     const keyRing = resolveSecretKeyRing(config, logger);

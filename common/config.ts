@@ -16,6 +16,10 @@ export interface Config {
   LOG_LEVEL: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   DATA_DIR: string;
   DATABASE_URL?: string;
+  /** `webhooks migrate` grants the API's role what db/roles.ts lists for it (and revokes the rest). */
+  DATABASE_API_ROLE?: string;
+  /** `webhooks migrate` grants the workers' role what db/roles.ts lists for them (and revokes the rest). */
+  DATABASE_WORKER_ROLE?: string;
   JWT_SECRET?: string;
   JWT_JWKS_URI?: string;
   JWT_ISSUER?: string;
@@ -193,6 +197,8 @@ const schema: JSONSchemaType<Config> = {
     },
     DATA_DIR: { type: 'string', minLength: 1, default: '.data' },
     DATABASE_URL: { type: 'string', pattern: '^postgres(ql)?://', nullable: true },
+    DATABASE_API_ROLE: { type: 'string', pattern: '^[a-z_][a-z0-9_]{0,62}$', nullable: true },
+    DATABASE_WORKER_ROLE: { type: 'string', pattern: '^[a-z_][a-z0-9_]{0,62}$', nullable: true },
     JWT_SECRET: { type: 'string', minLength: 32, nullable: true },
     JWT_JWKS_URI: { type: 'string', pattern: '^https?://', nullable: true },
     JWT_ISSUER: optionalString,
@@ -326,6 +332,8 @@ export interface ConfigNeeds {
    * explicit NODE_ENV=development lets it run on keys it generated itself.
    */
   standalone?: boolean;
+  /** A command that opens no secret and no payload (`webhooks migrate`): production asks it for no keys. */
+  withoutKeys?: boolean;
 }
 
 /**
@@ -377,11 +385,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
   // Production is every NODE_ENV but development (a standalone process defaults to it): generated keys, http URLs and
   // open endpoints are for development only.
   const production = !isDevelopment(config);
-  if (production && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
+  if (production && !needs.withoutKeys && !config.WEBHOOK_SECRET_KEY && !config.WEBHOOK_SECRET_KEYS)
     problems.push(
       'WEBHOOK_SECRET_KEY is required in production (32 bytes as 64 hex digits or base64), or the ring WEBHOOK_SECRET_KEYS',
     );
-  if (production && !config.PAYLOAD_ENCRYPTION_KEYS)
+  if (production && !needs.withoutKeys && !config.PAYLOAD_ENCRYPTION_KEYS)
     problems.push(
       'PAYLOAD_ENCRYPTION_KEYS is required in production (key-id:base64 of 32 bytes, e.g. k1:$(openssl rand -base64 32))',
     );

@@ -54,6 +54,27 @@ export async function migrateToLatest(db: Knex): Promise<string[]> {
   return applied;
 }
 
+/** Migrations this code has that the database has not applied (all of them on an empty database). */
+export async function pendingMigrations(db: Knex): Promise<string[]> {
+  const known = await migrationSource.getMigrations([]);
+  const { rows } = await db.raw<{ rows: { present: boolean }[] }>(
+    `SELECT to_regclass('knex_migrations') IS NOT NULL AS present`,
+  );
+  if (!rows[0]?.present) return known;
+  const applied = new Set((await db('knex_migrations').select<{ name: string }[]>('name')).map((row) => row.name));
+  return known.filter((name) => !applied.has(name));
+}
+
+/** Production processes never migrate (their roles cannot): they refuse to run on a schema older than their code. */
+export async function assertSchemaCurrent(db: Knex): Promise<void> {
+  const pending = await pendingMigrations(db);
+  if (pending.length > 0)
+    throw new Error(
+      `the database schema is not current: ${pending.length} migration(s) pending (${pending.join(', ')}); ` +
+        'run `webhooks migrate` as the database owner first',
+    );
+}
+
 /** A database of its own on a server (tests, benchmarks): its URL, and drop() to remove it again. */
 export async function createScratchDatabase(
   serverUrl: string,

@@ -15,3 +15,4 @@ export * from './notices';
 export * from './audit-trail';
 export * from './audit-digests';
 export * from './audit-verify';
+export * from './roles';

@@ -50,6 +50,11 @@ const service = (name: string): Service => {
 /** What a user puts in .env for production (see docs/operators.md, "Production with docker-compose"). */
 const userEnv = {
   POSTGRES_PASSWORD: 'c0ffee',
+  // The database roles' passwords (docs/operators.md, "Database roles").
+  DATABASE_OWNER_PASSWORD: '0a'.repeat(12),
+  DATABASE_API_PASSWORD: '0b'.repeat(12),
+  DATABASE_WORKER_PASSWORD: '0c'.repeat(12),
+  TEMPORAL_DB_PASSWORD: '0d'.repeat(12),
   WEBHOOK_SECRET_KEY: 'ab'.repeat(32),
   JWT_SECRET: 'j'.repeat(40),
   PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
@@ -115,6 +120,7 @@ describe('docker-compose.yml', () => {
       'api',
       'grafana',
       'jaeger',
+      'migrate',
       'postgres',
       'prometheus',
       'temporal',
@@ -168,8 +174,10 @@ describe('docker-compose.yml', () => {
     assert.equal(env.DB, 'postgres12');
     assert.equal(env.POSTGRES_SEEDS, 'postgres');
     assert.equal(env.DB_PORT, '5432');
-    assert.equal(env.POSTGRES_USER, postgresEnv.POSTGRES_USER);
-    assert.equal(env.POSTGRES_PWD, userEnv.POSTGRES_PASSWORD);
+    // Its own role, never the superuser: Temporal's databases are the temporal role's (deploy/postgres/init-roles.sh).
+    assert.notEqual(env.POSTGRES_USER, postgresEnv.POSTGRES_USER);
+    assert.equal(env.POSTGRES_USER, production.DATABASE_ROLES.temporal);
+    assert.equal(env.POSTGRES_PWD, userEnv.TEMPORAL_DB_PASSWORD);
     assert.deepEqual(service('temporal').depends_on, {
       'temporal-schema': { condition: 'service_completed_successfully' },
     });
@@ -179,7 +187,8 @@ describe('docker-compose.yml', () => {
     assert.ok(schema.volumes?.includes('./deploy:/deploy:ro'));
     assert.deepEqual(schema.depends_on, { postgres: { condition: 'service_healthy' } });
     assert.equal(schemaEnv.SQL_HOST, 'postgres');
-    assert.equal(schemaEnv.SQL_PASSWORD, userEnv.POSTGRES_PASSWORD);
+    assert.equal(schemaEnv.SQL_USER, production.DATABASE_ROLES.temporal);
+    assert.equal(schemaEnv.SQL_PASSWORD, userEnv.TEMPORAL_DB_PASSWORD);
     assert.equal(schemaEnv.DBNAME, env.DBNAME, 'the schema step and the server name the same databases');
     assert.equal(schemaEnv.VISIBILITY_DBNAME, env.VISIBILITY_DBNAME);
     assert.match(readFileSync(join(root, 'deploy', 'temporal-schema.sh'), 'utf8'), /update-schema --schema-name/);
@@ -222,7 +231,8 @@ describe('docker-compose.yml', () => {
       production.TEST_ONLY_SERVER_VARIABLES.map((n) => [n, '1']),
     ) as unknown as production.TemporalPorts;
     const app: production.AppSettings = {
-      databaseUrl: 'postgres://u:p@h/d',
+      apiDatabaseUrl: 'postgres://u:p@h/d',
+      workerDatabaseUrl: 'postgres://w:p@h/d',
       temporalAddress: 'h:7233',
       certs,
       webhookSecretKeys: 'w1:k',
@@ -245,6 +255,11 @@ describe('docker-compose.yml', () => {
       composeNames('temporal'),
     );
     assert.deepEqual(names(production.schemaEnvironment(pg, databases)), composeNames('temporal-schema'));
+    assert.deepEqual(names(production.migrateEnvironment('postgres://o:p@h/d')), composeNames('migrate'));
+    assert.deepEqual(
+      names({ ...production.initRolesEnvironment(pg, 'd', { owner: 'o', api: 'a', worker: 'w', temporal: 't' }) }),
+      names(service('postgres').environment ?? {}, ['POSTGRES_PASSWORD']),
+    );
     assert.deepEqual(
       names(production.namespaceSetupEnvironment('h:7233', certs, app.oauth)),
       composeNames('temporal-init'),
@@ -313,7 +328,8 @@ describe('docker-compose.yml', () => {
       tls(production.adminToolsEnvironment('temporal:7233', certs)),
     );
     const app = production.appEnvironment({
-      databaseUrl: 'postgres://u:p@h/d',
+      apiDatabaseUrl: 'postgres://u:p@h/d',
+      workerDatabaseUrl: 'postgres://w:p@h/d',
       temporalAddress: 'temporal:7233',
       certs,
       webhookSecretKeys: 'w1:k',
@@ -544,8 +560,62 @@ describe('docker-compose.yml', () => {
 
   const appDependsOn = {
     postgres: { condition: 'service_healthy' },
+    migrate: { condition: 'service_completed_successfully' },
     'temporal-init': { condition: 'service_completed_successfully' },
   };
+
+  it('migrate: a one-shot `webhooks migrate` of the same image, as the owner, granting the API and worker roles', () => {
+    const migrate = service('migrate');
+    assert.equal(migrate.image, service('api').image);
+    assert.deepEqual(migrate.command, ['node', 'dist/cli/index.js', 'migrate']);
+    assert.deepEqual(migrate.depends_on, { postgres: { condition: 'service_healthy' } });
+    assert.equal(migrate.ports, undefined);
+    const env = resolvedEnvironment('migrate', userEnv);
+    // The owner's step is given no keys: the configuration check passes without them.
+    const config = loadConfig(env, { database: true, withoutKeys: true });
+    assert.equal(config.NODE_ENV, 'production');
+    assert.equal(
+      config.DATABASE_URL,
+      `postgres://${production.DATABASE_ROLES.owner}:${userEnv.DATABASE_OWNER_PASSWORD}@postgres:5432/webhooks`,
+    );
+    assert.equal(config.DATABASE_API_ROLE, production.DATABASE_ROLES.api);
+    assert.equal(config.DATABASE_WORKER_ROLE, production.DATABASE_ROLES.worker);
+    assert.deepEqual(env, {
+      ...production.migrateEnvironment(config.DATABASE_URL),
+      LOG_LEVEL: 'info',
+    });
+  });
+
+  it('postgres makes the roles on its first start with deploy/postgres/init-roles.sh; no other service is its superuser', () => {
+    const postgres = service('postgres');
+    assert.ok(
+      postgres.volumes?.includes('./deploy/postgres/init-roles.sh:/docker-entrypoint-initdb.d/init-roles.sh:ro'),
+      JSON.stringify(postgres.volumes),
+    );
+    const script = readFileSync(join(root, 'deploy', 'postgres', 'init-roles.sh'), 'utf8');
+    for (const role of Object.values(production.DATABASE_ROLES))
+      assert.match(script, new RegExp(`ALTER ROLE ${role} LOGIN NOSUPERUSER`), role);
+    const superuser = resolvedEnvironment('postgres', userEnv).POSTGRES_USER!;
+    const users: Record<string, string | undefined> = {
+      migrate: new URL(resolvedEnvironment('migrate', userEnv).DATABASE_URL!).username,
+      api: new URL(resolvedEnvironment('api', userEnv).DATABASE_URL!).username,
+      worker: new URL(resolvedEnvironment('worker', userEnv).DATABASE_URL!).username,
+      temporal: resolvedEnvironment('temporal', userEnv).POSTGRES_USER,
+      'temporal-schema': resolvedEnvironment('temporal-schema', userEnv).SQL_USER,
+    };
+    assert.deepEqual(users, {
+      migrate: production.DATABASE_ROLES.owner,
+      api: production.DATABASE_ROLES.api,
+      worker: production.DATABASE_ROLES.worker,
+      temporal: production.DATABASE_ROLES.temporal,
+      'temporal-schema': production.DATABASE_ROLES.temporal,
+    });
+    assert.ok(!Object.values<string | undefined>(users).includes(superuser), 'no service connects as the superuser');
+    // Nor does any service but postgres hold the superuser's password.
+    for (const [name, { environment }] of Object.entries(compose.services))
+      if (name !== 'postgres')
+        assert.doesNotMatch(JSON.stringify(environment ?? {}), /POSTGRES_PASSWORD|\$\{POSTGRES_USER/, name);
+  });
 
   it('api: built from the Dockerfile, port 3000, healthy when /readyz answers, started after its dependencies', () => {
     const api = service('api');
@@ -580,7 +650,11 @@ describe('docker-compose.yml', () => {
       const env = resolvedEnvironment(name, userEnv);
       const config = loadConfig(env, needs);
       assert.equal(config.NODE_ENV, 'production', name);
-      assert.equal(config.DATABASE_URL, `postgres://webhooks:${userEnv.POSTGRES_PASSWORD}@postgres:5432/webhooks`);
+      const password = name === 'api' ? userEnv.DATABASE_API_PASSWORD : userEnv.DATABASE_WORKER_PASSWORD;
+      assert.equal(
+        config.DATABASE_URL,
+        `postgres://${production.DATABASE_ROLES[name]}:${password}@postgres:5432/webhooks`,
+      );
       assert.equal(config.TEMPORAL_ADDRESS, 'temporal:7233');
       assert.equal(config.WEBHOOK_SECRET_KEY, userEnv.WEBHOOK_SECRET_KEY);
       // Every variable set is one the service reads: a misspelt name would be silently ignored.
@@ -620,18 +694,21 @@ describe('docker-compose.yml', () => {
   });
 
   it('refuses to start without the required secrets (${VAR:?message})', () => {
-    for (const missing of [
-      'POSTGRES_PASSWORD',
-      'WEBHOOK_SECRET_KEY',
-      'PAYLOAD_ENCRYPTION_KEYS',
-      'AUDIT_HMAC_KEYS',
-      'AUDIT_SIGNING_KEY',
-    ] as const) {
+    const requiredBy = {
+      POSTGRES_PASSWORD: ['postgres'],
+      DATABASE_OWNER_PASSWORD: ['postgres', 'migrate'],
+      DATABASE_API_PASSWORD: ['postgres', 'api'],
+      DATABASE_WORKER_PASSWORD: ['postgres', 'worker'],
+      TEMPORAL_DB_PASSWORD: ['postgres', 'temporal-schema', 'temporal'],
+      WEBHOOK_SECRET_KEY: ['api', 'worker'],
+      PAYLOAD_ENCRYPTION_KEYS: ['api', 'worker'],
+      AUDIT_HMAC_KEYS: ['api', 'worker', 'migrate'],
+      AUDIT_SIGNING_KEY: ['api', 'worker', 'migrate'],
+    } as const;
+    for (const [missing, names] of Object.entries(requiredBy)) {
       const env: Record<string, string> = { ...userEnv };
       delete env[missing];
-      for (const name of missing !== 'POSTGRES_PASSWORD'
-        ? ['api', 'worker']
-        : ['postgres', 'temporal-schema', 'temporal', 'api', 'worker'])
+      for (const name of names)
         assert.throws(() => resolvedEnvironment(name, env), new RegExp(missing), `${name} requires ${missing}`);
     }
   });

@@ -20,7 +20,14 @@ async function main(): Promise<void> {
     pretty: prettyLogs(config),
     otlpService: 'webhook-worker',
   });
-  const running = await startWorker(config, logger);
+  let running;
+  try {
+    running = await startWorker(config, logger);
+  } catch (error) {
+    // What start-up installed (the Temporal runtime, its exporters) may hold the process open: a failed start exits.
+    logger.fatal({ err: error }, 'worker failed to start');
+    process.exit(1);
+  }
   // In-flight delivery attempts get WORKER_SHUTDOWN_GRACE_MS to finish; the rest is closing connections.
   onShutdownSignal(logger, config.WORKER_SHUTDOWN_GRACE_MS + 10_000, () => running.shutdown());
   await running.run;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin, traceHttpClient } from '../activities';
 import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal-connection';
-import type { Config } from '../common/config';
+import { isDevelopment, type Config } from '../common/config';
 import type { Logger } from '../common/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
 import {
@@ -12,7 +12,7 @@ import {
   unencryptedEventsAllowed,
   workerPayloadCodecFromConfig,
 } from '../common/payload-codec';
-import { configureAuditTrail, createDb, dbPoolOptions } from '../db';
+import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions } from '../db';
 import { attemptDeadlineMs } from '../common/contract';
 import { missingSearchAttributesMessage, namespaceSearchAttributes } from '../common/namespace-search-attributes';
 import { installRuntimeLogger } from './runtime';
@@ -157,26 +157,38 @@ export async function startWorker(
       },
       'deliveries leave through the egress proxy',
     );
+  const db = createDb(config.DATABASE_URL, {
+    ...dbPoolOptions(config),
+    max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20),
+  });
+  // Development's `npm start` migrates in its API; in production `webhooks migrate` must have run first.
+  if (!isDevelopment(config))
+    await assertSchemaCurrent(db).catch(async (error: unknown) => {
+      await Promise.allSettled([db.destroy(), tracing?.flush()]);
+      throw error;
+    });
   const { address, tls } = temporalConnectionOptions(config);
   // The connection takes each renewed token before the one it carries expires (polls and calls alike).
   const renewing: { connection?: NativeConnection } = {};
   const tokenLog = logger.child({ component: 'temporal-token' });
-  const tokens = await temporalTokenRefresher(config, tokenLog, (token) => renewing.connection?.setApiKey(token));
+  const tokens = await temporalTokenRefresher(config, tokenLog, (token) => renewing.connection?.setApiKey(token)).catch(
+    async (error: unknown) => {
+      await db.destroy();
+      throw error;
+    },
+  );
   const firstToken = tokens?.current();
   const connection = await NativeConnection.connect({
     address,
     tls,
     apiKey: firstToken ?? config.TEMPORAL_API_KEY,
-  }).catch((error: unknown) => {
+  }).catch(async (error: unknown) => {
     tokens?.stop();
+    await db.destroy();
     throw error;
   });
   renewing.connection = connection;
   if (tokens && tokens.current() !== firstToken) await connection.setApiKey(tokens.current());
-  const db = createDb(config.DATABASE_URL, {
-    ...dbPoolOptions(config),
-    max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20),
-  });
   const untracedHttp = createWebhookHttpClient({
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     allowPrivate: config.ALLOW_PRIVATE_WEBHOOK_URLS,

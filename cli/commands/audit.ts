@@ -42,7 +42,8 @@ export const auditPrune: CliCommand = {
           );
         return pruneAuditEvents(db, new Date(Date.now() - days * 86_400_000), cliActor(io));
       },
-      { audit: true },
+      // The owner's command (the only role with DELETE on the trail): it opens no secret, so production asks no keys.
+      { audit: true, withoutKeys: true },
     );
     io.out(
       pruned.removed === 0

@@ -22,7 +22,8 @@ export const memberAdd: CliCommand = {
             });
           return changed;
         }),
-      { audit: true },
+      // The owner's command (members are not the API's to make): it opens no secret, so production asks for no keys.
+      { audit: true, withoutKeys: true },
     );
     io.out(
       added ? `User ${userId} added to project ${projectId}` : `User ${userId} already is a member of ${projectId}`,
@@ -51,7 +52,8 @@ export const memberRemove: CliCommand = {
             });
           return changed;
         }),
-      { audit: true },
+      // The owner's command (members are not the API's to make): it opens no secret, so production asks for no keys.
+      { audit: true, withoutKeys: true },
     );
     io.out(
       removed ? `User ${userId} removed from project ${projectId}` : `User ${userId} was not a member of ${projectId}`,

@@ -16,7 +16,8 @@ export const projectAdd: CliCommand = {
             await appendAuditEvent(trx, { actor: cliActor(io), action: 'project.add', outcome: 'ok', projectId });
           return made;
         }),
-      { audit: true },
+      // The owner's command (projects are not the API's to make): it opens no secret, so production asks for no keys.
+      { audit: true, withoutKeys: true },
     );
     io.out(added ? `Project ${projectId} added` : `Project ${projectId} already exists`);
   },

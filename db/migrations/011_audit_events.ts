@@ -2,11 +2,9 @@ import type { Knex } from 'knex';
 
 /**
  * The audit trail: one append-only row per action, each hashed over its content and the previous row's hash (see
- * db/audit.ts). Rows are written by the API role and never changed: UPDATE, DELETE and TRUNCATE are revoked from
- * PUBLIC here. Operators who bring their own database grant the application role INSERT and SELECT only, e.g.
- *   GRANT SELECT, INSERT ON audit_events TO webhooks_app;
- *   GRANT USAGE ON SEQUENCE audit_events_id_seq TO webhooks_app;
- * and leave UPDATE and DELETE to the owner (the role that runs migrations and the retention prune).
+ * db/audit.ts). Rows are written by the API's and the workers' roles and never changed: UPDATE, DELETE and TRUNCATE
+ * are revoked from PUBLIC here, and `webhooks migrate` grants those roles INSERT and SELECT only (db/roles.ts), leaving
+ * UPDATE and DELETE to the owner (the role that runs migrations and the retention prune).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('audit_events', (t) => {

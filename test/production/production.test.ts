@@ -15,7 +15,7 @@ import { Agent, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from
 import { emitWebhookEvent } from '../../client/emit';
 import type { SubscribableType } from '../../common/contract';
 import { connectTemporalClient } from '../../common/temporal-connection';
-import { addMember, addProject } from '../../db';
+import { addMember, addProject, createDb, createScratchDatabase } from '../../db';
 import { freePort } from '../../dev/ports';
 import {
   assertAllDelivered,
@@ -27,7 +27,7 @@ import {
 import { USER, fallPayload, vitalPayload } from '../support/deliveries';
 import jwt from 'jsonwebtoken';
 import { rsaKey } from '../support/jwks-server';
-import { createTestDatabase, type TestDatabase } from '../support/postgres';
+import { testServerUrl, type TestDatabase } from '../support/postgres';
 import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
 import { workflowInputShown } from '../support/temporal-ui-page';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -37,8 +37,11 @@ import {
   adminToolsEnvironment,
   apiEnvironment,
   apiProcess,
+  createDatabaseRoles,
+  DATABASE_ROLES,
   ensureTemporalServer,
   makeCertificates,
+  migrateAsOwner,
   oauthEnvironment,
   postgresServerOf,
   root,
@@ -89,6 +92,42 @@ const stockAccepts = (secret: string, request: ReceivedRequest): boolean => {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * A database of its own set up as docker-compose.yml sets it up: deploy/postgres/init-roles.sh makes the roles (as
+ * the server's superuser), `webhooks migrate` runs as the owner and grants the API's and the workers' roles. `db` is
+ * the owner's (the operator's CLI); destroy() drops the database, then the roles.
+ */
+async function databaseWithRoles(): Promise<TestDatabase & { urls: Record<keyof typeof DATABASE_ROLES, string> }> {
+  const serverUrl = await testServerUrl();
+  const scratch = await createScratchDatabase(serverUrl, 'webhooks_prod');
+  const passwords = { owner: '', api: '', worker: '', temporal: '' };
+  for (const role of Object.keys(passwords) as (keyof typeof passwords)[])
+    passwords[role] = randomBytes(16).toString('hex');
+  const urls = await createDatabaseRoles(
+    postgresServerOf(serverUrl),
+    new URL(scratch.url).pathname.slice(1),
+    passwords,
+  );
+  const migrated = await migrateAsOwner(urls.owner);
+  assert.match(migrated, new RegExp(`Granted the api's role ${DATABASE_ROLES.api}`));
+  assert.match(migrated, new RegExp(`Granted the worker's role ${DATABASE_ROLES.worker}`));
+  const db = createDb(urls.owner);
+  return {
+    url: urls.owner,
+    urls,
+    db,
+    async destroy() {
+      await db.destroy();
+      await scratch.drop();
+      // Temporal's databases are dropped first (their owner is the temporal role).
+      const admin = createDb(serverUrl, { max: 1 });
+      for (const role of Object.values(DATABASE_ROLES))
+        await admin.raw('DROP ROLE IF EXISTS ??', [role]).catch(() => undefined);
+      await admin.destroy();
+    },
+  };
+}
+
+/**
  * Connects to a gRPC port over TLS with a client certificate and speaks HTTP/2's preface: `served` when the server
  * answers with its SETTINGS, else the TLS error (with TLS 1.3 a refused client certificate is an alert after the
  * client's side of the handshake, so the probe waits for the server's first bytes).
@@ -124,7 +163,8 @@ const figures: Record<string, number> = {};
 
 describe('production topology: Temporal server with mTLS, 2 API and 2 worker processes in production mode', function () {
   this.timeout(300_000);
-  let database: TestDatabase;
+  /** The service's database as compose sets it up: the roles of deploy/postgres/init-roles.sh, migrated as the owner. */
+  let database: TestDatabase & { urls: Record<keyof typeof DATABASE_ROLES, string> };
   let certs: Certificates;
   let intruders: Certificates;
   let receiverCerts: Certificates;
@@ -240,7 +280,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     setGlobalDispatcher(
       new Agent({ connect: { ca: [...rootCertificates, readFileSync(receiverCerts.internodeCa, 'utf8')] } }),
     );
-    database = await createTestDatabase();
+    database = await databaseWithRoles();
     const uiEnsured = Date.now();
     const uiDir = ensureTemporalUi();
     figures['ensure UI server built (cached)'] = Date.now() - uiEnsured;
@@ -278,7 +318,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
         resource: TEMPORAL_RESOURCE,
       };
     figures['identity provider'] = Date.now() - started;
-    temporal = await startTemporalServer(serverDir, postgresServerOf(database.url), certs, {
+    temporal = await startTemporalServer(serverDir, postgresServerOf(database.urls.temporal), certs, {
       jwksUri: idp.jwksUri,
       jwksCa: receiverCerts.internodeCa,
       admin: oauthClients['admin-tools'],
@@ -286,7 +326,8 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     figures['Temporal server: schema, start, namespace'] = Date.now() - started;
     const payloadKeys = `p1:${key32().toString('base64')}`;
     settings = {
-      databaseUrl: database.url,
+      apiDatabaseUrl: database.urls.api,
+      workerDatabaseUrl: database.urls.worker,
       temporalAddress: temporal.address,
       certs,
       webhookSecretKeys: `w1:${key32().toString('hex')}`,
@@ -311,7 +352,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       workerProcess('worker-2', workerEnvironment(settings)),
     ];
     started = Date.now();
-    // Each API migrates at start; the second finds nothing left to do.
+    // `webhooks migrate` ran as the owner; each API and worker only checks at start that the schema is current.
     await api1.start();
     await Promise.all([api2.start(), ...workers.map((w) => w.start())]);
     monitoring = await monitoringClient(payloadKeys);
@@ -794,22 +835,66 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     assert.ok(failedFall, 'the operator’s scenario ran first');
     const { workflowId } = failedFall;
     const { context, page, codecCalls } = await signedInUi(MEMBER);
+    /** The UI server's API answers about this workflow (its page and the sign-in's return URL name it too) served. */
+    const served: string[] = [];
+    page.on('response', (response) => {
+      const url = new URL(response.url());
+      if (response.ok() && url.pathname.startsWith('/api/') && decodeURIComponent(response.url()).includes(workflowId))
+        served.push(`${response.status()} ${url.pathname}`);
+    });
     try {
       await onPage(page, async () => {
         await page.goto(`${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}`);
         // No permission in Temporal: the frontend refuses the member's token (403) and the UI sends the member back
-        // to sign in, showing no event. Which call is refused first (the namespaces, the cluster, the workflow) is the
-        // UI's timing: the first 403 ends the visit.
+        // to sign in. Which call is refused first (the namespaces, the cluster, the workflow) is the UI's timing: the
+        // first 403 ends the visit.
         await page.waitForURL((url) => url.pathname === '/login', { timeout: 30_000 });
         const refused = refusedRequests.get(page) ?? [];
         assert.ok(
           refused.some((request) => request.startsWith('403 /api/v1/namespaces')),
           refused.join(', '),
         );
-        assert.equal(await page.getByText(fallPayload.email).count(), 0, 'no event shown');
+        assert.deepEqual(served, [], 'the UI served nothing of the workflow');
         assert.ok(!codecCalls.includes('POST 200'), `nothing decoded: ${codecCalls.join(', ')}`);
-        // The same token the UI holds for the member (Temporal's audience), at the codec: 403, not an operator.
+        // The same token the UI holds for the member (Temporal's audience).
         const token = await idp.signIn(MEMBER, PASSWORDS[MEMBER]!, TEMPORAL_RESOURCE);
+        // What the UI could ever show is what that token reads at the frontend, with the certificate the UI server
+        // presents: the workflow, its history, its listing. The visit above may end before the UI asks for them, so
+        // they are asked here; the operator's token reads them (the calls are right), the member's reads none.
+        const uiTls = {
+          serverNameOverride: 'temporal',
+          serverRootCACertificate: readFileSync(certs.internodeCa),
+          clientCertPair: {
+            crt: readFileSync(certs.of('temporal-ui').cert),
+            key: readFileSync(certs.of('temporal-ui').key),
+          },
+        };
+        const reads = async (apiKey: string) => {
+          const connection = Connection.lazy({ address: temporal.address, tls: uiTls, apiKey });
+          const execution = { workflowId };
+          try {
+            return {
+              describe: await grpcStatus(() =>
+                connection.workflowService.describeWorkflowExecution({ namespace: 'default', execution }),
+              ),
+              history: await grpcStatus(() =>
+                connection.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution }),
+              ),
+              list: await grpcStatus(() =>
+                connection.workflowService.listWorkflowExecutions({
+                  namespace: 'default',
+                  query: `WorkflowId="${workflowId}"`,
+                }),
+              ),
+            };
+          } finally {
+            await connection.close();
+          }
+        };
+        const operatorToken = await idp.signIn(OPERATOR, PASSWORDS[OPERATOR]!, TEMPORAL_RESOURCE);
+        assert.deepEqual(await reads(operatorToken), { describe: 0, history: 0, list: 0 }, 'the operator reads it');
+        assert.deepEqual(await reads(token), { describe: 7, history: 7, list: 7 }, 'the member reads nothing');
+        // At the codec: 403, not an operator.
         const decoded = await page.evaluate(
           async ({ url, bearer }) => {
             const response = await fetch(url, {

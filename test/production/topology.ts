@@ -83,6 +83,67 @@ export const postgresServerOf = (url: string): PostgresServer => {
   };
 };
 
+/** The roles deploy/postgres/init-roles.sh makes, as docker-compose.yml's services connect. */
+export const DATABASE_ROLES = {
+  owner: 'webhooks_owner',
+  api: 'webhooks_api',
+  worker: 'webhooks_worker',
+  temporal: 'temporal',
+} as const;
+export type DatabaseRole = keyof typeof DATABASE_ROLES;
+
+/** The init script's environment, as the postgres image gives it (POSTGRES_USER, POSTGRES_DB and the passwords). */
+export const initRolesEnvironment = (
+  superuser: PostgresServer,
+  database: string,
+  passwords: Record<DatabaseRole, string>,
+): Record<string, string> => ({
+  POSTGRES_USER: superuser.user,
+  POSTGRES_DB: database,
+  DATABASE_OWNER_PASSWORD: passwords.owner,
+  DATABASE_API_PASSWORD: passwords.api,
+  DATABASE_WORKER_PASSWORD: passwords.worker,
+  TEMPORAL_DB_PASSWORD: passwords.temporal,
+});
+
+/**
+ * Runs deploy/postgres/init-roles.sh as the postgres image runs it at a volume's first start, here over TCP as the
+ * server's superuser; then each role's URL of `database`.
+ */
+export async function createDatabaseRoles(
+  superuser: PostgresServer,
+  database: string,
+  passwords: Record<DatabaseRole, string>,
+): Promise<Record<DatabaseRole, string>> {
+  await run('sh', [join(root, 'deploy', 'postgres', 'init-roles.sh')], {
+    env: {
+      ...process.env,
+      ...initRolesEnvironment(superuser, database, passwords),
+      PGHOST: superuser.host,
+      PGPORT: superuser.port,
+      PGPASSWORD: superuser.password,
+    },
+  });
+  const urlOf = (role: DatabaseRole) =>
+    `postgres://${DATABASE_ROLES[role]}:${passwords[role]}@${superuser.host}:${superuser.port}/${database}`;
+  return { owner: urlOf('owner'), api: urlOf('api'), worker: urlOf('worker'), temporal: urlOf('temporal') };
+}
+
+/** `webhooks migrate` as compose's migrate service runs it: as the owner, granting the API's and workers' roles. */
+export const migrateEnvironment = (ownerUrl: string): Record<string, string> => ({
+  NODE_ENV: 'production',
+  LOG_LEVEL: 'info',
+  DATABASE_URL: ownerUrl,
+  DATABASE_API_ROLE: DATABASE_ROLES.api,
+  DATABASE_WORKER_ROLE: DATABASE_ROLES.worker,
+});
+export async function migrateAsOwner(ownerUrl: string): Promise<string> {
+  const { stdout } = await run(process.execPath, [join(root, 'dist', 'cli', 'index.js'), 'migrate'], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...migrateEnvironment(ownerUrl) },
+  });
+  return stdout;
+}
+
 export interface TemporalPorts {
   FRONTEND_GRPC_PORT: string;
   FRONTEND_HTTP_PORT: string;
@@ -234,7 +295,9 @@ export const namespaceSetupEnvironment = (address: string, certs: Certificates, 
 });
 
 export interface AppSettings {
-  databaseUrl: string;
+  /** The API's and the workers' own roles' URLs (compose sets DATABASE_URL per service). */
+  apiDatabaseUrl: string;
+  workerDatabaseUrl: string;
   temporalAddress: string;
   certs: Certificates;
   webhookSecretKeys: string;
@@ -252,7 +315,6 @@ const auditEnvironment = testAuditEnv();
 export const appEnvironment = (s: AppSettings): Record<string, string> => ({
   NODE_ENV: 'production',
   LOG_LEVEL: 'info',
-  DATABASE_URL: s.databaseUrl,
   TEMPORAL_ADDRESS: s.temporalAddress,
   TEMPORAL_NAMESPACE: 'default',
   TEMPORAL_TASK_QUEUE: 'webhooks',
@@ -276,6 +338,7 @@ export interface ApiSettings {
 }
 export const apiEnvironment = (s: AppSettings, api: ApiSettings): Record<string, string> => ({
   ...appEnvironment(s),
+  DATABASE_URL: s.apiDatabaseUrl,
   PORT: String(api.port),
   JWT_JWKS_URI: api.jwksUri,
   JWT_ISSUER: api.issuer,
@@ -287,6 +350,7 @@ export const apiEnvironment = (s: AppSettings, api: ApiSettings): Record<string,
 });
 export const workerEnvironment = (s: AppSettings): Record<string, string> => ({
   ...appEnvironment(s),
+  DATABASE_URL: s.workerDatabaseUrl,
   ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
   // A short retry schedule, so the scenarios that interrupt attempts finish in seconds.
   DELIVERY_INITIAL_INTERVAL_MS: '200',

@@ -10,7 +10,7 @@ let embedded: RunningPostgres | undefined;
 let serverUrl: string | undefined;
 
 /** The server the tests use: DATABASE_URL when set, else an embedded PostgreSQL started once for the whole run. */
-async function testServerUrl(): Promise<string> {
+export async function testServerUrl(): Promise<string> {
   if (serverUrl) return serverUrl;
   if (process.env.DATABASE_URL) {
     serverUrl = process.env.DATABASE_URL;
