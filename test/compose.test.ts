@@ -581,7 +581,11 @@ describe('docker-compose.yml', () => {
     assert.equal(config.DATABASE_API_ROLE, production.DATABASE_ROLES.api);
     assert.equal(config.DATABASE_WORKER_ROLE, production.DATABASE_ROLES.worker);
     assert.deepEqual(env, {
-      ...production.migrateEnvironment(config.DATABASE_URL),
+      ...production.migrateEnvironment(config.DATABASE_URL, {
+        AUDIT_HMAC_KEYS: userEnv.AUDIT_HMAC_KEYS,
+        AUDIT_SIGNING_KEY: userEnv.AUDIT_SIGNING_KEY,
+        AUDIT_DIGEST_DIR: '/audit-digests',
+      }),
       LOG_LEVEL: 'info',
     });
   });

@@ -13,6 +13,7 @@ import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';
 import * as store from '../db';
 import { migrationSource } from '../db/migrations';
+import { testAuditEnv } from './support/audit-keys';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 
 const secretBox = createSecretBox(randomBytes(32));
@@ -164,7 +165,8 @@ describe('database roles: the API and the workers connect as roles of their own'
 
   it("the owner's commands run in production without keys, as compose's migrate service runs them; not as the API", async () => {
     const projectId = `roles-${randomUUID().slice(0, 8)}`;
-    const production = { NODE_ENV: 'production' };
+    // Without the payload and secret keys; the audited commands chain and sign their rows with the audit keys.
+    const production = { NODE_ENV: 'production', ...testAuditEnv() };
     for (const args of [
       ['project', 'add', projectId],
       ['member', 'add', projectId, 'bob'],
@@ -335,6 +337,7 @@ describe('database roles: bad input to `webhooks migrate` migrates nothing', fun
         PAYLOAD_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('base64')}`,
         METRICS_TOKEN: randomBytes(16).toString('hex'),
         PUBLIC_BASE_URL: 'https://hooks.example.com',
+        ...testAuditEnv(),
       },
       { database: true, auth: true },
     );
@@ -356,6 +359,7 @@ describe('database roles: bad input to `webhooks migrate` migrates nothing', fun
         TEMPORAL_ADDRESS: '127.0.0.1:9',
         WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
         PAYLOAD_ENCRYPTION_KEYS: `k1:${randomBytes(32).toString('base64')}`,
+        ...testAuditEnv(),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -130,12 +130,19 @@ export async function createDatabaseRoles(
 }
 
 /** `webhooks migrate` as compose's migrate service runs it: as the owner, granting the API's and workers' roles. */
-export const migrateEnvironment = (ownerUrl: string): Record<string, string> => ({
+/** The owner's one-shot step (compose's `migrate`); its audit keys serve the owner's audited commands run there. */
+export const migrateEnvironment = (
+  ownerUrl: string,
+  audit: Record<string, string> = auditEnvironment,
+): Record<string, string> => ({
   NODE_ENV: 'production',
   LOG_LEVEL: 'info',
   DATABASE_URL: ownerUrl,
   DATABASE_API_ROLE: DATABASE_ROLES.api,
   DATABASE_WORKER_ROLE: DATABASE_ROLES.worker,
+  AUDIT_HMAC_KEYS: audit.AUDIT_HMAC_KEYS!,
+  AUDIT_SIGNING_KEY: audit.AUDIT_SIGNING_KEY!,
+  AUDIT_DIGEST_DIR: audit.AUDIT_DIGEST_DIR!,
 });
 export async function migrateAsOwner(ownerUrl: string): Promise<string> {
   const { stdout } = await run(process.execPath, [join(root, 'dist', 'cli', 'index.js'), 'migrate'], {
