@@ -213,6 +213,21 @@ describe('database roles: the API and the workers connect as roles of their own'
       readAlertState: () => store.readAlertState(asApi),
       findBreaker: () => store.findBreaker(asApi, registrationId),
       findEndpointHealth: () => store.findEndpointHealth(asApi, projectId),
+      addPortalLink: () =>
+        store.addPortalLink(
+          asApi,
+          { id: randomUUID(), projectId, generation: 0, expiresAt: new Date(Date.now() + 60_000) },
+          50,
+        ),
+      queueNotice: () =>
+        store.queueNotice(asApi, { projectId, condition: 'pause-started', facts: { pausedBy: 'member alice' } }),
+      appendAuditEvent: () =>
+        store.appendAuditEvent(asApi, {
+          actor: { kind: 'member', subject: 'alice' },
+          action: 'x',
+          outcome: 'ok',
+          projectId,
+        }),
     };
     const worker: Record<string, () => Promise<unknown>> = {
       findRegistration: () => store.findRegistration(asWorker, projectId),
@@ -244,6 +259,15 @@ describe('database roles: the API and the workers connect as roles of their own'
       expiringCertificates: () => store.expiringCertificates(asWorker, 86_400_000),
       findNotificationContacts: () => store.findNotificationContacts(asWorker, projectId),
       purgeDeliveries: () => store.purgeDeliveries(asWorker, 30),
+      forgetAttemptedWaiter: () => store.forgetAttemptedWaiter(asWorker, registrationId, 'wf-waiter', 2),
+      forgetUnregisteredWaiter: () => store.forgetUnregisteredWaiter(asWorker, projectId, 'wf-gone'),
+      takeQueuedNotices: () => store.takeQueuedNotices(asWorker),
+      queueNotice: () =>
+        store.queueNotice(asWorker, { projectId, condition: 'pause-ended', facts: { endedBy: 'its end time' } }),
+      appendAuditEvent: () =>
+        store.appendAuditEvent(asWorker, { actor: { kind: 'system' }, action: 'x', outcome: 'ok', projectId }),
+      recordAuditDigest: () =>
+        asWorker('audit_digests').insert({ sequence: 1_000_000, hash: '0'.repeat(64), reason: 'schedule' }),
     };
     const apiAfter: Record<string, () => Promise<unknown>> = {
       listDeliveries: () => store.listDeliveries(asApi, projectId, { limit: 10 }),
