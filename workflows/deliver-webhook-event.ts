@@ -6,7 +6,6 @@ import {
   defineSignal,
   setHandler,
   log,
-  metricMeter,
   patched,
   proxyActivities,
   proxyLocalActivities,
@@ -33,17 +32,14 @@ import {
   type DeliveryPlan,
   type RecordedAttempt,
   type WebhookType,
+  type WorkflowRun,
   attemptDeadlineMs,
   policyDelay,
   priorityKeyOf,
-  unencryptedPayloadOf,
-  type UnencryptedPayload,
-  bindingRefusal,
-  eventBinding,
-  resumeSignalBinding,
   type InputRefusalDetails,
   type ResumeDeliverySignal,
 } from '../common/contract';
+import { acceptedInput, acceptedSignal } from './accepted-input';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -68,238 +64,261 @@ const { recordDeliveryOutcome } = proxyLocalActivities<Activities>({
 });
 
 /**
- * Delivers one event to the project's webhook: validate, look up the registration, then POST with retries.
- * The workflow id is the delivery's idempotency key, sent as X-Webhook-Id.
+ * Delivers one event to the project's webhook: validate, look up the registration, attempt, wait for the endpoint or
+ * the next retry, give up. The workflow id is the delivery's idempotency key, sent as X-Webhook-Id.
  *
- * The common case costs the engine one workflow task: the first attempt runs as a local activity right after the
- * lookup, and a receiver that answers 2xx at once completes the workflow in that same task. A failed attempt hands
+ * The common case costs the engine one workflow task: the lookup makes the first attempt with the registration it has
+ * just read, and a receiver that answers 2xx at once completes the workflow in that same task. A failed attempt hands
  * over to the durable activity, which continues the same retry schedule (and the same attempt numbers). An attempt
  * deferred by the endpoint's guard made no request: the one after the wait is local again.
+ *
+ * The subscription rule (`isSubscribed`: TEST always, another type only when subscribed) is decided here, once, on the
+ * registration the lookup read. The lookup applies it only to choose whether to make the first attempt (it must not
+ * send what this refuses); each attempt applies it again as a defence against a registration changed meanwhile.
  */
 export async function deliverWebhookEvent(event: DeliverWebhookEventInput): Promise<DeliverWebhookEventResult> {
   const input = acceptedInput(event);
   const { projectId, webhookType } = input;
   // A redelivery carries the original event's X-Webhook-Id, so receivers deduplicate.
   const webhookId = input.webhookId ?? workflowInfo().workflowId;
-  const plan: DeliveryPlan = await planDelivery(input);
-
-  if (plan.problem !== undefined) {
-    throw ApplicationFailure.create({ type: FailureType.InvalidEvent, message: plan.problem, nonRetryable: true });
-  }
-  // Clients give the search attributes at start; a validated event started without them (by hand) gets them here.
-  if (plan.searchAttributes && workflowInfo().typedSearchAttributes.get(ProjectIdKey) === undefined) {
-    upsertSearchAttributes(deliverySearchAttributes(projectId, webhookType));
-  }
+  const plan = await lookUp(input);
   if (!plan.registered) {
     log.info('No webhook registered for the project: event skipped', { projectId, webhookType });
     return { status: 'skipped', webhookId, reason: 'no-webhook', attempts: 0 };
   }
   if (!isSubscribed(plan.types, webhookType)) throw notSubscribed(projectId, webhookType);
-  const isTest = webhookType === 'TEST';
-  const body = JSON.stringify(input.payload);
+  const delivery = beginDelivery(input, plan, webhookId);
+  for (;;) {
+    const attempt = await attemptDelivery(delivery);
+    if ('outcome' in attempt) return deliveryResult(delivery, attempt.outcome);
+    // The attempt's defence against a registration changed meanwhile: it no longer subscribes to the type.
+    if (attempt.last?.type === FailureType.NotSubscribed) throw notSubscribed(projectId, webhookType, attempt.error);
+    const next = await waitForNextAttempt(delivery, attempt);
+    if (next !== 'attempt again') throw await giveUp(delivery, attempt.error, next);
+  }
+}
 
-  // The give-up window runs from the first attempt, across waits for an open circuit breaker (workflow time), and
-  // stands still while the webhook is paused.
-  let giveUpAt = Date.now() + plan.retry.giveUpAfterMs;
-  // Attempts that reached the receiver before the current call: the local first one, or those before a deferral.
-  let earlierAttempts = 0;
-  // The receiver's last failure as a deferral reported it, for a give-up that comes while no attempt runs.
-  let lastKnown: Pick<DeliveryFailedDetails, 'statusCode' | 'lastError'> | undefined;
-  // Read from the recorded lookup, not patched(): no extra marker and search-attribute upsert per delivery.
-  let local = plan.firstAttemptLocal === true;
-  // The lookup may have made the first attempt already (one local activity for both); it counts as the local one.
-  let recordedFirst = plan.firstAttempt;
-  // Waits for an open breaker so far, and the latest one the resumer's signal ended.
-  let waits = 0;
-  let resumed = 0;
+/** Validates the event and looks up the registration (one local activity): an invalid event fails for good. */
+async function lookUp(input: DeliverWebhookEventInput): Promise<DeliveryPlan> {
+  const plan: DeliveryPlan = await planDelivery(input);
+  if (plan.problem !== undefined) {
+    throw ApplicationFailure.create({ type: FailureType.InvalidEvent, message: plan.problem, nonRetryable: true });
+  }
+  // Clients give the search attributes at start; a validated event started without them (by hand) gets them here.
+  if (plan.searchAttributes && workflowInfo().typedSearchAttributes.get(ProjectIdKey) === undefined) {
+    upsertSearchAttributes(deliverySearchAttributes(input.projectId, input.webhookType));
+  }
+  return plan;
+}
+
+type AttemptActivity = (input: DeliveryAttemptInput) => Promise<DeliveryAttemptOutcome>;
+
+/** One delivery under way: what every attempt sends, and where its schedule stands. */
+interface Delivery {
+  readonly projectId: string;
+  readonly webhookType: WebhookType;
+  /** The X-Webhook-Id of every attempt. */
+  readonly webhookId: string;
+  /** The X-Webhook-Id the event was started with (a redelivery's), handed to the attempts as given. */
+  readonly givenWebhookId: string | undefined;
+  readonly plan: DeliveryPlan;
+  readonly isTest: boolean;
+  /** The payload serialised once: every attempt signs and sends these bytes. */
+  readonly body: string;
+  /** Every attempt is sealed for this run: a copy scheduled by another workflow is refused by the activity. */
+  readonly boundTo: WorkflowRun;
+  /** The local attempt (the first, or the next after a wait): its options are the delivery's, so built once. */
+  readonly localAttempt: AttemptActivity;
+  /** The give-up window runs from the first attempt, across waits for the endpoint, and stands still while paused. */
+  giveUpAt: number;
+  /** Attempts that reached the receiver before the current call: the local first one, or those before a deferral. */
+  earlierAttempts: number;
+  /** The receiver's last failure as a deferral reported it, for a give-up that comes while no attempt runs. */
+  lastKnown?: Pick<DeliveryFailedDetails, 'statusCode' | 'lastError'>;
+  /** The next attempt is local (read from the recorded lookup, not patched(): no marker per delivery). */
+  local: boolean;
+  /** The first attempt, made by the lookup (one local activity for both): it counts as the local one. */
+  recordedFirst: RecordedAttempt | undefined;
+  /** Waits for the endpoint so far, and the latest one the resumer's signal ended. */
+  waits: number;
+  resumed: number;
+}
+
+function beginDelivery(input: DeliverWebhookEventInput, plan: DeliveryPlan, webhookId: string): Delivery {
+  const { projectId, webhookType } = input;
+  const { workflowId, runId } = workflowInfo();
+  const delivery: Delivery = {
+    projectId,
+    webhookType,
+    webhookId,
+    givenWebhookId: input.webhookId,
+    plan,
+    isTest: webhookType === 'TEST',
+    body: JSON.stringify(input.payload),
+    boundTo: { workflowId, runId },
+    localAttempt: proxyLocalActivities<Activities>({
+      startToCloseTimeout: attemptDeadlineMs(plan.attemptTimeoutMs),
+      retry: { maximumAttempts: 1 },
+      summary: attemptSummary(webhookType, projectId),
+    }).deliverWebhookAttempt,
+    giveUpAt: Date.now() + plan.retry.giveUpAfterMs,
+    earlierAttempts: 0,
+    local: plan.firstAttemptLocal === true,
+    recordedFirst: plan.firstAttempt,
+    waits: 0,
+    resumed: 0,
+  };
   setHandler(resumeDelivery, (signalled) => {
     const waitToken = acceptedSignal(signalled);
-    if (waitToken !== undefined) resumed = Math.max(resumed, waitToken);
+    if (waitToken !== undefined) delivery.resumed = Math.max(delivery.resumed, waitToken);
   });
-  // Every attempt is sealed for this run: a copy scheduled by another workflow is refused by the activity.
-  const { workflowId, runId } = workflowInfo();
-  for (;;) {
-    const attemptInput = {
-      projectId,
-      webhookType,
-      body,
-      webhookId: input.webhookId,
-      earlierAttempts,
-      waitToken: waits + 1,
-      boundTo: { workflowId, runId },
+  return delivery;
+}
+
+/** An attempt that failed: its failure, and the ApplicationFailure it carries (the activity's verdict), if any. */
+interface FailedAttempt {
+  error: TemporalFailure;
+  last: ApplicationFailure | undefined;
+}
+
+/** The next attempt: the one the lookup recorded, a local activity, or the durable activity. */
+async function attemptDelivery(delivery: Delivery): Promise<{ outcome: DeliveryAttemptOutcome } | FailedAttempt> {
+  const input: DeliveryAttemptInput = {
+    projectId: delivery.projectId,
+    webhookType: delivery.webhookType,
+    body: delivery.body,
+    webhookId: delivery.givenWebhookId,
+    earlierAttempts: delivery.earlierAttempts,
+    waitToken: delivery.waits + 1,
+    boundTo: delivery.boundTo,
+  };
+  const attempt = delivery.recordedFirst
+    ? recordedAttempt(delivery.recordedFirst)
+    : delivery.local
+      ? delivery.localAttempt
+      : durableAttempt(delivery);
+  delivery.recordedFirst = undefined;
+  try {
+    return { outcome: await attempt(input) };
+  } catch (thrown) {
+    // A local attempt's failure arrives as it was thrown (no ActivityFailure around it); a timeout as TimeoutFailure.
+    const error = failureOfAttempt(thrown, delivery.local);
+    return { error, last: lastApplicationFailure(error) };
+  }
+}
+
+function deliveryResult(delivery: Delivery, outcome: DeliveryAttemptOutcome): DeliverWebhookEventResult {
+  const { projectId, webhookType, webhookId } = delivery;
+  if (outcome.status === 'skipped') {
+    log.warn('Webhook deleted while the delivery was pending: event not delivered', { projectId, webhookType });
+    return { status: 'skipped', webhookId, reason: outcome.reason, attempts: outcome.attempt - 1 };
+  }
+  const { attempt: attempts, statusCode, durationMs } = outcome;
+  return { status: 'delivered', webhookId, attempts, statusCode, durationMs };
+}
+
+/** What a give-up reports: the attempts that reached the receiver and its last answer. */
+type GiveUpReport = Omit<DeliveryFailedDetails, 'projectId' | 'webhookType'>;
+
+/** After a failed attempt: the wait for the endpoint or for the retry, then 'attempt again'; else the give-up. */
+async function waitForNextAttempt(
+  delivery: Delivery,
+  { error, last }: FailedAttempt,
+): Promise<'attempt again' | GiveUpReport> {
+  const refusal = last?.type === FailureType.InputNotBound ? (last.details?.[0] as InputRefusalDetails) : undefined;
+  if (refusal?.binding === 'unbound' && !delivery.local) {
+    // An attempt scheduled before attempts were sealed, refused by a worker that requires it (nothing was sent):
+    // the same delivery goes on with a sealed one, from the attempts the refused one had made.
+    delivery.earlierAttempts = refusal.attempt;
+    return 'attempt again';
+  }
+  const remaining = delivery.giveUpAt - Date.now();
+  if (last?.type === DELIVERY_DEFERRED) return waitForEndpoint(delivery, last, remaining);
+  const failed = last?.details?.[0] as AttemptFailureDetails | undefined;
+  const report = {
+    attempts: failed?.attempt ?? delivery.earlierAttempts + 1,
+    statusCode: failed?.statusCode,
+    errorCode: failed?.errorCode,
+    lastError: last?.message ?? error.cause?.message ?? error.message,
+  };
+  if (delivery.local && !delivery.isTest && !last?.nonRetryable)
+    return waitToHandOver(delivery, report, failed?.retryDelayMs, remaining);
+  // The window closed before the attempt after a wait could run (a timeout, no attempt): report the receiver.
+  if (!last && delivery.lastKnown) return { attempts: delivery.earlierAttempts, ...delivery.lastKnown };
+  return report;
+}
+
+/**
+ * An attempt the endpoint's guard deferred (no request was made): held while the webhook is paused, else a durable
+ * wait within the give-up window. A test is answered at once instead.
+ */
+async function waitForEndpoint(
+  delivery: Delivery,
+  deferred: ApplicationFailure,
+  remaining: number,
+): Promise<'attempt again' | GiveUpReport> {
+  const deferral = deferred.details?.[0] as DeliveryDeferredDetails;
+  delivery.earlierAttempts = deferral.attempt - 1;
+  if (deferral.lastError) delivery.lastKnown = { statusCode: deferral.statusCode, lastError: deferral.lastError };
+  if (deferral.reason === 'paused') await holdWhilePaused(delivery, deferral.waitMs);
+  else if (delivery.isTest || !(await waitForResumer(delivery, deferral, remaining)))
+    return {
+      attempts: delivery.earlierAttempts,
+      statusCode: deferral.statusCode,
+      lastError: deferral.lastError ?? deferred.message,
     };
-    const attempt = recordedFirst
-      ? recordedAttempt(recordedFirst)
-      : local
-        ? localAttempt(plan, webhookType, projectId)
-        : durableAttempt(plan, webhookType, projectId, giveUpAt, earlierAttempts);
-    recordedFirst = undefined;
-    try {
-      const outcome = await attempt(attemptInput);
-      if (outcome.status === 'skipped') {
-        log.warn('Webhook deleted while the delivery was pending: event not delivered', { projectId, webhookType });
-        return { status: 'skipped', webhookId, reason: outcome.reason, attempts: outcome.attempt - 1 };
-      }
-      return {
-        status: 'delivered',
-        webhookId,
-        attempts: outcome.attempt,
-        statusCode: outcome.statusCode,
-        durationMs: outcome.durationMs,
-      };
-    } catch (thrown) {
-      // A local attempt's failure arrives as it was thrown (no ActivityFailure around it); a timeout as TimeoutFailure.
-      const error = failureOfAttempt(thrown, local);
-      const last = lastApplicationFailure(error);
-      if (last?.type === FailureType.NotSubscribed) throw notSubscribed(projectId, webhookType, error);
-      const refusal = last?.type === FailureType.InputNotBound ? (last.details?.[0] as InputRefusalDetails) : undefined;
-      if (refusal?.binding === 'unbound' && !local) {
-        // An attempt scheduled before attempts were sealed, refused by a worker that requires it (nothing was sent):
-        // the same delivery goes on with a sealed one, from the attempts the refused one had made.
-        earlierAttempts = refusal.attempt;
-        continue;
-      }
-      const remaining = giveUpAt - Date.now();
-      if (last?.type === DELIVERY_DEFERRED) {
-        const deferral = last.details?.[0] as DeliveryDeferredDetails;
-        earlierAttempts = deferral.attempt - 1;
-        if (deferral.lastError) lastKnown = { statusCode: deferral.statusCode, lastError: deferral.lastError };
-        if (deferral.reason === 'paused') {
-          // Held by a pause: no attempt was made and the window does not run, until the resumer's signal (paced,
-          // falls first) or the pause's own end. Only this reason's histories take this path (no patch needed).
-          const heldFrom = Date.now();
-          const waitToken = (waits += 1);
-          await condition(() => resumed >= waitToken, deferral.waitMs);
-          giveUpAt += Date.now() - heldFrom;
-          local = plan.localAfterWait === true;
-          continue;
-        }
-        // A durable wait, not a stream of failing attempts: until the timer, or the resumer's signal for this wait
-        // (time to probe, or the breaker closed). A test is answered at once instead.
-        if (!isTest) {
-          const waitToken = (waits += 1);
-          const woken = await condition(() => resumed >= waitToken, Math.min(deferral.waitMs, Math.max(1, remaining)), {
-            summary: deferral.reason,
-          });
-          if (woken || remaining > deferral.waitMs) {
-            // No attempt was made: the next one is local again on the fast path, in the task the wait ends with.
-            local = plan.localAfterWait === true;
-            continue;
-          }
-        }
-        throw await giveUp(webhookId, projectId, webhookType, error, {
-          attempts: earlierAttempts,
-          statusCode: deferral.statusCode,
-          lastError: deferral.lastError ?? last.message,
-        });
-      }
-      const failed = last?.details?.[0] as AttemptFailureDetails | undefined;
-      const report = {
-        attempts: failed?.attempt ?? earlierAttempts + 1,
-        statusCode: failed?.statusCode,
-        errorCode: failed?.errorCode,
-        lastError: last?.message ?? error.cause?.message ?? error.message,
-      };
-      // A local attempt failed and may be retried: the durable activity takes over after the policy's interval for
-      // this attempt, or the receiver's longer Retry-After (a floor, never an accelerator).
-      if (local && !isTest && !last?.nonRetryable) {
-        const waitMs = Math.max(policyDelay(plan.retry, report.attempts), failed?.retryDelayMs ?? 0);
-        earlierAttempts = report.attempts;
-        lastKnown = { statusCode: report.statusCode, lastError: report.lastError };
-        local = false;
-        if (remaining > waitMs) {
-          await sleep(waitMs, { summary: 'retry' });
-          continue;
-        }
-        await sleep(Math.max(1, remaining), { summary: 'give-up window' });
-        throw await giveUp(webhookId, projectId, webhookType, error, report);
-      }
-      // The window closed before the attempt after a wait could run (a timeout, no attempt): report the receiver.
-      if (!last && lastKnown)
-        throw await giveUp(webhookId, projectId, webhookType, error, { attempts: earlierAttempts, ...lastKnown });
-      throw await giveUp(webhookId, projectId, webhookType, error, report);
-    }
+  // No attempt was made: the next one is local again on the fast path, in the task the wait ends with.
+  delivery.local = delivery.plan.localAfterWait === true;
+  return 'attempt again';
+}
+
+/**
+ * Held by a pause: the give-up window stands still until the resumer's signal (paced, falls first) or the pause's own
+ * end. Only this reason's histories take this path, so it needs no patch.
+ */
+async function holdWhilePaused(delivery: Delivery, waitMs: number): Promise<void> {
+  const heldFrom = Date.now();
+  const waitToken = (delivery.waits += 1);
+  await condition(() => delivery.resumed >= waitToken, waitMs);
+  delivery.giveUpAt += Date.now() - heldFrom;
+}
+
+/**
+ * A durable wait, not a stream of failing attempts: until the resumer's signal for this wait (time to probe, or the
+ * breaker closed) or the timer. False when the give-up window closes first.
+ */
+async function waitForResumer(delivery: Delivery, deferral: DeliveryDeferredDetails, remaining: number) {
+  const waitToken = (delivery.waits += 1);
+  const timeoutMs = Math.min(deferral.waitMs, Math.max(1, remaining));
+  const woken = await condition(() => delivery.resumed >= waitToken, timeoutMs, { summary: deferral.reason });
+  return woken || remaining > deferral.waitMs;
+}
+
+/**
+ * A local attempt failed and may be retried: the durable activity takes over after the policy's interval for this
+ * attempt, or the receiver's longer Retry-After (a floor, never an accelerator), when the window has room for it.
+ */
+async function waitToHandOver(
+  delivery: Delivery,
+  report: GiveUpReport,
+  retryDelayMs: number | undefined,
+  remaining: number,
+): Promise<'attempt again' | GiveUpReport> {
+  const waitMs = Math.max(policyDelay(delivery.plan.retry, report.attempts), retryDelayMs ?? 0);
+  delivery.earlierAttempts = report.attempts;
+  delivery.lastKnown = { statusCode: report.statusCode, lastError: report.lastError };
+  delivery.local = false;
+  if (remaining > waitMs) {
+    await sleep(waitMs, { summary: 'retry' });
+    return 'attempt again';
   }
-}
-
-/** Recorded when a refusal is decided: a history replays as it ran, whatever ALLOW_UNENCRYPTED_EVENTS says now. */
-const UNENCRYPTED_EVENT_REFUSED = 'unencrypted-event-refused';
-const UNENCRYPTED_SIGNAL_IGNORED = 'unencrypted-signal-ignored';
-
-/**
- * Whether a payload that arrived unencrypted (the worker's codec marked it) is refused. Decided once, live: a refusal
- * records a patch marker, an acceptance records nothing, and a replay follows the history. So a delivery accepted
- * during the migration window still replays after it closes, and no event costs a command unless it is refused.
- */
-function refused(marker: UnencryptedPayload, patchId: string): boolean {
-  if (marker.allowed) return workflowInfo().unsafe.isReplaying && patched(patchId);
-  return patched(patchId);
-}
-
-/**
- * The event, or the refusal of one a client without our payload key started (production, no migration window):
- * nothing is looked up or sent, and the workflow fails for good.
- */
-function acceptedInput(event: DeliverWebhookEventInput): DeliverWebhookEventInput {
-  const marker = unencryptedPayloadOf(event);
-  if (!marker) return boundInput(event);
-  if (!refused(marker, UNENCRYPTED_EVENT_REFUSED)) return boundInput(marker.value as DeliverWebhookEventInput);
-  log.warn('Unencrypted event refused: its input was not encrypted with PAYLOAD_ENCRYPTION_KEYS; nothing sent');
-  metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'event' });
-  throw ApplicationFailure.create({
-    type: FailureType.UnencryptedEventRefused,
-    message:
-      'Event refused: its input is not encrypted with the payload key (PAYLOAD_ENCRYPTION_KEYS); emit it with ' +
-      "the service's codec (connectTemporalClient), or open a migration window with ALLOW_UNENCRYPTED_EVENTS=true",
-    nonRetryable: true,
-  });
-}
-
-/**
- * The event, or the refusal of an input sealed for another workflow id: a copy of another delivery's input (read
- * from its history) started again under a new id. Nothing is looked up or sent. No history has a mismatch to replay
- * (inputs were sealed after it shipped); one sealed for none is for the lookup to judge, which knows the worker's
- * settings.
- */
-function boundInput(event: DeliverWebhookEventInput): DeliverWebhookEventInput {
-  if (eventBinding(event, workflowInfo().workflowId) !== 'other') return event;
-  log.warn('Event refused: its input was sealed for another workflow id; nothing sent', {
-    sealedFor: event.workflowId,
-  });
-  metricMeter.createCounter('webhook_input_refused', 'payloads').add(1, { what: 'event', binding: 'other' });
-  throw ApplicationFailure.create({
-    type: FailureType.InputNotBound,
-    message: bindingRefusal('Event', 'other'),
-    nonRetryable: true,
-  });
-}
-
-/** Recorded when a bare wait token (a signal from before signals named their workflow) is ignored. */
-const UNBOUND_SIGNAL_IGNORED = 'unbound-signal-ignored';
-
-/**
- * A resumeDelivery signal's wait token, as sent to this workflow. Ignored: one sent without our payload key (in
- * production), one naming another workflow (copied from another delivery's history), and a bare number (histories
- * from before it replay as they ran). An ignored signal only means the wait runs to its timer.
- */
-function acceptedSignal(signalled: ResumeDeliverySignal | number): number | undefined {
-  const marker = unencryptedPayloadOf(signalled);
-  if (marker && refused(marker, UNENCRYPTED_SIGNAL_IGNORED)) {
-    log.warn('Unencrypted resumeDelivery signal ignored: not encrypted with PAYLOAD_ENCRYPTION_KEYS');
-    metricMeter.createCounter('webhook_unencrypted_refused', 'payloads').add(1, { what: 'signal' });
-    return undefined;
-  }
-  const value = marker ? (marker.value as ResumeDeliverySignal | number) : signalled;
-  const { binding, waitToken } = resumeSignalBinding(value, workflowInfo().workflowId);
-  if (binding === 'bound' || (binding === 'unbound' && !patched(UNBOUND_SIGNAL_IGNORED))) return waitToken;
-  log.warn('resumeDelivery signal ignored: not sealed for this workflow', { binding });
-  metricMeter.createCounter('webhook_input_refused', 'payloads').add(1, { what: 'signal', binding });
-  return undefined;
+  await sleep(Math.max(1, remaining), { summary: 'give-up window' });
+  return report;
 }
 
 /** The first attempt as the lookup recorded it: its outcome, or its failure rebuilt as the local attempt throws it. */
-function recordedAttempt(recorded: RecordedAttempt) {
-  return (_input: DeliveryAttemptInput): Promise<DeliveryAttemptOutcome> => {
+function recordedAttempt(recorded: RecordedAttempt): AttemptActivity {
+  return (_input) => {
     if ('outcome' in recorded) return Promise.resolve(recorded.outcome);
     const { type, message, nonRetryable, details, nextRetryDelayMs } = recorded.failure;
     return Promise.reject(
@@ -308,35 +327,22 @@ function recordedAttempt(recorded: RecordedAttempt) {
   };
 }
 
-/** A local attempt (the first, or the next after a wait), in the workflow task that asks for it: one try. */
-function localAttempt(plan: DeliveryPlan, webhookType: WebhookType, projectId: string) {
-  return proxyLocalActivities<Activities>({
-    startToCloseTimeout: attemptDeadlineMs(plan.attemptTimeoutMs),
-    retry: { maximumAttempts: 1 },
-    summary: attemptSummary(webhookType, projectId),
-  }).deliverWebhookAttempt;
-}
-
 /**
  * The durable attempts: an activity task retried by Temporal until the give-up window ends (a test gets one try).
  * Its schedule continues the delivery's: the first retry waits what the policy puts after attempt earlierAttempts+1.
- * Options come from the recorded lookup result and workflow time, so creating this proxy per call is deterministic.
+ * Its options change with each hand-over (what is left of the window, where the schedule stands), so each is built
+ * for its call, from the recorded lookup result and workflow time: deterministic.
  */
-function durableAttempt(
-  plan: DeliveryPlan,
-  webhookType: WebhookType,
-  projectId: string,
-  giveUpAt: number,
-  earlierAttempts: number,
-) {
+function durableAttempt(delivery: Delivery): AttemptActivity {
+  const { plan, webhookType, projectId } = delivery;
   return proxyActivities<Activities>({
     startToCloseTimeout: attemptDeadlineMs(plan.attemptTimeoutMs),
-    ...(webhookType === 'TEST'
+    ...(delivery.isTest
       ? { retry: { maximumAttempts: 1 } }
       : {
-          scheduleToCloseTimeout: Math.max(1, giveUpAt - Date.now()),
+          scheduleToCloseTimeout: Math.max(1, delivery.giveUpAt - Date.now()),
           retry: {
-            initialInterval: policyDelay(plan.retry, earlierAttempts + 1),
+            initialInterval: policyDelay(plan.retry, delivery.earlierAttempts + 1),
             backoffCoefficient: plan.retry.backoffCoefficient,
             maximumInterval: plan.retry.maximumIntervalMs,
           },
@@ -353,13 +359,8 @@ const attemptSummary = (webhookType: WebhookType, projectId: string) =>
     : `POST ${webhookType} to project ${projectId}'s webhook`;
 
 /** Gives up: the delivery log learns of it (histories from before the log replay without), then the failure. */
-async function giveUp(
-  webhookId: string,
-  projectId: string,
-  webhookType: string,
-  cause: TemporalFailure,
-  outcome: Omit<DeliveryFailedDetails, 'projectId' | 'webhookType'>,
-): Promise<ApplicationFailure> {
+async function giveUp(delivery: Delivery, cause: TemporalFailure, outcome: GiveUpReport): Promise<ApplicationFailure> {
+  const { webhookId, projectId, webhookType } = delivery;
   const failure = deliveryFailed(projectId, webhookType, cause, outcome);
   if (patched('delivery-log'))
     await recordDeliveryOutcome({ webhookId, projectId, webhookType, status: 'failed', lastError: outcome.lastError });
@@ -371,7 +372,7 @@ function deliveryFailed(
   projectId: string,
   webhookType: string,
   cause: TemporalFailure,
-  outcome: Omit<DeliveryFailedDetails, 'projectId' | 'webhookType'>,
+  outcome: GiveUpReport,
 ): ApplicationFailure {
   const details: DeliveryFailedDetails = { projectId, webhookType, ...outcome };
   log.error('Webhook delivery failed: giving up', { ...details });
