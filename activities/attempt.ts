@@ -116,7 +116,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
     // Custom headers, client certificate, route: what the registration's options add to this attempt's request.
-    const delivery = prepareDelivery(registration, { url, log: context.log });
+    const delivery = await prepareDelivery(registration, { url, log: context.log });
     // The options' headers first: the service's signed headers win over any (the API refuses those names).
     const headers = { ...delivery.headers, ...signedHeaders(secrets, context.webhookId, body) };
     const target = {

@@ -7,6 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import {
   DELIVERY_OPTIONS,
   createPrepareDelivery,
+  type DeliveryContribution,
   type DeliveryOption,
   type DeliveryOptionSetup,
 } from '../activities/delivery-options';
@@ -93,12 +94,12 @@ describe('delivery options: how prepareDelivery merges the options (pure)', () =
     clientCertificate: null,
   } as unknown as RegistrationRow;
   const target = { url: new URL('https://receiver.example.org/hooks'), log: captureLogger().logger };
-  const option = (name: string, prepared: ReturnType<ReturnType<DeliveryOption['setUp']>>): DeliveryOption => ({
+  const option = (name: string, prepared: DeliveryContribution | undefined): DeliveryOption => ({
     name,
     setUp: () => () => prepared,
   });
 
-  it('lays headers down in registry order (a later one wins), takes the route and certificate, and asks for words in order', () => {
+  it('lays headers down in registry order (a later one wins), takes the route and certificate, and asks for words in order', async () => {
     const certificate = { id: 'r-1:fp', certificate: 'CERT', privateKey: () => 'KEY' };
     const prepare = createPrepareDelivery(setup, [
       option('a', { headers: { 'X-One': 'a', 'X-Two': 'a' }, unreachable: () => undefined }),
@@ -109,9 +110,9 @@ describe('delivery options: how prepareDelivery merges the options (pure)', () =
         route: { proxy: 'http://proxy.internal:3128' },
         unreachable: (code) => (code === 'ERR_X' ? `b says ${code}` : undefined),
       }),
-      option('c', { unreachable: (code) => `c says ${code}` }),
+      { name: 'c', setUp: () => () => Promise.resolve({ unreachable: (code: string) => `c says ${code}` }) },
     ]);
-    const prepared = prepare(registration, target);
+    const prepared = await prepare(registration, target);
     assert.deepEqual(prepared.headers, { 'X-One': 'a', 'X-Two': 'b' });
     assert.deepEqual(prepared.connection, {
       clientCertificate: certificate,
@@ -121,8 +122,8 @@ describe('delivery options: how prepareDelivery merges the options (pure)', () =
     assert.equal(prepared.unreachable('ERR_Y'), 'c says ERR_Y');
   });
 
-  it('the worker’s options: no headers, the route of its egress proxy, a missing certificate named on a refused handshake', () => {
-    const direct = createPrepareDelivery(setup)(registration, target);
+  it('the worker’s options: no headers, the route of its egress proxy, a missing certificate named on a refused handshake', async () => {
+    const direct = await createPrepareDelivery(setup)(registration, target);
     assert.deepEqual(direct.headers, {});
     assert.deepEqual(direct.connection, { route: 'direct' });
     assert.match(direct.unreachable('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED') ?? '', /the webhook has none/);
@@ -131,13 +132,15 @@ describe('delivery options: how prepareDelivery merges the options (pure)', () =
       ...setup,
       config: { ...fastConfig, HTTPS_PROXY: 'http://proxy.internal:3128' },
     });
-    assert.deepEqual(proxied(registration, target).connection, { route: { proxy: 'http://proxy.internal:3128' } });
+    assert.deepEqual((await proxied(registration, target)).connection, {
+      route: { proxy: 'http://proxy.internal:3128' },
+    });
   });
 
-  it('custom headers that cannot be opened refuse the attempt, retryable, before any request', () => {
+  it('custom headers that cannot be opened refuse the attempt, retryable, before any request', async () => {
     const sealed = { ...registration, customHeadersSealed: 'not-a-sealed-value' } as RegistrationRow;
-    assert.throws(
-      () => createPrepareDelivery(setup)(sealed, target),
+    await assert.rejects(
+      createPrepareDelivery(setup)(sealed, target),
       (error: unknown) =>
         error instanceof ApplicationFailure && error.type === FailureType.SecretUnavailable && !error.nonRetryable,
     );

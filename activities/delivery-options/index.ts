@@ -27,12 +27,16 @@ export function createPrepareDelivery(
   options: readonly DeliveryOption[] = DELIVERY_OPTIONS,
 ) {
   const prepares = options.map((option) => option.setUp(setup));
-  return function prepareDelivery(registration: RegistrationRow, target: AttemptTarget): PreparedDelivery {
+  return async function prepareDelivery(
+    registration: RegistrationRow,
+    target: AttemptTarget,
+  ): Promise<PreparedDelivery> {
     const headers: Record<string, string> = {};
     const connection: ReceiverConnection = {};
     const explainers: ((errorCode: string) => string | undefined)[] = [];
     for (const prepare of prepares) {
-      const contribution = prepare(registration, target);
+      const prepared = prepare(registration, target);
+      const contribution = prepared instanceof Promise ? await prepared : prepared;
       if (!contribution) continue;
       if (contribution.headers) Object.assign(headers, contribution.headers);
       if (contribution.clientCertificate) connection.clientCertificate = contribution.clientCertificate;

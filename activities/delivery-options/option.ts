@@ -30,8 +30,8 @@ export interface DeliveryContribution {
 
 /**
  * Something a delivery carries beyond its signed body. `setUp` runs once per worker and does what needs no
- * registration (parse settings); what it returns runs once per attempt, on the registration the attempt has read, and
- * must not query the database. It throws an ApplicationFailure to refuse the attempt before any request.
+ * registration (parse settings, hold caches); what it returns runs once per attempt, on the registration the attempt
+ * has read, and must not query the database. It throws an ApplicationFailure to refuse the attempt before any request.
  */
 export interface DeliveryOption {
   /** Names the option in the registry. */
@@ -39,4 +39,8 @@ export interface DeliveryOption {
   setUp(setup: DeliveryOptionSetup): PrepareOption;
 }
 
-export type PrepareOption = (registration: RegistrationRow, target: AttemptTarget) => DeliveryContribution | undefined;
+/** Synchronous unless the option must wait (a token to fetch): only a promise is awaited. */
+export type PrepareOption = (
+  registration: RegistrationRow,
+  target: AttemptTarget,
+) => DeliveryContribution | undefined | Promise<DeliveryContribution | undefined>;
