@@ -52,7 +52,7 @@ export class TlsAlertError extends Error {
   }
 }
 
-/** Pools kept for client certificates: beyond this, the least recently used one is closed. */
+/** Pools kept, one per route and client certificate: beyond this, the least recently used one is closed. */
 const MAX_CERTIFICATE_POOLS = 256;
 
 /** The worker's egress proxy (HTTPS_PROXY, HTTP_PROXY, NO_PROXY); no proxy when neither URL is set. */
