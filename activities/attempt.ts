@@ -26,8 +26,6 @@ import {
   forgetAttemptedWaiter,
   forgetUnregisteredWaiter,
   isPaused,
-  openClientKey,
-  openCustomHeaders,
   type Db,
   type RegistrationRow,
 } from '../db';
@@ -35,8 +33,8 @@ import type { DeliveryLog } from './delivery-log';
 import { assertAttemptBound, currentRun } from './input-binding';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
-import { ProxyUnavailableError, type ClientCertificate, type ReceiverResponse } from './http';
-import { handshakeRefusal, type ClientCertificateInfo } from '../common/client-certificate';
+import { createPrepareDelivery, DELIVERY_OPTIONS, type PreparedDelivery } from './delivery-options';
+import { ProxyUnavailableError, type ReceiverResponse } from './http';
 import { createPauseHold } from './pause';
 import { nextRetryDelay, parseRetryAfter } from './retry-after';
 import { ForbiddenTargetError } from './ssrf';
@@ -65,6 +63,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   };
   const throughEndpointGuard = createEndpointGuard(deps);
   const holdWhilePaused = createPauseHold(deps);
+  const prepareDelivery = createPrepareDelivery(deps, deps.deliveryOptions ?? DELIVERY_OPTIONS);
 
   return async function attempt(
     input: DeliveryAttemptInput,
@@ -116,13 +115,10 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       );
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
-    // The registration's own headers first: the service's signed headers win over any (the API refuses those names).
-    const headers = {
-      ...customHeaders(secretBox, registration, context),
-      ...signedHeaders(secrets, context.webhookId, body),
-    };
-
-    const clientCertificate = presentedCertificate(secretBox, registration, context);
+    // Custom headers, client certificate, route: what the registration's options add to this attempt's request.
+    const delivery = await prepareDelivery(registration, { url, log: context.log });
+    // The options' headers first: the service's signed headers win over any (the API refuses those names).
+    const headers = { ...delivery.headers, ...signedHeaders(secrets, context.webhookId, body) };
     const target = {
       registrationId: registration.id,
       isTest: webhookType === 'TEST',
@@ -136,11 +132,11 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       const elapsed = () => Math.round(performance.now() - started);
       let response: ReceiverResponse;
       try {
-        response = await http.post(url, headers, body, clientCertificate);
+        response = await http.post(url, headers, body, delivery.connection);
       } catch (error) {
         throw await deliveryLog.failedAttempt(
           logKey,
-          unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS, registration.clientCertificate),
+          unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS, delivery),
         );
       }
       return deliveryLog.attempt(logKey, () => classifyAnswer(response, url, elapsed(), context, retrySchedule));
@@ -227,44 +223,6 @@ async function openSecrets(
   }
 }
 
-/** The registration's custom headers, opened; retryable when they cannot be, like the secret. Never logged. */
-function customHeaders(secretBox: SecretBox, registration: RegistrationRow, { log }: AttemptContext) {
-  try {
-    return Object.fromEntries(openCustomHeaders(secretBox, registration));
-  } catch {
-    log.error('cannot open the webhook custom headers: is WEBHOOK_SECRET_KEY the one they were sealed with?');
-    throw ApplicationFailure.create({
-      type: FailureType.SecretUnavailable,
-      message: 'The webhook custom headers could not be opened with this worker’s WEBHOOK_SECRET_KEY',
-    });
-  }
-}
-
-/** The registration's client certificate for the TLS handshake; its key is opened only when a new pool needs it. */
-function presentedCertificate(
-  secretBox: SecretBox,
-  registration: RegistrationRow,
-  { log }: AttemptContext,
-): ClientCertificate | undefined {
-  const stored = registration.clientCertificate;
-  if (!stored) return undefined;
-  return {
-    id: `${registration.id}:${stored.fingerprint}`,
-    certificate: stored.pem,
-    privateKey: () => {
-      try {
-        return openClientKey(secretBox, { ...registration, clientCertificate: stored });
-      } catch {
-        log.error('cannot open the client certificate key: is WEBHOOK_SECRET_KEY the one it was sealed with?');
-        throw ApplicationFailure.create({
-          type: FailureType.SecretUnavailable,
-          message: 'The webhook client certificate key could not be opened with this worker’s WEBHOOK_SECRET_KEY',
-        });
-      }
-    },
-  };
-}
-
 /**
  * Spec sections 5 and 6: X-Timestamp of this attempt and X-Signature over `{timestamp}.{body}` with the newest secret;
  * and Standard Webhooks: webhook-id, webhook-timestamp (the same instant, in seconds) and webhook-signature with every
@@ -300,9 +258,9 @@ function unreachableFailure(
   durationMs: number,
   { attempt, log }: AttemptContext,
   timeoutMs: number,
-  certificate: Pick<ClientCertificateInfo, 'subject' | 'notAfter'> | null,
+  delivery: Pick<PreparedDelivery, 'unreachable'>,
 ): ApplicationFailure {
-  // Our own refusal before any request (the client certificate key could not be opened): as it was thrown.
+  // An option's refusal before any request (a client certificate key that could not be opened): as it was thrown.
   if (error instanceof ApplicationFailure) return error;
   if (error instanceof ForbiddenTargetError) {
     log.error({ host: url.host, category: error.category, durationMs }, 'webhook target refused by the SSRF guard');
@@ -324,8 +282,8 @@ function unreachableFailure(
   }
   const errorCode = errorCodeOf(error);
   log.warn({ host: url.host, errorCode, durationMs }, 'webhook delivery attempt failed: receiver unreachable');
-  // A handshake refused over the client certificate names it (none uploaded, expired, refused): the breaker's message.
-  const refusal = handshakeRefusal(errorCode, certificate ?? undefined);
+  // An option names the failure in its terms (a handshake refused over the client certificate): the breaker's message.
+  const refusal = delivery.unreachable(errorCode);
   return ApplicationFailure.create({
     type: FailureType.ReceiverUnreachable,
     message:

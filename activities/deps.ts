@@ -3,6 +3,7 @@ import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { Db } from '../db';
 import type { AlertOptions } from './alerts';
+import type { DeliveryOption } from './delivery-options';
 import type { WebhookHttpClient } from './http';
 import type { Notify } from './notices';
 
@@ -49,4 +50,6 @@ export interface ActivityDeps {
   alerts?: AlertOptions;
   /** Tells a project's own contacts (breaker open, recovered, given up); none told without it. */
   notify?: Notify;
+  /** What deliveries carry beyond the signed body: DELIVERY_OPTIONS unless a test adds its own. */
+  deliveryOptions?: readonly DeliveryOption[];
 }

@@ -18,10 +18,21 @@ export interface WebhookHttpClient {
     url: URL,
     headers: Record<string, string>,
     body: string,
-    clientCertificate?: ClientCertificate,
+    connection?: ReceiverConnection,
   ): Promise<ReceiverResponse>;
   close(): Promise<void>;
 }
+
+/** How a request's connection reaches the receiver: what a delivery's options decide (activities/delivery-options). */
+export interface ReceiverConnection {
+  /** Presented in the TLS handshake; none unless given. */
+  clientCertificate?: ClientCertificate;
+  /** Direct or through an egress proxy; the client's own proxy setting decides when not given (notices, alerts). */
+  route?: EgressRoute;
+}
+
+/** Straight to the receiver, or tunnelled (CONNECT) through the egress proxy at this URL. */
+export type EgressRoute = 'direct' | { proxy: string };
 
 /** A registration's client certificate, presented in the TLS handshake to receivers that require mutual TLS. */
 export interface ClientCertificate {
@@ -41,7 +52,7 @@ export class TlsAlertError extends Error {
   }
 }
 
-/** Pools kept for client certificates: beyond this, the least recently used one is closed. */
+/** Pools kept, one per route and client certificate: beyond this, the least recently used one is closed. */
 const MAX_CERTIFICATE_POOLS = 256;
 
 /** The worker's egress proxy (HTTPS_PROXY, HTTP_PROXY, NO_PROXY); no proxy when neither URL is set. */
@@ -49,6 +60,16 @@ export interface EgressProxy {
   httpsProxy?: string;
   httpProxy?: string;
   noProxy?: string;
+}
+
+/** The route to a receiver's URL under this egress proxy setting: HTTPS_PROXY, HTTP_PROXY and NO_PROXY. */
+export function egressRouteTo(proxy: EgressProxy): (url: URL) => EgressRoute {
+  const proxyFor = egressRoutes(proxy);
+  return ({ protocol, host, hostname, port }) => {
+    // As undici's Client hands its connector the URL: the host with its port, the name without brackets.
+    const proxyUrl = proxyFor({ protocol, host, hostname: hostname.replace(/^\[(.*)\]$/, '$1'), port });
+    return proxyUrl ? { proxy: proxyUrl } : 'direct';
+  };
 }
 
 /** The egress proxy a config names (HTTPS_PROXY, HTTP_PROXY, NO_PROXY): the worker's and the tests' alike. */
@@ -101,16 +122,19 @@ export function createWebhookHttpClient(options: {
   const alerts = createTlsAlerts();
   const ca: ConnectionTls = options.trustedCa?.length ? { ca: [...rootCertificates, ...options.trustedCa] } : {};
   const dispatchers = new Map<string, Dispatcher>();
-  /** The pool for no client certificate, or for this one; made on first use. */
-  const dispatcherFor = (certificate?: ClientCertificate): Dispatcher => {
-    const id = certificate ? `client-certificate:${certificate.id}` : '';
+  /** The pool for this route and no client certificate, or this one; made on first use. */
+  const dispatcherFor = (route: EgressRoute, certificate?: ClientCertificate): Dispatcher => {
+    const through = route === 'direct' ? 'direct' : `proxy:${route.proxy}`;
+    const id = certificate ? `${through} client-certificate:${certificate.id}` : through;
     let dispatcher = dispatchers.get(id);
     if (dispatcher) {
       // Most recently used last: the first entry is the one to close when there are too many.
       dispatchers.delete(id);
     } else {
       const tls = { ...ca, ...(certificate && { cert: certificate.certificate, key: certificate.privateKey() }) };
-      dispatcher = createDispatcher(options, tls, alerts, tunnels);
+      const connect =
+        route === 'direct' ? createGuardedConnector({ ...options, tls }) : tunnels.connector(route.proxy, tls);
+      dispatcher = createDispatcher(options.timeoutMs, alerts.recording(connect));
       const [oldest] = dispatchers.keys();
       if (dispatchers.size >= MAX_CERTIFICATE_POOLS && oldest !== undefined) {
         void dispatchers.get(oldest)?.close();
@@ -120,16 +144,17 @@ export function createWebhookHttpClient(options: {
     dispatchers.set(id, dispatcher);
     return dispatcher;
   };
-  const proxied = Boolean(options.proxy?.httpsProxy || options.proxy?.httpProxy);
-  const tunnels = proxied ? createEgressTunnels(options) : undefined;
+  const defaultRoute = egressRouteTo(options.proxy ?? {});
+  const tunnels = createEgressTunnels(options);
   return {
-    async post(url, headers, body, clientCertificate) {
+    async post(url, headers, body, connection = {}) {
+      const route = connection.route ?? defaultRoute(url);
       const controller = new AbortController();
       const timeoutError = new ReceiverTimeoutError(`Receiver did not answer within ${options.timeoutMs} ms`);
       const timer = setTimeout(() => controller.abort(timeoutError), options.timeoutMs);
       try {
         // Dispatcher.request does not follow redirects: a 3xx comes back as a status like any other.
-        const response = await dispatcherFor(clientCertificate).request({
+        const response = await dispatcherFor(route, connection.clientCertificate).request({
           origin: url.origin,
           path: url.pathname + url.search,
           method: 'POST',
@@ -144,6 +169,7 @@ export function createWebhookHttpClient(options: {
         if (error instanceof ForbiddenTargetError) throw error;
         if (controller.signal.aborted) throw timeoutError;
         if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) throw timeoutError;
+        const proxied = route !== 'direct';
         throw unwrapForbidden(error) ?? (proxied ? proxyFailure(error) : undefined) ?? alerts.behind(error) ?? error;
       } finally {
         clearTimeout(timer);
@@ -152,29 +178,21 @@ export function createWebhookHttpClient(options: {
     close: async () => {
       await Promise.all([...dispatchers.values()].map((dispatcher) => dispatcher.close()));
       dispatchers.clear();
-      await tunnels?.close();
+      await tunnels.close();
     },
   };
 }
 
-/** One pool of keep-alive connections, direct or through the egress proxy, with the given TLS options. */
-function createDispatcher(
-  options: { timeoutMs: number; allowPrivate: boolean; lookup?: LookupFunction },
-  tls: ConnectionTls,
-  alerts: TlsAlerts,
-  tunnels: EgressTunnels | undefined,
-): Dispatcher {
-  const direct = createGuardedConnector({ ...options, tls });
+/** One pool of keep-alive connections made by `connect`: direct, or through one egress proxy. */
+function createDispatcher(timeoutMs: number, connect: buildConnector.connector): Dispatcher {
   return new Agent({
-    connect: alerts.recording(tunnels ? tunnels.connector(direct, tls) : direct),
+    connect,
     keepAliveTimeout: 30_000,
     connections: 32,
-    headersTimeout: options.timeoutMs,
-    bodyTimeout: options.timeoutMs,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
   });
 }
-
-type EgressTunnels = ReturnType<typeof createEgressTunnels>;
 
 /**
  * Connections through the egress proxy. The worker resolves the receiver's host and checks the address (the SSRF
@@ -182,13 +200,7 @@ type EgressTunnels = ReturnType<typeof createEgressTunnels>;
  * again, perhaps to an internal address (DNS rebinding, split-horizon DNS). TLS inside the tunnel is the receiver's,
  * with SNI and the certificate check on its name; http:// receivers are tunnelled alike, with Host the name.
  */
-function createEgressTunnels(options: {
-  timeoutMs: number;
-  allowPrivate: boolean;
-  proxy?: EgressProxy;
-  lookup?: LookupFunction;
-}) {
-  const proxyFor = egressRoutes(options.proxy ?? {});
+function createEgressTunnels(options: { timeoutMs: number; allowPrivate: boolean; lookup?: LookupFunction }) {
   const proxies = new Map<string, { pool: Pool; authorization?: string }>();
   /** The connections to one proxy, tagged so that their failures are told apart from the receiver's. */
   const proxyClient = (proxyUrl: string) => {
@@ -223,12 +235,10 @@ function createEgressTunnels(options: {
     return socket;
   };
   return {
-    /** `direct` for receivers the proxy does not carry (NO_PROXY, or no proxy for the scheme), else the tunnel. */
-    connector(direct: buildConnector.connector, tls: ConnectionTls): buildConnector.connector {
+    /** Connections through the proxy at `proxyUrl`, the receiver's TLS (these options) inside the tunnel. */
+    connector(proxyUrl: string, tls: ConnectionTls): buildConnector.connector {
       const receiverTls = buildConnector({ timeout: options.timeoutMs, ...tls });
       return (connectOptions, callback) => {
-        const proxyUrl = proxyFor(connectOptions);
-        if (!proxyUrl) return direct(connectOptions, callback);
         void tunnel(proxyUrl, connectOptions).then(
           (socket) =>
             connectOptions.protocol === 'https:'
@@ -273,8 +283,6 @@ export function egressRoutes(proxy: EgressProxy): (connectOptions: buildConnecto
     return bypassed ? undefined : proxyUrl;
   };
 }
-
-type TlsAlerts = ReturnType<typeof createTlsAlerts>;
 
 /**
  * Under TLS 1.3 a receiver refuses a client certificate (or its absence) after the handshake, with an alert that undici

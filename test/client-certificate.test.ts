@@ -175,7 +175,10 @@ describe('client certificates to receivers (mutual TLS)', function () {
         certificate: certs.client.certificate,
         privateKey: () => certs.client.privateKey,
       };
-      assert.equal((await http.post(url, { 'content-type': 'application/json' }, '{}', pair)).statusCode, 200);
+      assert.equal(
+        (await http.post(url, { 'content-type': 'application/json' }, '{}', { clientCertificate: pair })).statusCode,
+        200,
+      );
       assert.equal(receiver.requests.length, 1);
       assert.ok(proxy.log().includes(`CONNECT 127.0.0.1:${receiver.port} HTTP/1.1`), proxy.log());
       await assert.rejects(http.post(url, { 'content-type': 'application/json' }, '{}'));

@@ -81,20 +81,23 @@ describe('tracing in process: POST spans, traceparent, log lines', () => {
     assert.equal(first.events[1]!.attributes?.['network.peer.address'], '127.0.0.1');
   });
 
-  it('hands the registration’s client certificate to the client it wraps (mutual TLS while traced)', async () => {
+  it('hands the attempt’s connection (client certificate, route) to the client it wraps (mutual TLS, proxy while traced)', async () => {
     const seen: unknown[] = [];
     const inner: WebhookHttpClient = {
-      post: (_url, _headers, _body, clientCertificate) => {
-        seen.push(clientCertificate);
+      post: (_url, _headers, _body, connection) => {
+        seen.push(connection);
         return Promise.resolve({ statusCode: 200 });
       },
       close: () => Promise.resolve(),
     };
-    const certificate = { id: 'r1:fp', certificate: 'CERT', privateKey: () => 'KEY' };
+    const connection = {
+      clientCertificate: { id: 'r1:fp', certificate: 'CERT', privateKey: () => 'KEY' },
+      route: { proxy: 'http://proxy.internal:3128' },
+    };
     const http = traceHttpClient(inner, { traceparent: true });
-    await http.post(new URL(receiver.url), {}, '{}', certificate);
+    await http.post(new URL(receiver.url), {}, '{}', connection);
     await http.post(new URL(receiver.url), {}, '{}');
-    assert.deepEqual(seen, [certificate, undefined]);
+    assert.deepEqual(seen, [connection, undefined]);
   });
 
   it('sends no traceparent with DELIVERY_TRACEPARENT=false, and still traces the POST', async () => {

@@ -16,6 +16,7 @@ import {
   type AlertOptions,
 } from '../../activities';
 import type { Logger } from '../../common/logger';
+import type { DeliveryOption } from '../../activities/delivery-options';
 import type { Notify } from '../../activities/notices';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
@@ -42,6 +43,8 @@ export interface DeliveryWorkerOptions {
   notify?: Notify;
   /** CAs the worker's HTTP client trusts beside Node's (an https receiver with a certificate of the test's own CA). */
   trustedCa?: string[];
+  /** What deliveries carry beyond the signed body (activities/delivery-options); the worker's own unless given. */
+  deliveryOptions?: readonly DeliveryOption[];
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
 }
@@ -92,6 +95,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
           alerts: options.alerts,
           requireBoundInputs: options.requireBoundInputs,
           notify: options.notify,
+          deliveryOptions: options.deliveryOptions,
         }),
       ),
       ...options.slots,

@@ -1,0 +1,46 @@
+import type { Logger } from '../../common/logger';
+import type { SecretBox } from '../../common/secrets';
+import type { RegistrationRow } from '../../db';
+import type { ActivityConfig } from '../deps';
+import type { ClientCertificate, EgressRoute } from '../http';
+
+/** What the worker gives each option once, when its activities are made. */
+export interface DeliveryOptionSetup {
+  config: ActivityConfig;
+  secretBox: SecretBox;
+}
+
+/** The attempt an option prepares: the receiver's URL, already checked against the URL policy, and its log. */
+export interface AttemptTarget {
+  url: URL;
+  log: Logger;
+}
+
+/** What one option adds to an attempt's request; each part optional. */
+export interface DeliveryContribution {
+  /** Sent beside the signed headers, which win over any of the same name. */
+  headers?: Readonly<Record<string, string>>;
+  /** TLS material the connector presents to the receiver (one pool of connections per pair, kept across attempts). */
+  clientCertificate?: ClientCertificate;
+  /** Direct, or through an egress proxy. */
+  route?: EgressRoute;
+  /** A failure to reach the receiver said in this option's terms (the message members and the breaker show). */
+  unreachable?: (errorCode: string) => string | undefined;
+}
+
+/**
+ * Something a delivery carries beyond its signed body. `setUp` runs once per worker and does what needs no
+ * registration (parse settings, hold caches); what it returns runs once per attempt, on the registration the attempt
+ * has read, and must not query the database. It throws an ApplicationFailure to refuse the attempt before any request.
+ */
+export interface DeliveryOption {
+  /** Names the option in the registry. */
+  readonly name: string;
+  setUp(setup: DeliveryOptionSetup): PrepareOption;
+}
+
+/** Synchronous unless the option must wait (a token to fetch): only a promise is awaited. */
+export type PrepareOption = (
+  registration: RegistrationRow,
+  target: AttemptTarget,
+) => DeliveryContribution | undefined | Promise<DeliveryContribution | undefined>;
