@@ -11,7 +11,7 @@ export default tseslint.config(
       '.stryker-tmp/**',
       'reports/**',
       'eslint.config.mjs',
-      'stryker.config.mjs',
+      'test/mutation/stryker.config.mjs',
     ],
   },
   ...tseslint.configs.recommendedTypeChecked,

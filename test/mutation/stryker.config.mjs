@@ -41,6 +41,9 @@ export default {
     'common/client-certificate.ts',
     'db/notices.ts',
     'common/prometheus-otlp.ts',
+    'activities/delivery-options/index.ts',
+    'api/codec-disclosures.ts',
+    'db/waiter-handover.ts',
   ],
   mochaOptions: {
     spec: [
@@ -83,6 +86,7 @@ export default {
       'test/codec-opening.test.ts',
       'test/codec-route.test.ts',
       'test/unencrypted-guard.test.ts',
+      'test/delivery-options.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
@@ -93,8 +97,8 @@ export default {
   // A full run takes about 42 min on a quiet 2-core machine: runs reuse the committed results of the mutants
   // and tests that did not change, so only changed code and tests are tried again.
   incremental: true,
-  incrementalFile: 'stryker-incremental.json',
-  ignorePatterns: ['dist', '.data', 'bench/results', '.schemathesis', 'reports', 'stryker-incremental.json'],
+  incrementalFile: 'test/mutation/incremental.json',
+  ignorePatterns: ['dist', '.data', 'bench/results', '.schemathesis', 'reports', 'test/mutation/incremental.json'],
   timeoutMS: 20_000,
   concurrency: 2,
   thresholds: { high: 90, low: 80, break: 80 },
