@@ -17,7 +17,8 @@ import { ENCRYPTED_ENCODING, payloadCodecFromConfig } from '../common/payload-co
 import { eventWorkflowId } from '../client/emit';
 import { freePort } from '../dev/ports';
 import { createSecretBox, generateWebhookSecret } from '../common/secrets';
-import { generateAuditSigningKey } from '../common/audit-keys';
+import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../common/audit-keys';
+import { configureAuditTrail } from '../db';
 import { temporalCliPath } from '../dev/temporal-binaries';
 import { addMember, addProject, createDb, createRegistration, migrateToLatest } from '../db';
 import { auditStage, auditStageProblems } from './audit';
@@ -406,6 +407,17 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   }
 
   if (selected.has('trail')) {
+    // The stage's API runs in this process: it chains, signs and journals its rows as the API processes do.
+    mkdirSync(env.AUDIT_DIGEST_DIR!, { recursive: true });
+    configureAuditTrail(
+      auditTrailKeysFromConfig({
+        NODE_ENV: 'production',
+        DATA_DIR: dataDir,
+        AUDIT_HMAC_KEYS: env.AUDIT_HMAC_KEYS,
+        AUDIT_SIGNING_KEY: env.AUDIT_SIGNING_KEY,
+        AUDIT_DIGEST_DIR: env.AUDIT_DIGEST_DIR,
+      }),
+    );
     figures.trail = await trailStage(stack.databaseUrl, {
       seconds: plan.trailSeconds,
       loops: plan.trailLoops,
