@@ -407,7 +407,8 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   }
 
   if (selected.has('trail')) {
-    // The stage's API runs in this process: it chains, signs and journals its rows as the API processes do.
+    // The stage's API processes get the run's env; B's breaker transitions run in this process, as a worker's do, and
+    // chain, sign and journal their rows with the same keys.
     mkdirSync(env.AUDIT_DIGEST_DIR!, { recursive: true });
     configureAuditTrail(
       auditTrailKeysFromConfig({
@@ -422,6 +423,9 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
       seconds: plan.trailSeconds,
       loops: plan.trailLoops,
       writesPerMinute: plan.trailWritesPerMinute,
+      env,
+      logDir,
+      cpuProfDir,
       log,
     });
     problems.push(...trailStageProblems(figures.trail));

@@ -64,24 +64,27 @@ const ENTRIES = {
 
 export interface NodeServiceOptions {
   name: keyof typeof ENTRIES;
+  /** The process's name, log file and profile folder when several run one entry (the trail's two APIs); `name` when omitted. */
+  label?: string;
   env: NodeJS.ProcessEnv;
   logDir: string;
   /** Directory for --cpu-prof output; no profile when omitted. */
   cpuProfDir?: string;
 }
 
-/** `node dist/worker/main.js`, `dist/api/server.js` or `dist/cli/index.js start`, logs to <logDir>/<name>.log, ready once it says so. */
+/** `node dist/worker/main.js`, `dist/api/server.js` or `dist/cli/index.js start`, logs to <logDir>/<label>.log, ready once it says so. */
 export async function startNodeService(options: NodeServiceOptions): Promise<BenchProcess> {
   const { args, marker } = ENTRIES[options.name];
-  const profile = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${join(options.cpuProfDir, options.name)}`] : [];
-  const log = logFileFd(options.logDir, options.name);
+  const label = options.label ?? options.name;
+  const profile = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${join(options.cpuProfDir, label)}`] : [];
+  const log = logFileFd(options.logDir, label);
   const child = spawn(process.execPath, [...profile, join(ROOT, args[0]), ...args.slice(1)], {
     cwd: ROOT,
     env: options.env,
     stdio: ['ignore', log.fd, log.fd],
   });
   closeSync(log.fd);
-  const service = track(options.name, child);
+  const service = track(label, child);
   try {
     await waitForLogLine(service, log.path, marker);
   } catch (error) {

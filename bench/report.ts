@@ -386,7 +386,8 @@ export function formatReport(report: BenchReport): string {
   if (report.trail) {
     const { a, b, breaker } = report.trail;
     out.push(
-      `Trail contention (the API in the bench's process; ${report.trail.loops} loops PATCH project A for ` +
+      `Trail contention (${report.trail.apiProcesses} API processes: A's loops from a load process to one, B's ` +
+        `PATCHes to another, B's breaker in the bench's process; ${report.trail.loops} loops PATCH project A for ` +
         `${report.trail.seconds} s, AUDITED_WRITES_PER_MINUTE ${report.trail.writesPerMinute}):`,
       table(
         ['what', 'count', 'p50 ms', 'p99 ms', 'max ms', 'rate'],
