@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Knex } from 'knex';
 import pino from 'pino';
@@ -14,6 +16,9 @@ import { createSecretBox } from '../common/secrets';
 import * as store from '../db';
 import { migrationSource } from '../db/migrations';
 import { testAuditEnv } from './support/audit-keys';
+
+// The rows' chains alone: another suite of this process may have installed a digest folder of other databases.
+const emptyDigestDir = () => mkdtempSync(join(tmpdir(), 'roles-digests-'));
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 
 const secretBox = createSecretBox(randomBytes(32));
@@ -119,7 +124,7 @@ describe('database roles: the API and the workers connect as roles of their own'
       'DELETE FROM deliveries',
     ])
       await assert.rejects(asApi.raw(statement), refused, statement);
-    assert.equal((await store.verifyAuditChain(t.db)).fault, undefined);
+    assert.equal((await store.verifyAuditChain(t.db, { digestDir: emptyDigestDir() })).fault, undefined);
     assert.equal((await store.listAuditEvents(t.db, { projectId, limit: 10 })).length, 1);
     // Deleting a registration cascades to its breaker row as the tables' owner: the role needs no grant for it.
     await store.recordFailure(
@@ -160,7 +165,7 @@ describe('database roles: the API and the workers connect as roles of their own'
     ])
       await assert.rejects(asWorker.raw(statement), refused, statement);
     await assert.rejects(store.addMember(asWorker, projectId, 'mallory'), refused);
-    assert.equal((await store.verifyAuditChain(t.db)).fault, undefined);
+    assert.equal((await store.verifyAuditChain(t.db, { digestDir: emptyDigestDir() })).fault, undefined);
   });
 
   it("the owner's commands run in production without keys, as compose's migrate service runs them; not as the API", async () => {
