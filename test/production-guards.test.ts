@@ -296,9 +296,10 @@ describe('a production worker refuses events not encrypted with the payload key'
     const { worker, taskQueue, metrics } = await productionWorker({
       BREAKER_FAILURE_THRESHOLD: '1',
       // Open long enough that no probe (the first delivery's or this one's) comes while the copied signals are checked,
-      // however slow the machine: only a signal the breaker did not send could make a second request then.
-      BREAKER_OPEN_MS: '15000',
-      BREAKER_MAX_OPEN_MS: '15000',
+      // however slow the machine (15 s was once outlasted beside a mutation run): only a signal the breaker did not
+      // send could make a second request then.
+      BREAKER_OPEN_MS: '30000',
+      BREAKER_MAX_OPEN_MS: '30000',
       BREAKER_RESUME_SPREAD_MS: '0',
       // Only the resumer's signal can end the wait within this test; its safety timer is minutes away.
       BREAKER_WAIT_MAX_MS: '600000',
