@@ -41,9 +41,6 @@ export default {
     'common/client-certificate.ts',
     'db/notices.ts',
     'common/prometheus-otlp.ts',
-    'activities/delivery-options/index.ts',
-    'api/codec-disclosures.ts',
-    'db/waiter-handover.ts',
   ],
   mochaOptions: {
     spec: [
@@ -86,7 +83,6 @@ export default {
       'test/codec-opening.test.ts',
       'test/codec-route.test.ts',
       'test/unencrypted-guard.test.ts',
-      'test/delivery-options.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
