@@ -2,7 +2,7 @@ import type { HttpMethod, OpenApiOperation } from './openapi';
 import { DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE } from './audit-log';
 import { json, problem, projectIdParameter, ref } from './openapi-parts';
 
-// The audit trail's part of the OpenAPI document (issue 30); ./openapi spreads these into its paths and schemas.
+// The audit trail's part of the OpenAPI document; ./openapi spreads these into its paths and schemas.
 
 const query = (name: string, description: string, schema: object) =>
   ({ name, in: 'query', required: false, description, schema }) as const;

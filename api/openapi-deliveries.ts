@@ -5,7 +5,7 @@ import { recoverBodySchema } from './delivery-schemas';
 import type { HttpMethod, OpenApiOperation } from './openapi';
 import { json, pathParameter as path, problem, projectIdParameter as projectId, ref } from './openapi-parts';
 
-// The delivery log's part of the OpenAPI document (issue 13); ./openapi spreads these into its paths and schemas.
+// The delivery log's part of the OpenAPI document; ./openapi spreads these into its paths and schemas.
 
 /** A path parameter outside its alphabet never reaches the database. */
 const badPath = problem(

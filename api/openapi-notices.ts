@@ -2,7 +2,7 @@ import type { HttpMethod, OpenApiOperation } from './openapi';
 import { notificationContactsSchema } from './notices';
 import { json, problem, projectIdParameter, ref } from './openapi-parts';
 
-// The project's notification contacts' part of the OpenAPI document (issue 32, item 5); ./openapi spreads these.
+// The project's notification contacts' part of the OpenAPI document; ./openapi spreads these.
 
 const answers = {
   '401': ref('responses', 'Unauthorized'),

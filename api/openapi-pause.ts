@@ -2,7 +2,7 @@ import type { HttpMethod, OpenApiOperation } from './openapi';
 import { pauseBodySchema } from './pause';
 import { json, problem, projectIdParameter, ref } from './openapi-parts';
 
-// The pause's part of the OpenAPI document (issue 32, item 4); ./openapi spreads these into its paths and schemas.
+// The pause's part of the OpenAPI document; ./openapi spreads these into its paths and schemas.
 
 const answers = {
   '400': ref('responses', 'InvalidBody'),

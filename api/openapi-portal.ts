@@ -2,7 +2,7 @@ import type { HttpMethod, OpenApiOperation } from './openapi';
 import { portalSessionBodySchema } from './portal';
 import { problem, projectIdParameter, ref } from './openapi-parts';
 
-// The portal links' part of the OpenAPI document (issue 23); ./openapi spreads these into its paths and schemas.
+// The portal links' part of the OpenAPI document; ./openapi spreads these into its paths and schemas.
 
 const portalSessionSchema = {
   type: 'object',

@@ -1,4 +1,4 @@
-// The audit trail's cost (issue 30): register, the test button and a codec decode, each served by the real API
+// The audit trail's cost: register, the test button and a codec decode, each served by the real API
 // (createApp) in the bench's process on the run's PostgreSQL, once writing every audit row and once with a writer that
 // writes none (AppDeps.auditWriter, which only the bench sets). Rounds alternate the order, so neither variant always
 // runs on a warmer database.

@@ -1,4 +1,4 @@
-// A registration's client certificate for receivers that require mutual TLS (issue 32, item 2): checked once when it
+// A registration's client certificate for receivers that require mutual TLS: checked once when it
 // is uploaded, then presented on every attempt. The private key is sealed at rest like the signing secret.
 import { X509Certificate, createPrivateKey, type KeyObject } from 'node:crypto';
 

@@ -82,7 +82,7 @@ export interface Config {
   DB_STATEMENT_TIMEOUT_MS: number;
   /** How long the API waits for Temporal to accept a connection before it answers 503. */
   TEMPORAL_CONNECT_TIMEOUT_MS: number;
-  /** Isolation between projects (issue 10): circuit breaker per registration, concurrent attempts per endpoint. */
+  /** Isolation between projects: circuit breaker per registration, concurrent attempts per endpoint. */
   BREAKER_FAILURE_THRESHOLD: number;
   BREAKER_OPEN_MS: number;
   BREAKER_MAX_OPEN_MS: number;
@@ -109,9 +109,9 @@ export interface Config {
   DEV_TEMPORAL_UI_PORT?: number;
   TEMPORAL_CLI_PATH?: string;
   TEMPORAL_TEST_SERVER_PATH?: string;
-  /** Delivery log, recovery, alerts and metrics (issue 13). */
+  /** Delivery log, recovery, alerts and metrics. */
   DELIVERY_LOG_RETENTION_DAYS: number;
-  /** How long audit rows are kept: `webhooks audit prune` removes older ones from the oldest end (issue 30). */
+  /** How long audit rows are kept: `webhooks audit prune` removes older ones from the oldest end. */
   AUDIT_RETENTION_DAYS: number;
   /** The audit chain's HMAC key ring `id:key[,…]` (as WEBHOOK_SECRET_KEYS): the first chains new rows, all verify. */
   AUDIT_HMAC_KEYS?: string;

@@ -1,4 +1,4 @@
-// A registration's custom headers (issue 32): the rules the API checks, the OpenAPI document states and the
+// A registration's custom headers: the rules the API checks, the OpenAPI document states and the
 // delivery relies on. A registration's headers are sent on every attempt beside the service's own, never signed.
 
 /** Name → value, as set through the API. */

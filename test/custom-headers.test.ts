@@ -1,4 +1,4 @@
-// A registration's custom headers (issue 32 item 1): set through the API, validated with a 400 naming each problem,
+// A registration's custom headers: set through the API, validated with a 400 naming each problem,
 // sealed at rest and shown by name only, and sent on every attempt of a real delivery (Temporal dev server, real
 // PostgreSQL, a real receiver), unsigned, beside the spec's signed headers.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Reads of a large delivery log (issue 29, M2): every filter of the list reads through an index in the list's order,
+// Reads of a large delivery log: every filter of the list reads through an index in the list's order,
 // so a page costs its rows whatever the project holds; a delivery's attempts come a page at a time; and reads through
 // a member's token or a portal link have a per-project rate (429 with Retry-After), another project unaffected.
 import assert from 'node:assert/strict';

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * A pause that holds a registration's deliveries (issue 32, item 4): while `paused_until` is ahead, no attempt is made;
+ * A pause that holds a registration's deliveries: while `paused_until` is ahead, no attempt is made;
  * each delivery is listed as a waiter of the breaker resumer, eligible when the pause ends (`paused_until`, or at once
  * on resume). Waiters carry their event's priority key so the resumer wakes falls before vitals, oldest first.
  */

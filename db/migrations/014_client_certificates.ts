@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * A registration's client certificate for receivers that require mutual TLS (issue 32, item 2): the PEM certificate in
+ * A registration's client certificate for receivers that require mutual TLS: the PEM certificate in
  * the clear (it is public), its private key sealed like the signing secret (AES-256-GCM, bound to the row and column),
  * and the facts the API shows and the health route warns on: subject, expiry, fingerprint.
  */

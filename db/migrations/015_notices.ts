@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * A project's own notification contacts (issue 32, item 5): a URL that gets signed notices and/or e-mail addresses,
+ * A project's own notification contacts: a URL that gets signed notices and/or e-mail addresses,
  * told when the breaker opens, a delivery is given up, a pause ends by itself, the client certificate nears expiry and
  * the endpoint recovers; and when each condition was last told, so a project hears of each at most once an hour.
  */

@@ -705,7 +705,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     }
   });
 
-  // Needs the limits held in PostgreSQL (issue 21, sec-limits): with per-process limits each API allows its own.
+  // Needs the limits held in PostgreSQL: with per-process limits each API allows its own.
   it('the test-endpoint limits hold across both API processes', async () => {
     const { projectId, receiver: target, secret } = await registeredProject(api1);
     // Held long enough for the second call to arrive while the first is in flight, on a busy machine too.
@@ -913,7 +913,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     }
   });
 
-  // Needs the reseal of previous secrets (issue 21, sec-rotation): a registration inside an overlap keeps its
+  // Needs the reseal of previous secrets: a registration inside an overlap keeps its
   // replaced secret sealed under the old key otherwise, and dropping that key loses its deliveries.
   it('every key rotated end to end while events flow: no delivery lost or failed', async function () {
     this.timeout(600_000);
