@@ -19,6 +19,8 @@ import { testAuditEnv } from './support/audit-keys';
 
 // The rows' chains alone: another suite of this process may have installed a digest folder of other databases.
 const emptyDigestDir = () => mkdtempSync(join(tmpdir(), 'roles-digests-'));
+// What neither role may do to the trail: only the owner's prune removes rows.
+const TRAIL_REWRITES = ['UPDATE audit_events SET action = action', 'DELETE FROM audit_events', 'TRUNCATE audit_events'];
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 
 const secretBox = createSecretBox(randomBytes(32));
@@ -44,6 +46,10 @@ function as(url: string, user: string, password: string): string {
 }
 
 const refused = (error: { code?: string }) => error.code === '42501';
+/** Each statement is refused with 42501 (insufficient privilege) on this role's connection. */
+async function refusesEach(db: Knex, statements: string[]): Promise<void> {
+  for (const statement of statements) await assert.rejects(db.raw(statement), refused, statement);
+}
 
 describe('database roles: the API and the workers connect as roles of their own', function () {
   this.timeout(60_000);
@@ -114,16 +120,13 @@ describe('database roles: the API and the workers connect as roles of their own'
       listed.map((row) => row.action),
       ['webhook.register'],
     );
-    for (const statement of [
-      'UPDATE audit_events SET action = action',
-      'DELETE FROM audit_events',
-      'TRUNCATE audit_events',
+    await refusesEach(asApi, [
+      ...TRAIL_REWRITES,
       // Members are the CLI's (the owner's), and so are the schema's tables.
       `INSERT INTO project_members (project_id, user_id) VALUES ('${projectId}', 'mallory')`,
       'DELETE FROM projects',
       'DELETE FROM deliveries',
-    ])
-      await assert.rejects(asApi.raw(statement), refused, statement);
+    ]);
     assert.equal((await store.verifyAuditChain(t.db, { digestDir: emptyDigestDir() })).fault, undefined);
     assert.equal((await store.listAuditEvents(t.db, { projectId, limit: 10 })).length, 1);
     // Deleting a registration cascades to its breaker row as the tables' owner: the role needs no grant for it.
@@ -155,15 +158,12 @@ describe('database roles: the API and the workers connect as roles of their own'
     await asWorker.transaction((trx) =>
       store.appendAuditEvent(trx, { actor: { kind: 'system' }, action: 'breaker.open', outcome: 'ok', projectId }),
     );
-    for (const statement of [
-      'UPDATE audit_events SET action = action',
-      'DELETE FROM audit_events',
-      'TRUNCATE audit_events',
+    await refusesEach(asWorker, [
+      ...TRAIL_REWRITES,
       `INSERT INTO project_members (project_id, user_id) VALUES ('${projectId}', 'mallory')`,
       'DELETE FROM webhook_registrations',
       'SELECT * FROM project_members',
-    ])
-      await assert.rejects(asWorker.raw(statement), refused, statement);
+    ]);
     await assert.rejects(store.addMember(asWorker, projectId, 'mallory'), refused);
     assert.equal((await store.verifyAuditChain(t.db, { digestDir: emptyDigestDir() })).fault, undefined);
   });
