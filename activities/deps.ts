@@ -3,7 +3,7 @@ import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
 import type { Db } from '../db';
 import type { AlertOptions } from './alerts';
-import type { DeliveryOption } from './delivery-options';
+import type { DeliveryOption } from './delivery-options/option';
 import type { WebhookHttpClient } from './http';
 import type { Notify } from './notices';
 

@@ -9,7 +9,7 @@ import { tracingEnabled } from '../common/tracing';
 
 export type { ActivityConfig, ActivityDeps } from './deps';
 export type { AlertOptions, OperatorAlert } from './alerts';
-export { deliveryRegistry } from './metrics';
+export { deliveryRegistry } from '../common/delivery-metrics';
 export { DELIVERY_OPTIONS, type DeliveryOption } from './delivery-options';
 export { createWebhookHttpClient, egressProxy, proxyOrigin, type WebhookHttpClient } from './http';
 export { ForbiddenTargetError, forbiddenRange } from './ssrf';

@@ -14,7 +14,7 @@ import {
   type WorkflowRun,
 } from '../common/contract';
 import type { Logger } from '../common/logger';
-import { inputRefusedTotal } from './metrics';
+import { inputRefusedTotal } from '../common/delivery-metrics';
 
 /** The run of the workflow that scheduled the running activity. */
 export function currentRun(): WorkflowRun {

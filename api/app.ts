@@ -1,22 +1,23 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import Koa, { type Middleware } from 'koa';
-import type { Router } from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
 import type { Knex } from 'knex';
 import type { Logger } from '../common/logger';
 import type { SecretBox } from '../common/secrets';
-import type { SendTestEvent } from './test-event';
-import { createSendLimiter, limitTestEvents, type RedeliveryLimits, type TestEventLimits } from './test-limits';
-import { createReadLimiter, type ReadLimits } from './read-limits';
-import { afterPortalRecheck, authenticate, type AuthOptions } from './auth';
-import { MAX_BODY, problemDetails } from './errors';
-import { webhooksRouter } from './routes/webhooks';
-import { deliveriesRouter } from './routes/deliveries';
-import { metricsRouter, requestMetrics } from './metrics';
-import type { RedeliveryStarter, WorkflowEndWatcher } from './redelivery';
-import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './routes/codec';
+import type { SendTestEvent } from './webhooks/test-event';
+import { createSendLimiter, limitTestEvents, type RedeliveryLimits, type TestEventLimits } from './http/send-limits';
+import { createReadLimiter, type ReadLimits } from './http/read-limits';
+import { afterPortalRecheck, authenticate, type AuthOptions } from './auth/authenticate';
+import { MAX_BODY, problemDetails } from './http/errors';
+import { webhooksRouter } from './webhooks/router';
+import { deliveriesRouter } from './deliveries/router';
+import { metricsRouter, requestMetrics } from './health/metrics';
+import type { RedeliveryStarter, WorkflowEndWatcher } from './deliveries/redelivery';
+import { codecAuthentication, codecCors, codecRouter, type CodecDeps } from './codec/router';
 import type { WebhookUrlPolicy } from '../common/webhook-url';
-import { allowedMethods } from './methods';
+import { allowedMethods } from './http/methods';
+import { healthRouter, type ReadinessDeps } from './health/router';
+import { docsRouter } from './openapi/docs-router';
 import {
   afterAuditRecord,
   auditRefusals,
@@ -25,11 +26,11 @@ import {
   type AuditWriter,
   type RefusalLimits,
   type WriteLimits,
-} from './audit';
-import { auditRouter } from './routes/audit';
-import type { OperatorPolicy } from './routes/codec';
-import { createPortalTokens, type PortalTokens } from './portal-tokens';
-import { portalPageRouter, portalSessionsRouter } from './routes/portal';
+} from './http/audited-actions';
+import { auditRouter } from './audit/router';
+import type { OperatorPolicy } from './auth/operator-policy';
+import { createPortalTokens, type PortalTokens } from './auth/portal-tokens';
+import { portalPageRouter, portalSessionsRouter } from './portal/router';
 
 export interface AppDeps {
   db: Knex;
@@ -49,8 +50,11 @@ export interface AppDeps {
   refusalLimits?: RefusalLimits;
   /** Write calls (POST, PUT, PATCH, DELETE) per caller a minute, in this process (AUDITED_WRITES_PER_MINUTE); absent: none. */
   writeLimits?: WriteLimits;
-  /** Routes served without a token (health, API docs), mounted before authentication. */
-  publicRoutes?: Router[];
+  /**
+   * The probes' dependencies: given, the app serves /healthz, /readyz and the API docs (/openapi.json, /docs) without a
+   * token, before authentication; the docs list /codec exactly when `codec` is given.
+   */
+  readiness?: Omit<ReadinessDeps, 'db'>;
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
   redelivery?: RedeliveryStarter;
   recoverRatePerSecond?: number;
@@ -129,6 +133,7 @@ export function createApp(deps: AppDeps): Koa {
   const readLimiter = deps.readLimits && createReadLimiter(deps.readLimits);
   const deliveries = deliveriesRouter({ ...deps, redelivery, sendLimiter, readLimiter });
   const metrics = metricsRouter(deps);
+  const publicRoutes = deps.readiness ? [healthRouter({ db: deps.db, ...deps.readiness }), docsRouter(deps)] : [];
   const codec = deps.codec && codecRouter(deps.codec, deps.db);
   const audit = auditRouter({ db: deps.db, operators: deps.operators ?? deps.codec?.operators });
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);
@@ -143,7 +148,7 @@ export function createApp(deps: AppDeps): Koa {
   if (deps.codec) app.use(codecCors(deps.codec));
   app.use(
     allowedMethods([
-      ...(deps.publicRoutes ?? []),
+      ...publicRoutes,
       metrics,
       portalPage,
       webhooks,
@@ -153,7 +158,7 @@ export function createApp(deps: AppDeps): Koa {
       ...(codec ? [codec] : []),
     ]),
   );
-  for (const router of deps.publicRoutes ?? []) app.use(router.routes());
+  for (const router of publicRoutes) app.use(router.routes());
   app.use(metrics.routes());
   app.use(portalPage.routes());
   const auth = authenticate(deps.auth, portalTokens);

@@ -8,24 +8,23 @@ import { auditTrailKeysFromConfig } from '../common/audit-keys';
 import { onShutdownSignal } from '../common/signals';
 import { installTracing } from '../common/tracing-sdk';
 import { otlpMetricsExporter, otlpMetricsNamed } from '../common/telemetry-settings';
-import { apiMetricsSource } from './metrics';
-import { startOtlpMetrics } from './otlp-metrics';
-import type { SendTestEvent } from './test-event';
+import { apiMetricsSource } from './health/metrics';
+import { startOtlpMetrics } from './health/otlp-metrics';
+import type { SendTestEvent } from './webhooks/test-event';
 import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions, migrateToLatest } from '../db';
 import { temporalConnectionOptions } from '../common/temporal-connection';
-import { lazyTemporalClient } from './lazy-temporal';
-import { createTestEventSender } from './test-event';
+import { lazyTemporalClient } from './http/lazy-temporal';
+import { createTestEventSender } from './webhooks/test-event';
 import { createApp, type AppDeps } from './app';
-import { testSlotLeaseMs } from './test-limits';
-import { createRedeliveryStarter, createWorkflowEndWatcher } from './redelivery';
-import { createHttpServer } from './http-server';
-import { authOptionsFromConfig } from './auth';
-import { docsRouter } from './routes/docs';
-import { healthRouter, readinessConnection, searchAttributesCheck } from './routes/health';
-import { codecAccessFromConfig } from './routes/codec';
+import { testSlotLeaseMs } from './http/send-limits';
+import { createRedeliveryStarter, createWorkflowEndWatcher } from './deliveries/redelivery';
+import { createHttpServer } from './http/http-server';
+import { authOptionsFromConfig } from './auth/authenticate';
+import { readinessConnection, searchAttributesCheck } from './health/router';
+import { codecAccessFromConfig } from './codec/router';
 import { payloadCodecFromConfig } from '../common/payload-codec';
 import { webhookUrlPolicy } from '../common/webhook-url';
-import { createPortalTokens, portalSigningKeys } from './portal-tokens';
+import { createPortalTokens, portalSigningKeys } from './auth/portal-tokens';
 
 /** Connections a combined launcher may share with the API; whatever is passed here is not closed by close(). */
 export interface StartApiDeps {
@@ -74,7 +73,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     ...(config.TEMPORAL_OAUTH_TOKEN_URL && ownTemporal && { apiKey: () => ownTemporal.accessToken() }),
   });
   const searchAttributes = searchAttributesCheck(readiness, config.TEMPORAL_NAMESPACE, logger);
-  // The same series as /metrics over OTLP, when asked for by name (api/otlp-metrics.ts).
+  // The same series as /metrics over OTLP, when asked for by name (api/health/otlp-metrics.ts).
   const otlpMetrics = otlpMetricsNamed(process.env)
     ? startOtlpMetrics('webhook-api', apiMetricsSource(db), otlpMetricsExporter(process.env), logger)
     : undefined;
@@ -131,11 +130,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
         frameAncestors: config.PORTAL_FRAME_ANCESTORS?.split(','),
       },
     };
-    // The document is built from the same deps: it lists /codec exactly when the app mounts it.
-    const app = createApp({
-      ...appDeps,
-      publicRoutes: [healthRouter({ db, temporal: readiness, searchAttributes }), docsRouter(appDeps)],
-    });
+    const app = createApp({ ...appDeps, readiness: { temporal: readiness, searchAttributes } });
     const server = createHttpServer(app, config).listen(config.PORT);
     await new Promise<void>((resolve, reject) => {
       server.once('listening', resolve).once('error', reject);

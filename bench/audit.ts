@@ -11,7 +11,7 @@ import jwt from 'jsonwebtoken';
 import type { Knex } from 'knex';
 import pino from 'pino';
 import { createApp } from '../api/app';
-import type { AuditWriter } from '../api/audit';
+import type { AuditWriter } from '../api/http/audited-actions';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
 import { createSecretBox } from '../common/secrets';
 import { addMember, addProject, configureAuditTrail, createDb, createRegistration } from '../db';

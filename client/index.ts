@@ -36,5 +36,5 @@ export {
   type AttemptFailureDetails,
 } from '../common/contract/failures';
 /** @deprecated The API's test-endpoint sender; kept exported for compatibility, it belongs to the API. */
-export { createTestEventSender } from '../api/test-event';
-export type { SendTestEvent, TestDeliveryOutcome } from '../api/test-event';
+export { createTestEventSender } from '../api/webhooks/test-event';
+export type { SendTestEvent, TestDeliveryOutcome } from '../api/webhooks/test-event';

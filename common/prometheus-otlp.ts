@@ -1,5 +1,5 @@
 // The API's prom-client registries read as OpenTelemetry metric data, so the same series as its /metrics leave over
-// OTLP too (api/otlp-metrics.ts hands this to the SDK's periodic reader as a metric producer). Pure: a scrape's JSON
+// OTLP too (api/health/otlp-metrics.ts hands this to the SDK's periodic reader as a metric producer). Pure: a scrape's JSON
 // in, metric data out. Counters become monotonic cumulative sums named without `_total` (OpenTelemetry's convention;
 // a collector's Prometheus exporter puts the suffix back), gauges stay gauges, histograms keep their buckets.
 // Summaries have no OpenTelemetry equivalent in the SDK: the API registers none.

@@ -8,7 +8,7 @@ import { loadConfig } from '../common/config';
 import { createLogger } from '../common/logger';
 import { freePort } from '../dev/ports';
 import { createSecretBox, registrationSecretAad } from '../common/secrets';
-import type { TestDeliveryOutcome } from '../api/test-event';
+import type { TestDeliveryOutcome } from '../api/webhooks/test-event';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

@@ -1,6 +1,6 @@
-// A delivery's attempts page (api/delivery-query.ts): its limit and cursor, read from the query string, as a unit.
+// A delivery's attempts page (api/deliveries/query.ts): its limit and cursor, read from the query string, as a unit.
 import assert from 'node:assert/strict';
-import { encodeAttemptsCursor, MAX_CURSOR_LENGTH, parseAttemptsQuery } from '../api/delivery-query';
+import { encodeAttemptsCursor, MAX_CURSOR_LENGTH, parseAttemptsQuery } from '../api/deliveries/query';
 
 const b64 = (value: string) => Buffer.from(value).toString('base64url');
 const refusal = (detail: string) => (error: Error & { status?: number }) =>

@@ -9,7 +9,7 @@ import { createApp } from '../api/app';
 import { startApi } from '../api/server';
 import { startAuditDigests } from '../worker/audit-digests';
 import { loadConfig } from '../common/config';
-import { portalLinkId, type RefusalLimits, type WriteLimits } from '../api/audit';
+import { portalLinkId, type RefusalLimits, type WriteLimits } from '../api/http/audited-actions';
 import { main } from '../cli';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';

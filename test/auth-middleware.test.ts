@@ -1,12 +1,12 @@
-// The bearer-token middleware (api/auth.ts) in process without a database: the claims it requires and the words of
+// The bearer-token middleware (api/auth/authenticate.ts) in process without a database: the claims it requires and the words of
 // each refusal, how it tells a portal link's token from a member's, and who the caller is on a route.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import Koa from 'koa';
-import { authenticate, authOptionsFromConfig, callerId, type AuthOptions } from '../api/auth';
-import { problemDetails } from '../api/errors';
-import { createPortalTokens, type PortalTokens } from '../api/portal-tokens';
+import { authenticate, authOptionsFromConfig, callerId, type AuthOptions } from '../api/auth/authenticate';
+import { problemDetails } from '../api/http/errors';
+import { createPortalTokens, type PortalTokens } from '../api/auth/portal-tokens';
 import { captureLogger } from './support/deliveries';
 import { listenLocal, startJwksServer, type LocalServer } from './support/jwks-server';
 import { TEST_JWT_SECRET, hsToken, hsTokenWithoutExp } from './support/tokens';

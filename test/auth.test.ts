@@ -3,7 +3,7 @@ import jwt from 'jsonwebtoken';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { createApp } from '../api';
-import { authOptionsFromConfig, type AuthOptions } from '../api/auth';
+import { authOptionsFromConfig, type AuthOptions } from '../api/auth/authenticate';
 import { createSecretBox } from '../common/secrets';
 import * as store from '../db';
 import {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createWebhookHttpClient, type ActivityConfig } from '../activities';
-import { certificateExpiryView } from '../api/deliveries';
+import { certificateExpiryView } from '../api/deliveries/deliveries';
 import {
   certificateExpiry,
   handshakeRefusal,

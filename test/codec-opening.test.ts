@@ -1,10 +1,10 @@
-// The codec endpoint's development opening (DEV_CODEC_WITHOUT_TOKEN, api/routes/codec.ts) as a pure unit: which
+// The codec endpoint's development opening (DEV_CODEC_WITHOUT_TOKEN, api/codec/router.ts) as a pure unit: which
 // requests it lets through without a token, built from the configuration as `startApi` builds it.
 import assert from 'node:assert/strict';
 import type { Context, Middleware } from 'koa';
 import { loadConfig } from '../common/config';
 import { EncryptionCodec, generatePayloadKey, parsePayloadKeyRing } from '../common/payload-codec';
-import { codecAccessFromConfig, codecAuthentication } from '../api/routes/codec';
+import { codecAccessFromConfig, codecAuthentication } from '../api/codec/router';
 
 interface Request {
   path?: string;

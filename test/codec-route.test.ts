@@ -1,20 +1,13 @@
-// The codec endpoint (api/routes/codec.ts) in process, without Temporal: who is an operator, the CORS answers for the
+// The codec endpoint (api/codec/router.ts) in process, without Temporal: who is an operator, the CORS answers for the
 // Temporal UI, and the remote codec protocol's encode, decode and refusals on a real HTTP server on 127.0.0.1.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import Koa, { type Middleware } from 'koa';
 import { bodyParser } from '@koa/bodyparser';
 import type { PayloadCodec } from '@temporalio/common';
-import { problemDetails, UnauthorizedError } from '../api/errors';
-import {
-  codecAccessFromConfig,
-  codecCors,
-  codecCorsOrigins,
-  codecRouter,
-  isOperator,
-  operatorPolicyFromConfig,
-  type CodecDeps,
-} from '../api/routes/codec';
+import { problemDetails, UnauthorizedError } from '../api/http/errors';
+import { codecAccessFromConfig, codecCors, codecCorsOrigins, codecRouter, type CodecDeps } from '../api/codec/router';
+import { isOperator, operatorPolicyFromConfig } from '../api/auth/operator-policy';
 import {
   EncryptionCodec,
   generatePayloadKey,
@@ -50,7 +43,7 @@ function codecApp(deps: CodecDeps, db: Knex, opts: { localCaller?: boolean } = {
   };
   app.use(auth);
   app.use(bodyParser({ enableTypes: ['json'] }));
-  // Every encode and decode is audited in the database (api/audit-log.ts).
+  // Every encode and decode is audited in the database (api/audit/audit-log.ts).
   app.use(codecRouter(deps, db).routes());
   app.use((ctx) => {
     ctx.body = { reached: ctx.path };

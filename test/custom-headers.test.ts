@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import Ajv from 'ajv';
 import fc from 'fast-check';
-import { customHeadersSchema } from '../api/schemas';
+import { customHeadersSchema } from '../api/webhooks/schemas';
 import { customHeaderProblems } from '../common/custom-headers';
 import { createSecretBox, registrationHeadersAad, registrationSecretAad } from '../common/secrets';
 import * as store from '../db';

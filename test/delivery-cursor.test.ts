@@ -1,12 +1,12 @@
-// The delivery log's list query, its opaque cursor and the recover window (api/delivery-query.ts,
-// api/delivery-schemas.ts): pure parsing, then paging on a real PostgreSQL. No Temporal: the rows are written the way
+// The delivery log's list query, its opaque cursor and the recover window (api/deliveries/query.ts,
+// api/deliveries/schemas.ts): pure parsing, then paging on a real PostgreSQL. No Temporal: the rows are written the way
 // the activities write them.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import knex from 'knex';
-import { DEFAULT_PAGE_SIZE, listDeliveries, parseListQuery, recoverAsOperator } from '../api/deliveries';
-import { MAX_CURSOR_LENGTH, encodeCursor } from '../api/delivery-query';
-import { validateRecoverBody } from '../api/delivery-schemas';
+import { DEFAULT_PAGE_SIZE, listDeliveries, parseListQuery, recoverAsOperator } from '../api/deliveries/deliveries';
+import { MAX_CURSOR_LENGTH, encodeCursor } from '../api/deliveries/query';
+import { validateRecoverBody } from '../api/deliveries/schemas';
 import { addMember, addProject, upsertDelivery, type DeliveryStatus } from '../db';
 import { newProjectId } from './support/deliveries';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

@@ -8,7 +8,7 @@ import pg from 'pg';
 import pino from 'pino';
 import type { Knex } from 'knex';
 import { createApp, type AppDeps } from '../api';
-import { createPortalTokens, portalSigningKeys } from '../api/portal-tokens';
+import { createPortalTokens, portalSigningKeys } from '../api/auth/portal-tokens';
 import { startApi, type RunningApi } from '../api/server';
 import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';

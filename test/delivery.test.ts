@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import type { ActivityConfig } from '../activities';
-import { createTestEventSender } from '../api/test-event';
+import { createTestEventSender } from '../api/webhooks/test-event';
 import type { DeliverWebhookEventInput } from '../common/contract';
 import type { deliverWebhookEvent } from '../workflows';
 import { FailureType, ProjectIdKey, WebhookTypeKey, type DeliveryFailedDetails } from '../common/contract';

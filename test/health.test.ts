@@ -7,8 +7,8 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Knex } from 'knex';
 import pino from 'pino';
 import { createApp, startApi } from '../api';
-import { docsRouter, SWAGGER_ASSETS } from '../api/routes/docs';
-import { healthRouter, readinessConnection, searchAttributesCheck, type ReadinessDeps } from '../api/routes/health';
+import { SWAGGER_ASSETS } from '../api/openapi/docs-router';
+import { readinessConnection, searchAttributesCheck, type ReadinessDeps } from '../api/health/router';
 import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';
 import { freePort } from '../dev/ports';
@@ -42,7 +42,7 @@ async function serve(
     logger: pino({ level: 'silent' }),
     auth: { mode: 'secret', secret: TEST_JWT_SECRET },
     sendTestEvent: () => Promise.reject(new Error('not used')),
-    publicRoutes: [healthRouter({ db, temporal, timeoutMs: TIMEOUT_MS, searchAttributes }), docsRouter()],
+    readiness: { temporal, timeoutMs: TIMEOUT_MS, searchAttributes },
   });
   return listenLocal(app.callback());
 }

@@ -5,10 +5,9 @@ import { connect, type AddressInfo, type Server } from 'node:net';
 import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { createApp } from '../api';
-import { createHttpServer } from '../api/http-server';
-import { docsRouter } from '../api/routes/docs';
-import { healthRouter, readinessConnection } from '../api/routes/health';
-import { loggableError } from '../api/dependency-errors';
+import { createHttpServer } from '../api/http/http-server';
+import { readinessConnection } from '../api/health/router';
+import { loggableError } from '../api/http/dependency-errors';
 import { loadConfig } from '../common/config';
 import { createLogger } from '../common/logger';
 import { createSecretBox } from '../common/secrets';
@@ -105,7 +104,7 @@ describe('hostile input: every route answers 4xx problem+json, never 5xx', () =>
       auth: { mode: 'secret', secret: TEST_JWT_SECRET },
       sendTestEvent: (id) =>
         Promise.resolve({ delivered: true, statusCode: 200, durationMs: 1, workflowId: `wf-${id}` }),
-      publicRoutes: [healthRouter({ db, temporal: readinessConnection({ address: '127.0.0.1:1' }) }), docsRouter()],
+      readiness: { temporal: readinessConnection({ address: '127.0.0.1:1' }) },
     });
     server = createHttpServer(app, limits);
     port = await listen(server);

@@ -7,16 +7,15 @@ import type Koa from 'koa';
 import type { Router } from '@koa/router';
 import pino from 'pino';
 import { createApp, type AppDeps } from '../api';
-import { EventNoLongerRetainedError } from '../api/redelivery';
-import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../api/openapi';
-import { docsRouter } from '../api/routes/docs';
-import { healthRouter, type ReadinessDeps, type SearchAttributesReport } from '../api/routes/health';
-import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/schemas';
-import { codecBodySchema } from '../api/routes/codec';
-import { DependencyUnavailableError } from '../api/errors';
+import { EventNoLongerRetainedError } from '../api/deliveries/redelivery';
+import { buildOpenApiDocument, type HttpMethod, type OpenApiDocument } from '../api/openapi/document';
+import { type ReadinessDeps, type SearchAttributesReport } from '../api/health/router';
+import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/webhooks/schemas';
+import { codecBodySchema } from '../api/codec/router';
+import { DependencyUnavailableError } from '../api/http/errors';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/payload-codec';
-import type { TestDeliveryOutcome } from '../api/test-event';
+import type { TestDeliveryOutcome } from '../api/webhooks/test-event';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
@@ -173,8 +172,7 @@ describe('openapi: the document at /openapi.json', () => {
         corsOrigins: [],
       },
     };
-    // As startApi does: the document is built from the deps the app is built from.
-    appDeps.publicRoutes = [healthRouter({ db: t.db, temporal, searchAttributes }), docsRouter(appDeps)];
+    appDeps.readiness = { temporal, searchAttributes };
     app = createApp(appDeps);
     server = await listenLocal(app.callback());
     const response = await fetch(`${server.url}/openapi.json`);
@@ -204,7 +202,7 @@ describe('openapi: the document at /openapi.json', () => {
 
   it('lists neither /codec nor its tag and schemas when the app has no codec', async () => {
     const deps = { ...appDeps, codec: undefined };
-    const bare = createApp({ ...deps, publicRoutes: [healthRouter({ db: t.db, temporal }), docsRouter(deps)] });
+    const bare = createApp({ ...deps, readiness: { temporal } });
     const local = await listenLocal(bare.callback());
     try {
       const document = (await (await fetch(`${local.url}/openapi.json`)).json()) as OpenApiDocument;

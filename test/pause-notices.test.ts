@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { createApp } from '../api';
-import { createPortalTokens, portalSigningKeys } from '../api/portal-tokens';
+import { createPortalTokens, portalSigningKeys } from '../api/auth/portal-tokens';
 import { createWebhookHttpClient } from '../activities';
 import { createNotifier } from '../activities/notices';
 import { createSecretBox } from '../common/secrets';

@@ -2,9 +2,9 @@
 // its action and what changed (the link's id, never its token), in the same transaction as the link.
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { portalLinkId } from '../api/audit';
-import { createPortalSession, revokePortalSessions } from '../api/portal';
-import { createPortalTokens, portalSigningKeys } from '../api/portal-tokens';
+import { portalLinkId } from '../api/http/audited-actions';
+import { createPortalSession, revokePortalSessions } from '../api/portal/links';
+import { createPortalTokens, portalSigningKeys } from '../api/auth/portal-tokens';
 import * as store from '../db';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 

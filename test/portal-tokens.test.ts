@@ -1,4 +1,4 @@
-// Portal links' tokens (api/portal-tokens.ts) and the portal page's headers (api/routes/portal.ts) as units: what a
+// Portal links' tokens (api/auth/portal-tokens.ts) and the portal page's headers (api/portal/router.ts) as units: what a
 // token carries, every claim verify insists on, the derived keys, and the page's files and policies.
 import assert from 'node:assert/strict';
 import { hkdfSync, randomBytes } from 'node:crypto';
@@ -11,8 +11,8 @@ import {
   portalSigningKeys,
   PORTAL_TOKEN_TYPE,
   type PortalGrant,
-} from '../api/portal-tokens';
-import { portalPageRouter } from '../api/routes/portal';
+} from '../api/auth/portal-tokens';
+import { portalPageRouter } from '../api/portal/router';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { hsToken } from './support/tokens';
 

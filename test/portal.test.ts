@@ -4,7 +4,7 @@ import { request as httpRequest } from 'node:http';
 import jwt from 'jsonwebtoken';
 import pino from 'pino';
 import { createApp, type AppDeps } from '../api';
-import { createPortalTokens, portalSigningKeys, PORTAL_TOKEN_TYPE } from '../api/portal-tokens';
+import { createPortalTokens, portalSigningKeys, PORTAL_TOKEN_TYPE } from '../api/auth/portal-tokens';
 import { loadConfig } from '../common/config';
 import { createSecretBox } from '../common/secrets';
 import * as store from '../db';

@@ -28,8 +28,8 @@ import {
   type DeliveryAttemptInput,
   type ResumeDeliverySignal,
 } from '../common/contract';
-import { createRedeliveryStarter, EventNotTrustedError } from '../api/redelivery';
-import { recoverAsOperator, redeliverAsOperator } from '../api/deliveries';
+import { createRedeliveryStarter, EventNotTrustedError } from '../api/deliveries/redelivery';
+import { recoverAsOperator, redeliverAsOperator } from '../api/deliveries/deliveries';
 import * as store from '../db';
 import { Registrations, USER, fallEvent, newProjectId } from './support/deliveries';
 import type { TestDatabase } from './support/postgres';

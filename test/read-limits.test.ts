@@ -1,6 +1,6 @@
-// Token buckets by key (api/read-limits.ts): the read limits per project and the refused-call limits per caller.
+// Token buckets by key (api/http/read-limits.ts): the read limits per project and the refused-call limits per caller.
 import assert from 'node:assert/strict';
-import { createReadLimiter, createTokenBuckets } from '../api/read-limits';
+import { createReadLimiter, createTokenBuckets } from '../api/http/read-limits';
 
 describe('token buckets (pure): capacity, refill, and a look that spends nothing', () => {
   it('spends up to the capacity at once, then answers how long until the next token', () => {

@@ -1,8 +1,8 @@
-// The checks a redelivery makes on the input it finds in Temporal (api/redelivery.ts) as units; the redelivery itself
+// The checks a redelivery makes on the input it finds in Temporal (api/deliveries/redelivery.ts) as units; the redelivery itself
 // runs on a real Temporal server in test/production-guards.test.ts and test/delivery-log.test.ts.
 import assert from 'node:assert/strict';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
-import { isEncryptedPayload, mismatchWith } from '../api/redelivery';
+import { isEncryptedPayload, mismatchWith } from '../api/deliveries/redelivery';
 import type { DeliverWebhookEventInput } from '../common/contract';
 import { EncryptionCodec, generatePayloadKey, parsePayloadKeyRing } from '../common/payload-codec';
 import { fallPayload } from './support/deliveries';

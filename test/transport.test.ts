@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { createTestEventSender, describeReceiverError } from '../api/test-event';
+import { createTestEventSender, describeReceiverError } from '../api/webhooks/test-event';
 import { freePort } from '../dev/ports';
 import { FailureType, type DeliveryFailedDetails } from '../common/contract';
 import { HTTPS_REQUIRED, webhookUrlPolicy } from '../common/webhook-url';

@@ -1,5 +1,5 @@
 import { DefaultLogger, Runtime, makeTelemetryFilterString, type LogEntry } from '@temporalio/worker';
-import { DELIVERY_LATENCY_BUCKETS } from '../activities/metrics';
+import { DELIVERY_LATENCY_BUCKETS } from '../common/delivery-metrics';
 import type { Logger } from '../common/logger';
 import type { OtlpMetricsExporter } from '../common/telemetry-settings';
 

@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { FailureType, unencryptedPayloadOf } from '../common/contract';
 import type { Logger } from '../common/logger';
-import { unencryptedRefusedTotal } from '../activities/metrics';
+import { unencryptedRefusedTotal } from '../common/delivery-metrics';
 
 /**
  * The activities' side of the refusal: an activity task whose input was not encrypted with our key (a workflow of

@@ -1,12 +1,13 @@
 import type { Logger } from '../../common/logger';
 import type { SecretBox } from '../../common/secrets';
 import type { RegistrationRow } from '../../db';
-import type { ActivityConfig } from '../deps';
+import type { Config } from '../../common/config';
 import type { ClientCertificate, EgressRoute } from '../http';
 
 /** What the worker gives each option once, when its activities are made. */
 export interface DeliveryOptionSetup {
-  config: ActivityConfig;
+  /** The worker's settings an option may read (the activities' config is one). */
+  config: Partial<Pick<Config, 'HTTPS_PROXY' | 'HTTP_PROXY' | 'NO_PROXY'>>;
   secretBox: SecretBox;
 }
 

@@ -1,5 +1,5 @@
 import { auditEventsInWindow, pruneAuditEvents, verifyAuditChain, writeAuditDigest } from '../../db';
-import { dateTimeProblem } from '../../api/delivery-schemas';
+import { dateTimeProblem } from '../../api/deliveries/schemas';
 import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../../common/audit-keys';
 import { AUDIT_RETENTION_FLOOR_DAYS, isDevelopment } from '../../common/config';
 import { CliError, UsageError, cliActor, commandConfig, type CliCommand, parseCommandArgs, withDb } from '../command';

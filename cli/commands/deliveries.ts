@@ -1,7 +1,7 @@
-import { ApiError } from '../../api/errors';
-import { parseListQuery, recoverAndRecord, redeliverAsOperator } from '../../api/deliveries';
-import { validateRecoverBody } from '../../api/delivery-schemas';
-import { createRedeliveryStarter } from '../../api/redelivery';
+import { ApiError } from '../../api/http/errors';
+import { parseListQuery, recoverAndRecord, redeliverAsOperator } from '../../api/deliveries/deliveries';
+import { validateRecoverBody } from '../../api/deliveries/schemas';
+import { createRedeliveryStarter } from '../../api/deliveries/redelivery';
 import { connectTemporalClient } from '../../common/temporal-connection';
 import { listDeliveries } from '../../db';
 import { CliError, UsageError, cliActor, parseCommandArgs, withDb, type CliCommand, type CliIo } from '../command';

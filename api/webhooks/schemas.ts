@@ -1,0 +1,148 @@
+import { SUBSCRIBABLE_TYPES, type SubscribableType } from '../../common/contract';
+import {
+  CUSTOM_HEADER_NAME_PATTERN,
+  CUSTOM_HEADER_VALUE_PATTERN,
+  MAX_CUSTOM_HEADERS,
+  MAX_CUSTOM_HEADER_VALUE_LENGTH,
+  RESERVED_HEADER_NAMES,
+  RESERVED_HEADER_PATTERN,
+  type CustomHeaders,
+} from '../../common/custom-headers';
+import { MAX_WEBHOOK_URL_LENGTH } from '../../common/webhook-url';
+import { MAX_CLIENT_CERTIFICATE_PEM_LENGTH, type ClientCertificateUpload } from '../../common/client-certificate';
+import { compileBody, projectIdSchema } from '../http/validation';
+
+// The registration's request bodies: plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI
+// document shows the very objects ajv compiles.
+
+export const webhookUrlSchema = {
+  type: 'string',
+  format: 'uri',
+  pattern: '^[Hh][Tt][Tt][Pp][Ss]?://',
+  maxLength: MAX_WEBHOOK_URL_LENGTH,
+  description: 'Absolute http: or https: URL of the receiver; https is recommended.',
+} as const;
+
+export const webhookTypesSchema = {
+  type: 'array',
+  minItems: 1,
+  uniqueItems: true,
+  items: { type: 'string', enum: [...SUBSCRIBABLE_TYPES] },
+} as const;
+
+export const customHeadersSchema = {
+  type: 'object',
+  maxProperties: MAX_CUSTOM_HEADERS,
+  propertyNames: { type: 'string', pattern: CUSTOM_HEADER_NAME_PATTERN, not: { pattern: RESERVED_HEADER_PATTERN } },
+  additionalProperties: {
+    type: 'string',
+    maxLength: MAX_CUSTOM_HEADER_VALUE_LENGTH,
+    pattern: CUSTOM_HEADER_VALUE_PATTERN,
+  },
+  description:
+    `Headers sent on every delivery (not signed), e.g. {"X-Api-Key": "…"}: at most ${MAX_CUSTOM_HEADERS}, names HTTP ` +
+    `tokens (case-insensitive: a name once), values visible ASCII with inner spaces, at most ` +
+    `${MAX_CUSTOM_HEADER_VALUE_LENGTH} characters. Reserved, refused: ${RESERVED_HEADER_NAMES.join(', ')}. ` +
+    'Values are sealed at rest and never shown again; on PATCH the object replaces the whole set ({} removes all).',
+} as const;
+
+export const clientCertificateSchema = {
+  type: 'object',
+  properties: {
+    certificate: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
+      description: 'PEM X.509 certificate (-----BEGIN CERTIFICATE-----), intermediates after it; valid now.',
+    },
+    privateKey: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
+      description: 'Its PEM private key, not encrypted. Sealed at rest and never shown again.',
+    },
+  },
+  required: ['certificate', 'privateKey'],
+  additionalProperties: false,
+  description:
+    'A client certificate presented in the TLS handshake of every delivery, for receivers that require mutual TLS. ' +
+    'The key is sealed at rest and never shown again; the registration shows the subject, notAfter and fingerprint.',
+} as const;
+
+export const registerWebhookBodySchema = {
+  type: 'object',
+  properties: {
+    projectId: projectIdSchema,
+    url: webhookUrlSchema,
+    types: webhookTypesSchema,
+    headers: customHeadersSchema,
+    clientCertificate: clientCertificateSchema,
+  },
+  required: ['projectId', 'url', 'types'],
+  additionalProperties: false,
+} as const;
+
+export const updateWebhookBodySchema = {
+  type: 'object',
+  properties: {
+    projectId: projectIdSchema,
+    url: webhookUrlSchema,
+    types: webhookTypesSchema,
+    headers: customHeadersSchema,
+    clientCertificate: {
+      ...clientCertificateSchema,
+      type: ['object', 'null'],
+      description: `${clientCertificateSchema.description} null removes it.`,
+    },
+  },
+  required: ['projectId'],
+  anyOf: [
+    { required: ['url'] },
+    { required: ['types'] },
+    { required: ['headers'] },
+    { required: ['clientCertificate'] },
+  ],
+  additionalProperties: false,
+} as const;
+
+/** How long the replaced secret keeps signing deliveries after a rotation: at most a week, a day by default. */
+export const MAX_OVERLAP_SECONDS = 604_800;
+export const DEFAULT_OVERLAP_SECONDS = 86_400;
+
+export const rotateSecretBodySchema = {
+  type: 'object',
+  properties: {
+    overlapSeconds: {
+      type: 'integer',
+      minimum: 0,
+      maximum: MAX_OVERLAP_SECONDS,
+      default: DEFAULT_OVERLAP_SECONDS,
+      description: 'Seconds during which deliveries are also signed with the replaced secret (0: stop at once).',
+    },
+  },
+  additionalProperties: false,
+} as const;
+
+export interface RotateSecretBody {
+  overlapSeconds?: number;
+}
+
+export interface RegisterWebhookBody {
+  projectId: string;
+  url: string;
+  types: SubscribableType[];
+  headers?: CustomHeaders;
+  clientCertificate?: ClientCertificateUpload;
+}
+
+export interface UpdateWebhookBody {
+  projectId: string;
+  url?: string;
+  types?: SubscribableType[];
+  headers?: CustomHeaders;
+  clientCertificate?: ClientCertificateUpload | null;
+}
+
+export const validateRegisterBody = compileBody<RegisterWebhookBody>(registerWebhookBodySchema);
+export const validateUpdateBody = compileBody<UpdateWebhookBody>(updateWebhookBodySchema);
+export const validateRotateSecretBody = compileBody<RotateSecretBody>(rotateSecretBodySchema);
