@@ -11,6 +11,7 @@ import {
   type PayloadCodec,
 } from '@temporalio/common';
 import type { Config } from './config';
+import { BASE64_KEYS, parseKeyRing, type RingKey } from './key-ring';
 import { isDevelopment } from './node-env';
 import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from './contract/unencrypted';
 import type { Logger } from './logger';
@@ -23,15 +24,7 @@ export const KEY_ID_METADATA_KEY = 'encryption-key-id';
 
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
-const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
-/** One entry of PAYLOAD_ENCRYPTION_KEYS: `id:base64` of 32 bytes. */
-export const PAYLOAD_KEY_RING_PATTERN =
-  '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=)*$';
-
-export interface PayloadKey {
-  id: string;
-  key: Buffer;
-}
+export type PayloadKey = RingKey;
 
 /** A payload this process cannot open; the message names the key id only, never any content. */
 export class PayloadDecryptionError extends Error {
@@ -42,25 +35,8 @@ export class PayloadDecryptionError extends Error {
  * Parses `id:base64key[,id:base64key…]`: the first key encrypts, every key decrypts (rotation keeps old histories
  * readable). Throws naming the entry's position, never the key.
  */
-export function parsePayloadKeyRing(text: string): PayloadKey[] {
-  const entries = text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean);
-  if (entries.length === 0) throw new Error('PAYLOAD_ENCRYPTION_KEYS has no key');
-  const ring = entries.map((entry, i) => {
-    const separator = entry.indexOf(':');
-    const id = entry.slice(0, separator);
-    const key = Buffer.from(entry.slice(separator + 1), 'base64');
-    if (separator < 1 || !KEY_ID.test(id))
-      throw new Error(`PAYLOAD_ENCRYPTION_KEYS entry ${i + 1} must be id:base64key (id of letters, digits, . _ -)`);
-    if (key.length !== 32) throw new Error(`PAYLOAD_ENCRYPTION_KEYS key ${id} must decode to 32 bytes`);
-    return { id, key };
-  });
-  const ids = new Set(ring.map((k) => k.id));
-  if (ids.size !== ring.length) throw new Error('PAYLOAD_ENCRYPTION_KEYS has a key id twice');
-  return ring;
-}
+export const parsePayloadKeyRing = (text: string): PayloadKey[] =>
+  parseKeyRing(text, 'PAYLOAD_ENCRYPTION_KEYS', BASE64_KEYS);
 
 /** A new key-ring entry: a dated id and 32 CSPRNG bytes. */
 export function generatePayloadKey(now = new Date()): string {

@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from './config';
+import { HEX_OR_BASE64_KEYS, parseHexOrBase64Key, parseKeyRing, type RingKey } from './key-ring';
 import type { Logger } from './logger';
 
 const SECRET_PREFIX = 'whsec_';
@@ -29,10 +30,7 @@ export interface SecretBox {
 }
 
 /** One key of the at-rest key ring. */
-export interface SecretKey {
-  id: string;
-  key: Buffer;
-}
+export type SecretKey = RingKey;
 
 function decrypt(key: Buffer, iv: string, tag: string, ciphertext: string, aad: string): string {
   const authTag = Buffer.from(tag, 'base64');
@@ -98,29 +96,11 @@ export function createSecretBox(keys: Buffer | SecretKey[]): SecretBox {
 }
 
 /** `id:key[,id:key…]` (each key 64 hex digits or base64 of 32 bytes): WEBHOOK_SECRET_KEYS, the first one seals. */
-export function parseSecretKeyRing(text: string, variable = 'WEBHOOK_SECRET_KEYS'): SecretKey[] {
-  const ring = text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean)
-    .map((entry, i) => {
-      const separator = entry.indexOf(':');
-      const id = entry.slice(0, separator);
-      if (separator < 1 || !/^[A-Za-z0-9._-]{1,64}$/.test(id))
-        throw new Error(`${variable} entry ${i + 1} must be id:key`);
-      return { id, key: parseSecretKey(entry.slice(separator + 1)) };
-    });
-  if (ring.length === 0) throw new Error(`${variable} has no key`);
-  if (new Set(ring.map((k) => k.id)).size !== ring.length) throw new Error(`${variable} has a key id twice`);
-  return ring;
-}
+export const parseSecretKeyRing = (text: string): SecretKey[] =>
+  parseKeyRing(text, 'WEBHOOK_SECRET_KEYS', HEX_OR_BASE64_KEYS);
 
 /** 32 bytes from 64 hex digits or base64 (the forms WEBHOOK_SECRET_KEY accepts). */
-export function parseSecretKey(text: string): Buffer {
-  const key = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
-  if (key.length !== 32) throw new Error('WEBHOOK_SECRET_KEY must decode to 32 bytes');
-  return key;
-}
+export const parseSecretKey = (text: string): Buffer => parseHexOrBase64Key(text);
 
 /**
  * A development secret kept in the git-ignored data folder, created on first use (mode 0600),

@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { loadConfig } from '../common/config';
+import { BASE64_KEY_RING_PATTERN } from '../common/key-ring';
 import {
   ENCRYPTED_ENCODING,
   EncryptionCodec,
   KEY_ID_METADATA_KEY,
   PAYLOAD_KEYS_FILE,
-  PAYLOAD_KEY_RING_PATTERN,
   PayloadDecryptionError,
   generatePayloadKey,
   parsePayloadKeyRing,
@@ -227,7 +227,7 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
   it('generates dated key-ring entries of 32 random bytes that the configuration accepts', () => {
     const entry = generatePayloadKey(new Date('2026-11-24T23:59:59Z'));
     assert.match(entry, /^key-2026-11-24-[0-9a-f]{6}:/);
-    assert.match(entry, new RegExp(PAYLOAD_KEY_RING_PATTERN));
+    assert.match(entry, new RegExp(BASE64_KEY_RING_PATTERN));
     const [key] = parsePayloadKeyRing(entry);
     assert.equal(key!.key.length, 32);
     assert.equal(
