@@ -1,7 +1,7 @@
 // Encryption of everything Temporal stores for us (workflow inputs, activity arguments, results, failure details):
 // Temporal's data-encryption model, a PayloadCodec every client and worker applies. Health data never reaches the
 // Temporal server, its database or its UI in plain text; operators decode through the API's codec endpoint.
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import {
   METADATA_ENCODING_KEY,
@@ -10,6 +10,7 @@ import {
   type Payload,
   type PayloadCodec,
 } from '@temporalio/common';
+import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal } from './aes-gcm';
 import type { Config } from './config';
 import { BASE64_KEYS, parseKeyRing, type RingKey } from './key-ring';
 import { isDevelopment } from './node-env';
@@ -22,8 +23,6 @@ export const ENCRYPTED_ENCODING = 'binary/encrypted';
 /** Which key of the ring sealed a payload, so a rotated key still opens old histories. */
 export const KEY_ID_METADATA_KEY = 'encryption-key-id';
 
-const NONCE_BYTES = 12;
-const TAG_BYTES = 16;
 export type PayloadKey = RingKey;
 
 /** A payload this process cannot open; the message names the key id only, never any content. */
@@ -81,16 +80,13 @@ export class EncryptionCodec implements PayloadCodec {
 
   private encrypt(payload: Payload): Payload {
     const { id, key } = this.current;
-    const nonce = randomBytes(NONCE_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
-    cipher.setAAD(Buffer.from(id, 'utf8'));
-    const sealed = Buffer.concat([cipher.update(serialize(payload)), cipher.final()]);
+    const { nonce, ciphertext, tag } = gcmSeal(key, serialize(payload), Buffer.from(id, 'utf8'));
     return {
       metadata: {
         [METADATA_ENCODING_KEY]: Buffer.from(ENCRYPTED_ENCODING),
         [KEY_ID_METADATA_KEY]: Buffer.from(id),
       },
-      data: Buffer.concat([nonce, sealed, cipher.getAuthTag()]),
+      data: Buffer.concat([nonce, ciphertext, tag]),
     };
   }
 
@@ -106,19 +102,15 @@ export class EncryptionCodec implements PayloadCodec {
         `Payload encrypted with key ${JSON.stringify(id)}, which is not in this process's PAYLOAD_ENCRYPTION_KEYS`,
       );
     const data = Buffer.from(payload.data ?? new Uint8Array());
-    if (data.length < NONCE_BYTES + TAG_BYTES)
+    if (data.length < GCM_NONCE_BYTES + GCM_TAG_BYTES)
       throw new PayloadDecryptionError(`Encrypted payload (key ${JSON.stringify(id)}) is truncated`);
     try {
-      const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, NONCE_BYTES), {
-        authTagLength: TAG_BYTES,
-      });
-      decipher.setAAD(Buffer.from(id, 'utf8'));
-      decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
-      const plain = Buffer.concat([
-        decipher.update(data.subarray(NONCE_BYTES, data.length - TAG_BYTES)),
-        decipher.final(),
-      ]);
-      return deserialize(plain);
+      const sealed = {
+        nonce: data.subarray(0, GCM_NONCE_BYTES),
+        ciphertext: data.subarray(GCM_NONCE_BYTES, data.length - GCM_TAG_BYTES),
+        tag: data.subarray(data.length - GCM_TAG_BYTES),
+      };
+      return deserialize(gcmOpen(key, sealed, Buffer.from(id, 'utf8')));
     } catch {
       throw new PayloadDecryptionError(
         `Encrypted payload (key ${JSON.stringify(id)}) failed authentication: wrong key or altered data`,

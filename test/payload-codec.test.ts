@@ -58,6 +58,18 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     assert.equal(a!.data!.length, 12 + inner.length + 16);
   });
 
+  it('opens a payload encrypted by an earlier release (histories keep opening)', async () => {
+    const codec = new EncryptionCodec(parsePayloadKeyRing(`k-2025:${Buffer.alloc(32, 2).toString('base64')}`));
+    const recorded = payloadFromJson({
+      metadata: { encoding: 'YmluYXJ5L2VuY3J5cHRlZA==', 'encryption-key-id': 'ay0yMDI1' },
+      data:
+        'CLO2pwLmdWjN//WspjHI0BRLPOoNjCCHqKoZe7pVet7Mn3yCx/eVgJyocsFBaRrnQs5q0NrElfawdJ6ZgiHJ/TPRf+t1L0Tb/HE95FusPwnUv/' +
+        'OiU4EYdw6sm3xb37KX2xSb7Jfw6k7G1w==',
+    });
+    const [opened] = await codec.decode([recorded]);
+    assert.deepEqual(defaultPayloadConverter.fromPayload(opened!), { recorded: true });
+  });
+
   it('after rotation encrypts with the first key and still opens payloads of the old one', async () => {
     const before = new EncryptionCodec(parsePayloadKeyRing(oldKey));
     const after = new EncryptionCodec(parsePayloadKeyRing(`${newKey},${oldKey}`));
