@@ -2,9 +2,10 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes } f
 import { join } from 'node:path';
 import type { AuditPublicKey, AuditSigningKey, AuditTrailKeys } from '../db/audit-trail';
 import type { Config } from './config';
+import { HEX_OR_BASE64_KEYS, parseKeyRing } from './key-ring';
 import type { Logger } from './logger';
 import { isDevelopment } from './node-env';
-import { parseSecretKeyRing, readOrCreateDevSecret } from './secrets';
+import { readOrCreateDevSecret } from './secrets';
 
 /** Files under DATA_DIR holding the development audit keys, and the development digest directory. */
 export const DEV_AUDIT_HMAC_KEYS_FILE = 'audit-hmac.keys';
@@ -74,7 +75,7 @@ export function auditTrailKeysFromConfig(
   const signing =
     config.AUDIT_SIGNING_KEY ?? devFile(DEV_AUDIT_SIGNING_KEY_FILE, () => generateAuditSigningKey('dev1'));
   return {
-    hmacKeys: parseSecretKeyRing(hmac, 'AUDIT_HMAC_KEYS'),
+    hmacKeys: parseKeyRing(hmac, 'AUDIT_HMAC_KEYS', HEX_OR_BASE64_KEYS),
     signing: parseAuditSigningKey(signing),
     ...(config.AUDIT_SIGNING_PUBLIC_KEYS && {
       trustedPublicKeys: parseAuditPublicKeys(config.AUDIT_SIGNING_PUBLIC_KEYS),

@@ -1,6 +1,13 @@
 import Ajv, { type JSONSchemaType } from 'ajv';
 import { DEFAULT_TASK_QUEUE } from './contract';
-import { PAYLOAD_KEY_RING_PATTERN, parsePayloadKeyRing } from './payload-codec';
+import {
+  BASE64_KEYS,
+  BASE64_KEY_ENTRY_PATTERN,
+  BASE64_KEY_RING_PATTERN,
+  HEX_OR_BASE64_KEY_PATTERN,
+  HEX_OR_BASE64_KEY_RING_PATTERN,
+  parseKeyRing,
+} from './key-ring';
 import { isDevelopment, type NodeEnv } from './node-env';
 import { otlpMetricsNamed, telemetrySettings } from './telemetry-settings';
 
@@ -176,11 +183,6 @@ export const ISOLATION_DEFAULTS = {
   BREAKER_RESUME_RATE_PER_SECOND: 20,
 };
 
-/** `id:base64` of 32 bytes: an Ed25519 seed (AUDIT_SIGNING_KEY) or public key (AUDIT_SIGNING_PUBLIC_KEYS). */
-const AUDIT_KEY_PATTERN = '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=$';
-const AUDIT_PUBLIC_KEYS_PATTERN =
-  '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=)*$';
-
 const optionalString = { type: 'string', minLength: 1, nullable: true } as const;
 const int = (min: number, dflt: number, max = Number.MAX_SAFE_INTEGER) =>
   ({ type: 'integer', minimum: min, maximum: max, default: dflt }) as const;
@@ -203,13 +205,8 @@ const schema: JSONSchemaType<Config> = {
     JWT_JWKS_URI: { type: 'string', pattern: '^https?://', nullable: true },
     JWT_ISSUER: optionalString,
     JWT_AUDIENCE: optionalString,
-    WEBHOOK_SECRET_KEY: { type: 'string', pattern: '^(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$', nullable: true },
-    WEBHOOK_SECRET_KEYS: {
-      type: 'string',
-      pattern:
-        '^[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)(?:,[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=))*$',
-      nullable: true,
-    },
+    WEBHOOK_SECRET_KEY: { type: 'string', pattern: HEX_OR_BASE64_KEY_PATTERN, nullable: true },
+    WEBHOOK_SECRET_KEYS: { type: 'string', pattern: HEX_OR_BASE64_KEY_RING_PATTERN, nullable: true },
     TEMPORAL_ADDRESS: optionalString,
     TEMPORAL_NAMESPACE: { type: 'string', minLength: 1, default: 'default' },
     TEMPORAL_TASK_QUEUE: { type: 'string', minLength: 1, default: DEFAULT_TASK_QUEUE },
@@ -276,14 +273,10 @@ const schema: JSONSchemaType<Config> = {
     TEMPORAL_TEST_SERVER_PATH: optionalString,
     DELIVERY_LOG_RETENTION_DAYS: int(1, 30, 3650),
     AUDIT_RETENTION_DAYS: int(1, AUDIT_RETENTION_FLOOR_DAYS, 36_500),
-    AUDIT_HMAC_KEYS: {
-      type: 'string',
-      pattern:
-        '^[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)(?:,[A-Za-z0-9._-]{1,64}:(?:[0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=))*$',
-      nullable: true,
-    },
-    AUDIT_SIGNING_KEY: { type: 'string', pattern: AUDIT_KEY_PATTERN, nullable: true },
-    AUDIT_SIGNING_PUBLIC_KEYS: { type: 'string', pattern: AUDIT_PUBLIC_KEYS_PATTERN, nullable: true },
+    AUDIT_HMAC_KEYS: { type: 'string', pattern: HEX_OR_BASE64_KEY_RING_PATTERN, nullable: true },
+    // An Ed25519 seed, and retired public keys: `id:base64` of 32 bytes.
+    AUDIT_SIGNING_KEY: { type: 'string', pattern: BASE64_KEY_ENTRY_PATTERN, nullable: true },
+    AUDIT_SIGNING_PUBLIC_KEYS: { type: 'string', pattern: BASE64_KEY_RING_PATTERN, nullable: true },
     AUDIT_DIGEST_DIR: optionalString,
     AUDIT_DIGEST_INTERVAL_MS: int(1_000, 3_600_000, 86_400_000),
     RECOVER_RATE_PER_SECOND: int(1, 10, 1_000),
@@ -300,7 +293,7 @@ const schema: JSONSchemaType<Config> = {
     WORKER_METRICS_PORT: { type: 'integer', minimum: 1, maximum: 65535, nullable: true },
     WORKER_METRICS_HOST: { type: 'string', pattern: '^[A-Za-z0-9.:-]+$', default: '127.0.0.1' },
     ALLOW_UNENCRYPTED_EVENTS: { type: 'boolean', default: false },
-    PAYLOAD_ENCRYPTION_KEYS: { type: 'string', pattern: PAYLOAD_KEY_RING_PATTERN, nullable: true },
+    PAYLOAD_ENCRYPTION_KEYS: { type: 'string', pattern: BASE64_KEY_RING_PATTERN, nullable: true },
     OPERATOR_SUBJECTS: optionalString,
     OPERATOR_ROLE: optionalString,
     CODEC_CORS_ORIGINS: { type: 'string', pattern: '^https?://[^,\\s]+(,https?://[^,\\s]+)*$', nullable: true },
@@ -406,7 +399,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     );
   if (config.PAYLOAD_ENCRYPTION_KEYS && validate.errors == null) {
     try {
-      parsePayloadKeyRing(config.PAYLOAD_ENCRYPTION_KEYS);
+      parseKeyRing(config.PAYLOAD_ENCRYPTION_KEYS, 'PAYLOAD_ENCRYPTION_KEYS', BASE64_KEYS);
     } catch (error) {
       problems.push((error as Error).message);
     }

@@ -1,7 +1,7 @@
 // Encryption of everything Temporal stores for us (workflow inputs, activity arguments, results, failure details):
 // Temporal's data-encryption model, a PayloadCodec every client and worker applies. Health data never reaches the
 // Temporal server, its database or its UI in plain text; operators decode through the API's codec endpoint.
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import {
   METADATA_ENCODING_KEY,
@@ -10,7 +10,9 @@ import {
   type Payload,
   type PayloadCodec,
 } from '@temporalio/common';
+import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal } from './aes-gcm';
 import type { Config } from './config';
+import { BASE64_KEYS, parseKeyRing, type RingKey } from './key-ring';
 import { isDevelopment } from './node-env';
 import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from './contract/unencrypted';
 import type { Logger } from './logger';
@@ -21,17 +23,7 @@ export const ENCRYPTED_ENCODING = 'binary/encrypted';
 /** Which key of the ring sealed a payload, so a rotated key still opens old histories. */
 export const KEY_ID_METADATA_KEY = 'encryption-key-id';
 
-const NONCE_BYTES = 12;
-const TAG_BYTES = 16;
-const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
-/** One entry of PAYLOAD_ENCRYPTION_KEYS: `id:base64` of 32 bytes. */
-export const PAYLOAD_KEY_RING_PATTERN =
-  '^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]{43}=)*$';
-
-export interface PayloadKey {
-  id: string;
-  key: Buffer;
-}
+export type PayloadKey = RingKey;
 
 /** A payload this process cannot open; the message names the key id only, never any content. */
 export class PayloadDecryptionError extends Error {
@@ -42,25 +34,8 @@ export class PayloadDecryptionError extends Error {
  * Parses `id:base64key[,id:base64key…]`: the first key encrypts, every key decrypts (rotation keeps old histories
  * readable). Throws naming the entry's position, never the key.
  */
-export function parsePayloadKeyRing(text: string): PayloadKey[] {
-  const entries = text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean);
-  if (entries.length === 0) throw new Error('PAYLOAD_ENCRYPTION_KEYS has no key');
-  const ring = entries.map((entry, i) => {
-    const separator = entry.indexOf(':');
-    const id = entry.slice(0, separator);
-    const key = Buffer.from(entry.slice(separator + 1), 'base64');
-    if (separator < 1 || !KEY_ID.test(id))
-      throw new Error(`PAYLOAD_ENCRYPTION_KEYS entry ${i + 1} must be id:base64key (id of letters, digits, . _ -)`);
-    if (key.length !== 32) throw new Error(`PAYLOAD_ENCRYPTION_KEYS key ${id} must decode to 32 bytes`);
-    return { id, key };
-  });
-  const ids = new Set(ring.map((k) => k.id));
-  if (ids.size !== ring.length) throw new Error('PAYLOAD_ENCRYPTION_KEYS has a key id twice');
-  return ring;
-}
+export const parsePayloadKeyRing = (text: string): PayloadKey[] =>
+  parseKeyRing(text, 'PAYLOAD_ENCRYPTION_KEYS', BASE64_KEYS);
 
 /** A new key-ring entry: a dated id and 32 CSPRNG bytes. */
 export function generatePayloadKey(now = new Date()): string {
@@ -105,16 +80,13 @@ export class EncryptionCodec implements PayloadCodec {
 
   private encrypt(payload: Payload): Payload {
     const { id, key } = this.current;
-    const nonce = randomBytes(NONCE_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
-    cipher.setAAD(Buffer.from(id, 'utf8'));
-    const sealed = Buffer.concat([cipher.update(serialize(payload)), cipher.final()]);
+    const { nonce, ciphertext, tag } = gcmSeal(key, serialize(payload), Buffer.from(id, 'utf8'));
     return {
       metadata: {
         [METADATA_ENCODING_KEY]: Buffer.from(ENCRYPTED_ENCODING),
         [KEY_ID_METADATA_KEY]: Buffer.from(id),
       },
-      data: Buffer.concat([nonce, sealed, cipher.getAuthTag()]),
+      data: Buffer.concat([nonce, ciphertext, tag]),
     };
   }
 
@@ -130,19 +102,15 @@ export class EncryptionCodec implements PayloadCodec {
         `Payload encrypted with key ${JSON.stringify(id)}, which is not in this process's PAYLOAD_ENCRYPTION_KEYS`,
       );
     const data = Buffer.from(payload.data ?? new Uint8Array());
-    if (data.length < NONCE_BYTES + TAG_BYTES)
+    if (data.length < GCM_NONCE_BYTES + GCM_TAG_BYTES)
       throw new PayloadDecryptionError(`Encrypted payload (key ${JSON.stringify(id)}) is truncated`);
     try {
-      const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, NONCE_BYTES), {
-        authTagLength: TAG_BYTES,
-      });
-      decipher.setAAD(Buffer.from(id, 'utf8'));
-      decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
-      const plain = Buffer.concat([
-        decipher.update(data.subarray(NONCE_BYTES, data.length - TAG_BYTES)),
-        decipher.final(),
-      ]);
-      return deserialize(plain);
+      const sealed = {
+        nonce: data.subarray(0, GCM_NONCE_BYTES),
+        ciphertext: data.subarray(GCM_NONCE_BYTES, data.length - GCM_TAG_BYTES),
+        tag: data.subarray(data.length - GCM_TAG_BYTES),
+      };
+      return deserialize(gcmOpen(key, sealed, Buffer.from(id, 'utf8')));
     } catch {
       throw new PayloadDecryptionError(
         `Encrypted payload (key ${JSON.stringify(id)}) failed authentication: wrong key or altered data`,

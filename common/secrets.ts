@@ -1,14 +1,15 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { GCM_TAG_BYTES, gcmOpen, gcmSeal } from './aes-gcm';
 import type { Config } from './config';
+import { HEX_OR_BASE64_KEYS, parseHexOrBase64Key, parseKeyRing, type RingKey } from './key-ring';
 import type { Logger } from './logger';
 
 const SECRET_PREFIX = 'whsec_';
 /** Today's sealed format `v2:keyId:iv:tag:ciphertext`; `v1:iv:tag:ciphertext` (no key id) is still read. */
 const SEALED_VERSION = 'v2';
 const LEGACY_VERSION = 'v1';
-const GCM_TAG_BYTES = 16;
 /** The key id WEBHOOK_SECRET_KEY (a single key) gets in a ring. */
 export const SINGLE_KEY_ID = 'k0';
 
@@ -29,19 +30,13 @@ export interface SecretBox {
 }
 
 /** One key of the at-rest key ring. */
-export interface SecretKey {
-  id: string;
-  key: Buffer;
-}
+export type SecretKey = RingKey;
 
 function decrypt(key: Buffer, iv: string, tag: string, ciphertext: string, aad: string): string {
   const authTag = Buffer.from(tag, 'base64');
-  // A shorter tag would let a forger try 2^32 guesses instead of 2^128: only full 16-byte tags are accepted.
   if (authTag.length !== GCM_TAG_BYTES) throw new Error('sealed secret has a GCM tag that is not 16 bytes');
-  const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'), { authTagLength: GCM_TAG_BYTES });
-  decipher.setAAD(Buffer.from(aad, 'utf8'));
-  decipher.setAuthTag(authTag);
-  return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64')), decipher.final()]).toString('utf8');
+  const sealed = { nonce: Buffer.from(iv, 'base64'), ciphertext: Buffer.from(ciphertext, 'base64'), tag: authTag };
+  return gcmOpen(key, sealed, Buffer.from(aad, 'utf8')).toString('utf8');
 }
 
 /**
@@ -56,15 +51,12 @@ export function createSecretBox(keys: Buffer | SecretKey[]): SecretBox {
   const byId = new Map(ring.map(({ id, key }) => [id, key]));
   return {
     seal(plaintext, aad) {
-      const iv = randomBytes(12);
-      const cipher = createCipheriv('aes-256-gcm', current.key, iv, { authTagLength: GCM_TAG_BYTES });
-      cipher.setAAD(Buffer.from(aad, 'utf8'));
-      const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+      const { nonce, tag, ciphertext } = gcmSeal(current.key, Buffer.from(plaintext, 'utf8'), Buffer.from(aad, 'utf8'));
       return [
         SEALED_VERSION,
         current.id,
-        iv.toString('base64'),
-        cipher.getAuthTag().toString('base64'),
+        nonce.toString('base64'),
+        tag.toString('base64'),
         ciphertext.toString('base64'),
       ].join(':');
     },
@@ -98,29 +90,11 @@ export function createSecretBox(keys: Buffer | SecretKey[]): SecretBox {
 }
 
 /** `id:key[,id:key…]` (each key 64 hex digits or base64 of 32 bytes): WEBHOOK_SECRET_KEYS, the first one seals. */
-export function parseSecretKeyRing(text: string, variable = 'WEBHOOK_SECRET_KEYS'): SecretKey[] {
-  const ring = text
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean)
-    .map((entry, i) => {
-      const separator = entry.indexOf(':');
-      const id = entry.slice(0, separator);
-      if (separator < 1 || !/^[A-Za-z0-9._-]{1,64}$/.test(id))
-        throw new Error(`${variable} entry ${i + 1} must be id:key`);
-      return { id, key: parseSecretKey(entry.slice(separator + 1)) };
-    });
-  if (ring.length === 0) throw new Error(`${variable} has no key`);
-  if (new Set(ring.map((k) => k.id)).size !== ring.length) throw new Error(`${variable} has a key id twice`);
-  return ring;
-}
+export const parseSecretKeyRing = (text: string): SecretKey[] =>
+  parseKeyRing(text, 'WEBHOOK_SECRET_KEYS', HEX_OR_BASE64_KEYS);
 
 /** 32 bytes from 64 hex digits or base64 (the forms WEBHOOK_SECRET_KEY accepts). */
-export function parseSecretKey(text: string): Buffer {
-  const key = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
-  if (key.length !== 32) throw new Error('WEBHOOK_SECRET_KEY must decode to 32 bytes');
-  return key;
-}
+export const parseSecretKey = (text: string): Buffer => parseHexOrBase64Key(text);
 
 /**
  * A development secret kept in the git-ignored data folder, created on first use (mode 0600),

@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { loadConfig } from '../common/config';
+import { BASE64_KEY_RING_PATTERN } from '../common/key-ring';
 import {
   ENCRYPTED_ENCODING,
   EncryptionCodec,
   KEY_ID_METADATA_KEY,
   PAYLOAD_KEYS_FILE,
-  PAYLOAD_KEY_RING_PATTERN,
   PayloadDecryptionError,
   generatePayloadKey,
   parsePayloadKeyRing,
@@ -56,6 +56,18 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
     assert.notDeepEqual(Buffer.from(a!.data!).subarray(0, 12), Buffer.from(b!.data!).subarray(0, 12));
     const inner = Buffer.from(JSON.stringify(payloadToJson(event())));
     assert.equal(a!.data!.length, 12 + inner.length + 16);
+  });
+
+  it('opens a payload encrypted by an earlier release (histories keep opening)', async () => {
+    const codec = new EncryptionCodec(parsePayloadKeyRing(`k-2025:${Buffer.alloc(32, 2).toString('base64')}`));
+    const recorded = payloadFromJson({
+      metadata: { encoding: 'YmluYXJ5L2VuY3J5cHRlZA==', 'encryption-key-id': 'ay0yMDI1' },
+      data:
+        'CLO2pwLmdWjN//WspjHI0BRLPOoNjCCHqKoZe7pVet7Mn3yCx/eVgJyocsFBaRrnQs5q0NrElfawdJ6ZgiHJ/TPRf+t1L0Tb/HE95FusPwnUv/' +
+        'OiU4EYdw6sm3xb37KX2xSb7Jfw6k7G1w==',
+    });
+    const [opened] = await codec.decode([recorded]);
+    assert.deepEqual(defaultPayloadConverter.fromPayload(opened!), { recorded: true });
   });
 
   it('after rotation encrypts with the first key and still opens payloads of the old one', async () => {
@@ -227,7 +239,7 @@ describe('payload codec (AES-256-GCM, key ring)', () => {
   it('generates dated key-ring entries of 32 random bytes that the configuration accepts', () => {
     const entry = generatePayloadKey(new Date('2026-11-24T23:59:59Z'));
     assert.match(entry, /^key-2026-11-24-[0-9a-f]{6}:/);
-    assert.match(entry, new RegExp(PAYLOAD_KEY_RING_PATTERN));
+    assert.match(entry, new RegExp(BASE64_KEY_RING_PATTERN));
     const [key] = parsePayloadKeyRing(entry);
     assert.equal(key!.key.length, 32);
     assert.equal(

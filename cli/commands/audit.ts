@@ -2,6 +2,7 @@ import { auditEventsInWindow, pruneAuditEvents, verifyAuditChain, writeAuditDige
 import { dateTimeProblem } from '../../api/deliveries/schemas';
 import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../../common/audit-keys';
 import { AUDIT_RETENTION_FLOOR_DAYS, isDevelopment } from '../../common/config';
+import { KEY_ID_PATTERN } from '../../common/key-ring';
 import { CliError, UsageError, cliActor, commandConfig, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const auditVerify: CliCommand = {
@@ -81,7 +82,7 @@ export const auditKeygen: CliCommand = {
   summary: 'print a new Ed25519 digest signing key for AUDIT_SIGNING_KEY',
   run(args, io) {
     const [keyId] = parseCommandArgs(args, {}, ['keyId']).positionals as [string];
-    if (!/^[A-Za-z0-9._-]{1,64}$/.test(keyId)) throw new UsageError('<keyId> must be 1 to 64 of A-Z a-z 0-9 . _ -');
+    if (!new RegExp(KEY_ID_PATTERN).test(keyId)) throw new UsageError('<keyId> must be 1 to 64 of A-Z a-z 0-9 . _ -');
     io.out(generateAuditSigningKey(keyId));
     return Promise.resolve();
   },
