@@ -1,5 +1,5 @@
 // The checks a redelivery makes on the input it finds in Temporal (api/deliveries/redelivery.ts) as units; the redelivery itself
-// runs on a real Temporal server in test/production-guards.test.ts and test/delivery-log.test.ts.
+// runs on a real Temporal server in test/production-guards.test.ts and test/delivery-log-redelivery.test.ts.
 import assert from 'node:assert/strict';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { isEncryptedPayload, mismatchWith } from '../api/deliveries/redelivery';

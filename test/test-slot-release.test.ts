@@ -102,7 +102,7 @@ describe('test endpoint: the in-flight slot after a failed send', () => {
   });
 });
 
-describe('send slots end with the work, not on a lease timer (issue 29 L7)', () => {
+describe('send slots last as long as the work, not a lease timer: a TEST until its attempt ends, a recovery renewed with each start', () => {
   let t: TestDatabase;
   let server: Server;
   let url: string;
