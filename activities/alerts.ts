@@ -1,6 +1,6 @@
 import { request } from 'undici';
-import type { Logger } from '../common/logger';
-import { signPayload } from '../common/signature';
+import type { Logger } from '../common/telemetry/logger';
+import { signPayload } from '../common/crypto/signature';
 
 /** When and where operator alerts go (ALERT_AFTER_MS, ALERT_WEBHOOK_URL, ALERT_WEBHOOK_SECRET). */
 export interface AlertOptions {

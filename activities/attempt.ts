@@ -10,16 +10,16 @@ import {
   type DeliveryAttemptOutcome,
   type RetrySchedule,
 } from '../common/contract';
-import type { Logger } from '../common/logger';
-import { registrationSecretAad, type SecretBox } from '../common/secrets';
-import { signPayload, standardWebhookSignatureHeader } from '../common/signature';
+import type { Logger } from '../common/telemetry/logger';
+import { registrationSecretAad, type SecretBox } from '../common/crypto/secrets';
+import { signPayload, standardWebhookSignatureHeader } from '../common/crypto/signature';
 import {
   HTTPS_REQUIRED,
   parseWebhookUrl,
   refusedScheme,
   webhookUrlPolicy,
   type WebhookUrlPolicy,
-} from '../common/webhook-url';
+} from '../common/registration/webhook-url';
 import {
   eraseExpiredPreviousSecrets,
   findRegistration,
@@ -34,10 +34,10 @@ import { assertAttemptBound, currentRun } from './input-binding';
 import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import { createPrepareDelivery, DELIVERY_OPTIONS, type PreparedDelivery } from './delivery-options';
-import { ProxyUnavailableError, type ReceiverResponse } from './http';
+import { ProxyUnavailableError, type ReceiverResponse } from './http/client';
 import { createPauseHold } from './pause';
-import { nextRetryDelay, parseRetryAfter } from './retry-after';
-import { ForbiddenTargetError } from './ssrf';
+import { nextRetryDelay, parseRetryAfter } from './http/retry-after';
+import { ForbiddenTargetError } from './http/ssrf';
 
 /** Who this attempt is, for the X-Webhook-Id header and every log line. */
 interface AttemptContext {

@@ -9,8 +9,8 @@ import {
   type AttemptFailureDetails,
   type DeliveryDeferredDetails,
 } from '../common/contract';
-import type { Logger } from '../common/logger';
-import { ATTRIBUTE } from '../common/span-attributes';
+import type { Logger } from '../common/telemetry/logger';
+import { ATTRIBUTE } from '../common/telemetry/span-attributes';
 import {
   addBreakerWaiter,
   admitAttempt,

@@ -20,7 +20,7 @@ import {
 import { DEFAULT_ALERT_AFTER_MS, createAlertSender, type OperatorAlert, type SendAlert } from './alerts';
 import type { ActivityDeps } from './deps';
 import { currentRun } from './input-binding';
-import { deliveriesTotal, deliveryAttemptsTotal, deliveryLatencySeconds } from '../common/delivery-metrics';
+import { deliveriesTotal, deliveryAttemptsTotal, deliveryLatencySeconds } from '../common/telemetry/delivery-metrics';
 
 /** One attempt of a delivery: its number counts every attempt of the delivery (a row per attempt in the log). */
 export interface AttemptKey extends DeliveryKey {

@@ -1,10 +1,10 @@
 import type { Config, ISOLATION_DEFAULTS } from '../common/config';
-import type { Logger } from '../common/logger';
-import type { SecretBox } from '../common/secrets';
+import type { Logger } from '../common/telemetry/logger';
+import type { SecretBox } from '../common/crypto/secrets';
 import type { Db } from '../db';
 import type { AlertOptions } from './alerts';
 import type { DeliveryOption } from './delivery-options/option';
-import type { WebhookHttpClient } from './http';
+import type { WebhookHttpClient } from './http/client';
 import type { Notify } from './notices';
 
 export type ActivityConfig = Pick<

@@ -5,14 +5,14 @@ import type { ActivityDeps } from './deps';
 import type { DeliveryAttemptInput } from '../common/contract';
 import { createPlanDelivery } from './plan';
 import { traceAttempts } from './tracing';
-import { tracingEnabled } from '../common/tracing';
+import { tracingEnabled } from '../common/telemetry/tracing';
 
 export type { ActivityConfig, ActivityDeps } from './deps';
 export type { AlertOptions, OperatorAlert } from './alerts';
-export { deliveryRegistry } from '../common/delivery-metrics';
+export { deliveryRegistry } from '../common/telemetry/delivery-metrics';
 export { DELIVERY_OPTIONS, type DeliveryOption } from './delivery-options';
-export { createWebhookHttpClient, egressProxy, proxyOrigin, type WebhookHttpClient } from './http';
-export { ForbiddenTargetError, forbiddenRange } from './ssrf';
+export { createWebhookHttpClient, egressProxy, proxyOrigin, type WebhookHttpClient } from './http/client';
+export { ForbiddenTargetError, forbiddenRange } from './http/ssrf';
 export { traceHttpClient } from './tracing';
 
 export function createActivities(deps: ActivityDeps) {

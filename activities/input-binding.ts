@@ -13,8 +13,8 @@ import {
   type InputRefusalDetails,
   type WorkflowRun,
 } from '../common/contract';
-import type { Logger } from '../common/logger';
-import { inputRefusedTotal } from '../common/delivery-metrics';
+import type { Logger } from '../common/telemetry/logger';
+import { inputRefusedTotal } from '../common/telemetry/delivery-metrics';
 
 /** The run of the workflow that scheduled the running activity. */
 export function currentRun(): WorkflowRun {

@@ -1,9 +1,9 @@
 import { createTransport, type Transporter } from 'nodemailer';
-import type { Logger } from '../common/logger';
-import { registrationSecretAad, type SecretBox } from '../common/secrets';
-import { signPayload } from '../common/signature';
+import type { Logger } from '../common/telemetry/logger';
+import { registrationSecretAad, type SecretBox } from '../common/crypto/secrets';
+import { signPayload } from '../common/crypto/signature';
 import { claimNotice, findNotificationContacts, findRegistration, type Db, type NoticeCondition } from '../db';
-import type { WebhookHttpClient } from './http';
+import type { WebhookHttpClient } from './http/client';
 
 /** What a project is told: the condition, and counts, types and X-Webhook-Ids only (never a payload or a person). */
 export interface ProjectNotice {

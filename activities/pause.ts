@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { ISOLATION_DEFAULTS } from '../common/config';
 import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../common/contract';
-import type { Logger } from '../common/logger';
+import type { Logger } from '../common/telemetry/logger';
 import { holdDelivery } from '../db';
 import type { ActivityDeps } from './deps';
 

@@ -9,10 +9,10 @@ import { SpanKind, SpanStatusCode, context, defaultTextMapSetter, trace, type Sp
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { DELIVERY_DEFERRED, type DeliveryAttemptInput, type DeliveryAttemptOutcome } from '../common/contract';
-import { ATTRIBUTE, deliverySpanAttributes, receiverAttributes } from '../common/span-attributes';
-import { inSpan, tracer } from '../common/tracing';
+import { ATTRIBUTE, deliverySpanAttributes, receiverAttributes } from '../common/telemetry/span-attributes';
+import { inSpan, tracer } from '../common/telemetry/tracing';
 import type { createAttempt } from './attempt';
-import type { WebhookHttpClient } from './http';
+import type { WebhookHttpClient } from './http/client';
 
 type Attempt = ReturnType<typeof createAttempt>;
 

@@ -12,8 +12,8 @@ import type { Knex } from 'knex';
 import pino from 'pino';
 import { createApp } from '../api/app';
 import type { AuditWriter } from '../api/http/audited-actions';
-import { EncryptionCodec, parsePayloadKeyRing } from '../common/payload-codec';
-import { createSecretBox } from '../common/secrets';
+import { EncryptionCodec, parsePayloadKeyRing } from '../common/crypto/payload-codec';
+import { createSecretBox } from '../common/crypto/secrets';
 import { addMember, addProject, configureAuditTrail, createDb, createRegistration } from '../db';
 import { API_CONNECTIONS, apiRegisterDeleteCycle, apiResult, type ApiResult } from './stages';
 

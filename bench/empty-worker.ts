@@ -2,9 +2,9 @@
 // worker's workflow-task settings (WORKER_* from its environment, so the engine search restarts it per setting) and
 // the same payload codec, in its own process like the delivery worker. Forked with IPC.
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { temporalConnectionOptions } from '../common/temporal-connection';
-import { createLogger } from '../common/logger';
-import { payloadCodecFromConfig } from '../common/payload-codec';
+import { temporalConnectionOptions } from '../common/temporal/connection';
+import { createLogger } from '../common/telemetry/logger';
+import { payloadCodecFromConfig } from '../common/crypto/payload-codec';
 import { installRuntimeLogger } from '../worker/runtime';
 import { workerTuningOptions } from '../worker/start';
 import { loadConfig } from '../common/config';

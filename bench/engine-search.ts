@@ -8,7 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import type { PayloadCodec } from '@temporalio/common';
 import type { Config } from '../common/config';
-import { temporalConnectionOptions } from '../common/temporal-connection';
+import { temporalConnectionOptions } from '../common/temporal/connection';
 import { freePort } from '../dev/ports';
 import { DEV_SERVER_SQLITE_PRAGMAS } from '../dev/stack';
 import { TEMPORAL_DYNAMIC_CONFIG } from '../dev/temporal-dev-server';

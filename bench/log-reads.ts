@@ -15,7 +15,7 @@ import pino from 'pino';
 import { createApp } from '../api/app';
 import { createPortalTokens } from '../api/auth/portal-tokens';
 import { DEFAULT_READ_LIMITS, type ReadLimits } from '../api/http/read-limits';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import { addMember, addProject, createDb, createScratchDatabase, migrateToLatest } from '../db';
 import * as deliveryLogIndexes from '../db/migrations/010_delivery_log_indexes';
 import { startEmbeddedPostgres, type RunningPostgres } from '../dev/postgres';

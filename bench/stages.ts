@@ -5,13 +5,13 @@ import autocannon from 'autocannon';
 import type { Client } from '@temporalio/client';
 import { createWebhookHttpClient } from '../activities';
 import { emitWebhookEvent, eventWorkflowId, type WebhookEvent } from '../client/emit';
-import { signPayload } from '../common/signature';
+import { signPayload } from '../common/crypto/signature';
 import type { Accounting, ReceiptLedger } from './processes';
 import { ratePerSecond, summarize, wallClockMs, type LatencySummary } from './stats';
 
 /** In-flight start calls while saturating: enough to keep the server busy, bounded so the client stays fair. */
 export const START_CONCURRENCY = 64;
-/** In-flight raw POSTs: the delivery client's connection pool size (activities/http.ts). */
+/** In-flight raw POSTs: the delivery client's connection pool size (activities/http/client.ts). */
 export const RAW_CONCURRENCY = 32;
 
 export interface StageContext {

@@ -12,7 +12,7 @@ import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import jwt from 'jsonwebtoken';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import { freePort } from '../dev/ports';
 import { addMember, addProject, admitAttempt, createDb, createRegistration, recordFailure, recordSuccess } from '../db';
 import { startNodeService, track, type BenchProcess } from './processes';

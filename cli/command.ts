@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import { loadConfig, type Config, type ConfigNeeds } from '../common/config';
 import { devDatabaseUrl, readRunningStack } from '../dev/stack';
 import { configureAuditTrail, createDb, type AuditActor } from '../db';
-import { auditTrailKeysFromConfig } from '../common/audit-keys';
+import { auditTrailKeysFromConfig } from '../common/crypto/audit-keys';
 import { SAFE_ID_RULE, isSafeId } from '../common/contract';
 
 /** Where a command writes: results to out, diagnostics to err. */

@@ -8,7 +8,7 @@ import {
   type SubscribableType,
 } from '../common/contract';
 import { InvalidWebhookEventError, validateDeliveryInput } from '../common/contract/validate';
-import { startDeliveryWorkflow } from '../common/delivery-start';
+import { startDeliveryWorkflow } from '../common/temporal/delivery-start';
 
 /** An event the monitoring system emits (TEST events come only from the test endpoint). */
 export interface WebhookEvent extends DeliverWebhookEventInput {

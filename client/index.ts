@@ -8,13 +8,18 @@ export {
   type WebhookEvent,
 } from './emit';
 export { InvalidWebhookEventError, validateEvent, validateDeliveryInput } from '../common/contract/validate';
-export { connectTemporalClient } from '../common/temporal-connection';
+export { connectTemporalClient } from '../common/temporal/connection';
 /**
  * For a monitoring system that builds its own Temporal Client:
  * `dataConverter: encryptedDataConverter(new EncryptionCodec(parsePayloadKeyRing(keys)))`. A production worker refuses
  * an event that is not encrypted with the payload key.
  */
-export { EncryptionCodec, encryptedDataConverter, parsePayloadKeyRing, type PayloadKey } from '../common/payload-codec';
+export {
+  EncryptionCodec,
+  encryptedDataConverter,
+  parsePayloadKeyRing,
+  type PayloadKey,
+} from '../common/crypto/payload-codec';
 export {
   verifyWebhookSignature,
   checkWebhookSignature,
@@ -26,7 +31,7 @@ export {
   type VerifyWebhookSignatureInput,
   type VerifyStandardWebhookInput,
   type WebhookSecrets,
-} from '../common/signature';
+} from '../common/crypto/signature';
 export * from '../common/contract/events';
 export { eventSchemas } from '../common/contract/schemas';
 export {

@@ -7,9 +7,9 @@ import {
   HEX_OR_BASE64_KEY_PATTERN,
   HEX_OR_BASE64_KEY_RING_PATTERN,
   parseKeyRing,
-} from './key-ring';
+} from './crypto/key-ring';
 import { isDevelopment, type NodeEnv } from './node-env';
-import { otlpMetricsNamed, telemetrySettings } from './telemetry-settings';
+import { otlpMetricsNamed, telemetrySettings } from './telemetry/settings';
 
 export { isDevelopment } from './node-env';
 

@@ -1,4 +1,4 @@
-import type { Logger } from './logger';
+import type { Logger } from './telemetry/logger';
 
 /**
  * A repeat this close to the first signal is the same Ctrl-C: a terminal signals the whole process group, and npm

@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { SubscribableType } from '../common/contract';
-import type { ClientCertificateInfo, ClientCertificateUpload } from '../common/client-certificate';
-import type { CustomHeaders } from '../common/custom-headers';
+import type { ClientCertificateInfo, ClientCertificateUpload } from '../common/registration/client-certificate';
+import type { CustomHeaders } from '../common/registration/custom-headers';
 import {
   generateWebhookSecret,
   registrationClientKeyAad,
   registrationHeadersAad,
   registrationSecretAad,
   type SecretBox,
-} from '../common/secrets';
+} from '../common/crypto/secrets';
 import type { Db } from './connection';
-import { adoptWaiters, setAsideWaiters } from './waiter-handover';
+import { adoptWaiters, setAsideWaiters } from './endpoints/waiter-handover';
 
 /** A stored webhook registration; the signing secret stays sealed (AES-256-GCM) at this layer. */
 export interface RegistrationRow {
@@ -26,7 +26,7 @@ export interface RegistrationRow {
   customHeaderNames: string[];
   /** The custom headers' [name, value] pairs as JSON, sealed with registrationHeadersAad; null when there are none. */
   customHeadersSealed: string | null;
-  /** When the current pause began and when it ends by itself; both null when not paused (db/pause.ts). */
+  /** When the current pause began and when it ends by itself; both null when not paused (db/endpoints/pause.ts). */
   pausedAt: Date | null;
   pausedUntil: Date | null;
   /** The client certificate presented to the receiver (mutual TLS), its key sealed; null when there is none. */
@@ -41,7 +41,7 @@ export interface StoredClientCertificate extends ClientCertificateInfo {
   keySealed: string;
 }
 
-/** A checked upload (common/client-certificate.ts), to store; null removes the registration's certificate. */
+/** A checked upload (common/registration/client-certificate.ts), to store; null removes the registration's certificate. */
 export interface ClientCertificateChange {
   upload: ClientCertificateUpload;
   info: ClientCertificateInfo;
@@ -134,7 +134,7 @@ export async function insertRegistration(
 /**
  * Registers a webhook: a new id and signing secret (or the one given), the secret sealed to its row. Returns the
  * row and the plaintext secret (shown once), or undefined when the project already has a registration. It takes over
- * the deliveries a deleted registration of the project left waiting (db/waiter-handover.ts): woken now, sent to it.
+ * the deliveries a deleted registration of the project left waiting (db/endpoints/waiter-handover.ts): woken now, sent to it.
  */
 export async function createRegistration(
   db: Db,
@@ -266,7 +266,7 @@ export async function deleteRegistration(db: Db, projectId: string): Promise<boo
 
 /**
  * Deletes the project's registration and returns the row deleted; undefined when there was none. The deliveries
- * waiting for it are kept for the project's next registration (db/waiter-handover.ts).
+ * waiting for it are kept for the project's next registration (db/endpoints/waiter-handover.ts).
  */
 export async function removeRegistration(db: Db, projectId: string): Promise<RegistrationRow | undefined> {
   return db.transaction(async (trx) => {

@@ -23,7 +23,7 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   delivery_attempts: { api: ['SELECT'], worker: ['SELECT', 'INSERT'] },
   endpoint_health: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   webhook_circuit_breakers: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
-  // A new registration takes over the waiters its project's deleted one left (db/waiter-handover.ts).
+  // A new registration takes over the waiters its project's deleted one left (db/endpoints/waiter-handover.ts).
   webhook_breaker_waiters: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   webhook_unregistered_waiters: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
   webhook_send_limits: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: [] },

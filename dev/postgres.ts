@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Client as PgClient } from 'pg';
-import type { Logger } from '../common/logger';
+import type { Logger } from '../common/telemetry/logger';
 import { RecentLines, assertPortFree, untilGone, type RunningPart } from './processes';
 import { loadReachableEmbeddedPostgres, reachableDataDir } from './postgres-relocate';
 import { embeddedPostgresBinDir, firstUntraversableDirectory, postgresOsUser } from './postgres-user';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import type { Config } from '../common/config';
 import { SEARCH_ATTRIBUTE_KEYS } from '../common/contract';
-import type { Logger } from '../common/logger';
+import type { Logger } from '../common/telemetry/logger';
 import { RecentLines, assertPortFree, signalProcess, stopChild, type RunningPart } from './processes';
 import { temporalCliPath } from './temporal-binaries';
 

@@ -3,7 +3,7 @@
 // 200 otherwise, and handles each webhook id once (the same event may arrive more than once). WEBHOOK_SECRET may
 // list several secrets, space- or comma-separated, to accept both sides of a rotation.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { checkStandardWebhook, checkWebhookSignature, type WebhookSecrets } from '../common/signature';
+import { checkStandardWebhook, checkWebhookSignature, type WebhookSecrets } from '../common/crypto/signature';
 
 export interface ExampleReceiverOptions {
   /** The secret, or during a rotation the old and the new one. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createDecipheriv, randomBytes } from 'node:crypto';
-import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal, type GcmSealed } from '../common/aes-gcm';
+import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal, type GcmSealed } from '../common/crypto/aes-gcm';
 
 const hex = (text: string) => Buffer.from(text, 'hex');
 

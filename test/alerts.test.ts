@@ -1,7 +1,7 @@
 // The operator alert is sent outside the delivery attempt: an alert endpoint that hangs neither delays nor fails the
 // attempt that raised the alert, and the alert still goes out (or is logged as failed), on the real dev server.
 import assert from 'node:assert/strict';
-import { startDeliveryWorkflow } from '../common/delivery-start';
+import { startDeliveryWorkflow } from '../common/temporal/delivery-start';
 import type { DeliverWebhookEventResult } from '../common/contract';
 import { createAlertSender } from '../activities/alerts';
 import { captureLogger, fallEvent, newProjectId } from './support/deliveries';

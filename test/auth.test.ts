@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { createApp } from '../api';
 import { authOptionsFromConfig, type AuthOptions } from '../api/auth/authenticate';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import * as store from '../db';
 import {
   ecKey,

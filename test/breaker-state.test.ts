@@ -1,4 +1,4 @@
-// The circuit breaker's state in PostgreSQL (db/breakers.ts): no Temporal, a scratch database of its own. Periods
+// The circuit breaker's state in PostgreSQL (db/endpoints/breakers.ts): no Temporal, a scratch database of its own. Periods
 // and leases are minutes long and the tests move the database's timestamps instead of sleeping (a controlled clock):
 // a loaded machine cannot make a window pass or close early.
 import assert from 'node:assert/strict';

@@ -8,8 +8,8 @@ import {
   inspectClientCertificate,
   type ClientCertificateInfo,
   type ClientCertificateUpload,
-} from '../common/client-certificate';
-import { createSecretBox, registrationClientKeyAad, registrationSecretAad } from '../common/secrets';
+} from '../common/registration/client-certificate';
+import { createSecretBox, registrationClientKeyAad, registrationSecretAad } from '../common/crypto/secrets';
 import * as store from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { fallEvent, fastConfig, newProjectId } from './support/deliveries';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import type { Context, Middleware } from 'koa';
 import { loadConfig } from '../common/config';
-import { EncryptionCodec, generatePayloadKey, parsePayloadKeyRing } from '../common/payload-codec';
+import { EncryptionCodec, generatePayloadKey, parsePayloadKeyRing } from '../common/crypto/payload-codec';
 import { codecAccessFromConfig, codecAuthentication } from '../api/codec/router';
 
 interface Request {

@@ -14,7 +14,7 @@ import {
   parsePayloadKeyRing,
   payloadToJson,
   type JsonPayload,
-} from '../common/payload-codec';
+} from '../common/crypto/payload-codec';
 import type { Knex } from 'knex';
 import * as store from '../db';
 import { captureLogger } from './support/deliveries';

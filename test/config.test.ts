@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../common/audit-keys';
+import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../common/crypto/audit-keys';
 import { ConfigError, isDevelopment, loadConfig } from '../common/config';
 import { workerTuningOptions } from '../worker/start';
 import { metricsBindAddress } from '../worker/runtime';

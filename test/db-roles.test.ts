@@ -12,7 +12,7 @@ import pino from 'pino';
 import { startApi } from '../api/server';
 import { main } from '../cli';
 import { loadConfig } from '../common/config';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import * as store from '../db';
 import { migrationSource } from '../db/migrations';
 import { testAuditEnv } from './support/audit-keys';

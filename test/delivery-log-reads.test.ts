@@ -11,7 +11,7 @@ import { createApp, type AppDeps } from '../api';
 import { createPortalTokens, portalSigningKeys } from '../api/auth/portal-tokens';
 import { startApi, type RunningApi } from '../api/server';
 import { loadConfig } from '../common/config';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { newProjectId } from './support/deliveries';

@@ -11,7 +11,7 @@ import {
   type DeliveryOption,
   type DeliveryOptionSetup,
 } from '../activities/delivery-options';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import { FailureType } from '../common/contract';
 import { addProject, createRegistration, type RegistrationRow } from '../db';
 import type { deliverWebhookEvent } from '../workflows';

@@ -22,7 +22,7 @@ import { createLocalEnvironment, uniqueTaskQueue } from './support/temporal';
 import { freePort } from '../dev/ports';
 import { loadConfig } from '../common/config';
 import { startWorker } from '../worker/start';
-import { connectTemporalClient } from '../common/temporal-connection';
+import { connectTemporalClient } from '../common/temporal/connection';
 
 describe('delivery end to end (Temporal dev server, real receiver on 127.0.0.1)', function () {
   this.timeout(60_000);

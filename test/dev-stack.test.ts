@@ -10,7 +10,7 @@ import { temporal } from '@temporalio/proto';
 import { Client as PgClient } from 'pg';
 import { loadConfig, type Config } from '../common/config';
 import { DEV_DATABASE_NAME, devJwtSecret, isAlive, readRunningStack, startDevStack, type DevStack } from '../dev/stack';
-import { createLogger } from '../common/logger';
+import { createLogger } from '../common/telemetry/logger';
 import { freePort } from '../dev/ports';
 import { temporalCliPath } from '../dev/temporal-binaries';
 
@@ -55,7 +55,7 @@ function startInChild(env: NodeJS.ProcessEnv): { child: ChildProcess; started: P
   const script = `
     const { startDevStack } = require(${JSON.stringify(resolve(__dirname, '../dev/stack'))});
     const { loadConfig } = require(${JSON.stringify(resolve(__dirname, '../common/config'))});
-    const { createLogger } = require(${JSON.stringify(resolve(__dirname, '../common/logger'))});
+    const { createLogger } = require(${JSON.stringify(resolve(__dirname, '../common/telemetry/logger'))});
     startDevStack({ config: loadConfig(), logger: createLogger('silent') }).then((stack) => {
       process.once('SIGTERM', () => stack.stop().then(() => process.exit(0)));
       console.log('DEVSTACK ' + JSON.stringify({ env: stack.env, pids: stack.pids }));

@@ -10,7 +10,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, type ActivityConfig } from '../activities';
-import { egressRoutes } from '../activities/http';
+import { egressRoutes } from '../activities/http/client';
 import { ConfigError, loadConfig } from '../common/config';
 import { FailureType, type AttemptFailureDetails } from '../common/contract';
 import type { deliverWebhookEvent } from '../workflows';

@@ -10,7 +10,7 @@ import { createApp, startApi } from '../api';
 import { SWAGGER_ASSETS } from '../api/openapi/docs-router';
 import { readinessConnection, searchAttributesCheck, type ReadinessDeps } from '../api/health/router';
 import { loadConfig } from '../common/config';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import { freePort } from '../dev/ports';
 import { createDb } from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';

@@ -11,7 +11,7 @@ import {
   parseHexOrBase64Key,
   parseKeyRing,
   type KeyForm,
-} from '../common/key-ring';
+} from '../common/crypto/key-ring';
 
 const matches = (pattern: string, text: string) => new RegExp(pattern).test(text);
 

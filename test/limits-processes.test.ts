@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { freePort } from '../dev/ports';
 import { loadConfig } from '../common/config';
-import { payloadCodecFromConfig } from '../common/payload-codec';
+import { payloadCodecFromConfig } from '../common/crypto/payload-codec';
 import * as store from '../db';
 import { fastConfig } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';

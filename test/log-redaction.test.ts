@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { eventSchemas } from '../common/contract';
-import { createLogger } from '../common/logger';
+import { createLogger } from '../common/telemetry/logger';
 import { createTestDatabase, type TestDatabase } from './support/postgres';
 
 /** A logger as shipped (createLogger), writing to memory. */

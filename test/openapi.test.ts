@@ -13,8 +13,8 @@ import { type ReadinessDeps, type SearchAttributesReport } from '../api/health/r
 import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/webhooks/schemas';
 import { codecBodySchema } from '../api/codec/router';
 import { DependencyUnavailableError } from '../api/http/errors';
-import { createSecretBox } from '../common/secrets';
-import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/payload-codec';
+import { createSecretBox } from '../common/crypto/secrets';
+import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/crypto/payload-codec';
 import type { TestDeliveryOutcome } from '../api/webhooks/test-event';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';

@@ -8,7 +8,7 @@ import { createApp } from '../api';
 import { createPortalTokens, portalSigningKeys } from '../api/auth/portal-tokens';
 import { createWebhookHttpClient } from '../activities';
 import { createNotifier } from '../activities/notices';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import * as store from '../db';
 import { startPauseExpiry } from '../worker/pause-expiry';
 import { captureLogger, newProjectId } from './support/deliveries';

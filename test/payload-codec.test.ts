@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { loadConfig } from '../common/config';
-import { BASE64_KEY_RING_PATTERN } from '../common/key-ring';
+import { BASE64_KEY_RING_PATTERN } from '../common/crypto/key-ring';
 import {
   ENCRYPTED_ENCODING,
   EncryptionCodec,
@@ -19,7 +19,7 @@ import {
   payloadToJson,
   resolvePayloadKeys,
   workerPayloadCodecFromConfig,
-} from '../common/payload-codec';
+} from '../common/crypto/payload-codec';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType, unencryptedPayloadOf } from '../common/contract';

@@ -9,7 +9,7 @@ import { portalLinkId } from '../api/http/audited-actions';
 import { createPortalTokens, portalSigningKeys } from '../api/auth/portal-tokens';
 import type { ActivityConfig } from '../activities';
 import type { DeliverWebhookEventInput } from '../common/contract';
-import { verifyStandardWebhook } from '../common/signature';
+import { verifyStandardWebhook } from '../common/crypto/signature';
 import * as store from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { fallEvent, fastConfig, newProjectId } from './support/deliveries';

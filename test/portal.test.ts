@@ -6,7 +6,7 @@ import pino from 'pino';
 import { createApp, type AppDeps } from '../api';
 import { createPortalTokens, portalSigningKeys, PORTAL_TOKEN_TYPE } from '../api/auth/portal-tokens';
 import { loadConfig } from '../common/config';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

@@ -19,8 +19,8 @@ import {
   encryptedDataConverter,
   generatePayloadKey,
   parsePayloadKeyRing,
-} from '../common/payload-codec';
-import { startDeliveryWorkflow } from '../common/delivery-start';
+} from '../common/crypto/payload-codec';
+import { startDeliveryWorkflow } from '../common/temporal/delivery-start';
 import {
   FailureType,
   RESUME_DELIVERY_SIGNAL,

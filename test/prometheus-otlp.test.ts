@@ -1,9 +1,9 @@
-// The API's prom-client registries read as OpenTelemetry metric data (common/prometheus-otlp.ts), from a real registry:
+// The API's prom-client registries read as OpenTelemetry metric data (common/telemetry/prometheus-otlp.ts), from a real registry:
 // names, kinds, label sets, and a histogram's cumulative `le` buckets turned into each bucket's own count.
 import assert from 'node:assert/strict';
 import { AggregationTemporality, DataPointType, InstrumentType, type MetricData } from '@opentelemetry/sdk-metrics';
 import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
-import { prometheusToOtlp } from '../common/prometheus-otlp';
+import { prometheusToOtlp } from '../common/telemetry/prometheus-otlp';
 
 const START: [number, number] = [1_700_000_000, 0];
 const END: [number, number] = [1_700_000_060, 500];

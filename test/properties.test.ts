@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
-import { forbiddenRange } from '../activities/ssrf';
-import { parseRetryAfter } from '../activities/retry-after';
+import { forbiddenRange } from '../activities/http/ssrf';
+import { parseRetryAfter } from '../activities/http/retry-after';
 import { isSafeId, VITAL_TYPES } from '../common/contract';
 import { validateDeliveryInput, validateEvent } from '../common/contract/validate';
-import { createSecretBox } from '../common/secrets';
-import { checkWebhookSignature, signPayload } from '../common/signature';
-import { parseWebhookUrl } from '../common/webhook-url';
+import { createSecretBox } from '../common/crypto/secrets';
+import { checkWebhookSignature, signPayload } from '../common/crypto/signature';
+import { parseWebhookUrl } from '../common/registration/webhook-url';
 
 const NOW = Date.UTC(2026, 0, 1);
 const octet = fc.integer({ min: 0, max: 255 });

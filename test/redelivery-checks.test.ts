@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { isEncryptedPayload, mismatchWith } from '../api/deliveries/redelivery';
 import type { DeliverWebhookEventInput } from '../common/contract';
-import { EncryptionCodec, generatePayloadKey, parsePayloadKeyRing } from '../common/payload-codec';
+import { EncryptionCodec, generatePayloadKey, parsePayloadKeyRing } from '../common/crypto/payload-codec';
 import { fallPayload } from './support/deliveries';
 
 describe('redelivery: the input found in Temporal must be the logged event', () => {

@@ -5,7 +5,7 @@ import { createApp } from '../api/app';
 import { DEFAULT_REDELIVERY_LIMITS } from '../api/http/send-limits';
 import { loadConfig } from '../common/config';
 import type { TestDeliveryOutcome } from '../api/webhooks/test-event';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { nextRetryDelay, parseRetryAfter } from '../activities/retry-after';
+import { nextRetryDelay, parseRetryAfter } from '../activities/http/retry-after';
 import { policyDelay, type RetrySchedule } from '../common/contract';
 
 describe('Retry-After is a floor above the retry policy, never an accelerator', () => {

@@ -6,7 +6,7 @@ import pino from 'pino';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { createExampleReceiver } from '../receiver/example-receiver';
 import { startSecretSweep } from '../worker/secret-sweep';
-import { verifyStandardWebhook, verifyWebhookSignature } from '../common/signature';
+import { verifyStandardWebhook, verifyWebhookSignature } from '../common/crypto/signature';
 import type { deliverWebhookEvent } from '../workflows';
 import { addMember, addProject, eraseExpiredPreviousSecrets, findRegistration } from '../db';
 import { fallEvent, fallPayload, newProjectId } from './support/deliveries';

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { temporal } from '@temporalio/proto';
-import { startDeliveryWorkflow } from '../common/delivery-start';
+import { startDeliveryWorkflow } from '../common/temporal/delivery-start';
 import { FailureType, type DeliverWebhookEventResult } from '../common/contract';
 import { fallEvent, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';

@@ -8,7 +8,7 @@ import type { CliIo } from '../cli/command';
 import { startApi, type RunningApi } from '../api/server';
 import { loadConfig, type Config } from '../common/config';
 import type { DeliverWebhookEventResult } from '../common/contract';
-import { temporalClientOn } from '../common/temporal-connection';
+import { temporalClientOn } from '../common/temporal/connection';
 import * as store from '../db';
 import { startWorker, type RunningWorker } from '../worker/start';
 import { USER, captureLogger, fallEvent, fallPayload, newProjectId } from './support/deliveries';

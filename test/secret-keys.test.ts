@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 import { main } from '../cli/index';
 import type { CliIo } from '../cli/command';
 import { loadConfig } from '../common/config';
-import { createSecretBox, parseSecretKeyRing, registrationSecretAad, type SecretBox } from '../common/secrets';
+import { createSecretBox, parseSecretKeyRing, registrationSecretAad, type SecretBox } from '../common/crypto/secrets';
 import {
   addProject,
   createRegistration,

@@ -1,9 +1,9 @@
-// Secret rotation as the database stores it (db/secret-rotation.ts), on a real PostgreSQL and its clock: what a
+// Secret rotation as the database stores it (db/secrets/rotation.ts), on a real PostgreSQL and its clock: what a
 // rotation keeps, for how long, and what the sweep erases. test/rotation.test.ts proves the same end to end, with
 // deliveries signed on Temporal; this file needs no Temporal, so mutation testing (npm run test:mutation) runs it.
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createSecretBox, registrationSecretAad } from '../common/secrets';
+import { createSecretBox, registrationSecretAad } from '../common/crypto/secrets';
 import {
   addProject,
   createRegistration,

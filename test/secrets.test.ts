@@ -14,7 +14,7 @@ import {
   registrationSecretAad,
   resolveSecretKey,
   resolveSecretKeyRing,
-} from '../common/secrets';
+} from '../common/crypto/secrets';
 
 describe('secrets', () => {
   it('generates whsec_ secrets of 32 random bytes in standard base64 (Standard Webhooks), all different', () => {

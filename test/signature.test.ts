@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { checkWebhookSignature, signPayload, verifyWebhookSignature } from '../common/signature';
+import { checkWebhookSignature, signPayload, verifyWebhookSignature } from '../common/crypto/signature';
 
 describe('signature (spec section 5)', () => {
   const secret = 'whsec_test-secret';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { ForbiddenTargetError, createWebhookHttpClient, forbiddenRange } from '../activities';
-import { guardedLookup } from '../activities/ssrf';
+import { guardedLookup } from '../activities/http/ssrf';
 import { eventually } from './support/eventually';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
 

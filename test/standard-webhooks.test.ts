@@ -3,13 +3,13 @@ import { createHmac, randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { deliverWebhookEvent } from '../workflows';
-import { generateWebhookSecret } from '../common/secrets';
+import { generateWebhookSecret } from '../common/crypto/secrets';
 import {
   checkStandardWebhook,
   signStandardWebhook,
   standardWebhookSignatureHeader,
   verifyWebhookSignature,
-} from '../common/signature';
+} from '../common/crypto/signature';
 import { addProject, createRegistration } from '../db';
 import { fallEvent, fallPayload, newProjectId } from './support/deliveries';
 import { useDeliveryFixture } from './support/delivery-fixture';

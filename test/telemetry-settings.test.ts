@@ -1,14 +1,14 @@
 // The OTEL_* variables' standard semantics as this service reads them, and what a delivery's span may carry.
 import assert from 'node:assert/strict';
 import { loadConfig } from '../common/config';
-import { logTargets } from '../common/logger';
-import { otlpMetricsExporter, otlpMetricsNamed, telemetrySettings } from '../common/telemetry-settings';
+import { logTargets } from '../common/telemetry/logger';
+import { otlpMetricsExporter, otlpMetricsNamed, telemetrySettings } from '../common/telemetry/settings';
 import {
   deliverySpanAttributes,
   receiverAttributes,
   sampledTraceparent,
   workflowSpanAttributes,
-} from '../common/span-attributes';
+} from '../common/telemetry/span-attributes';
 
 const ENDPOINT = 'http://127.0.0.1:4318';
 

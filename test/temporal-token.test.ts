@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { loadConfig } from '../common/config';
-import { temporalConnectionOptions } from '../common/temporal-connection';
+import { temporalConnectionOptions } from '../common/temporal/connection';
 import {
   fetchClientCredentialsToken,
   renewalDelayMs,
@@ -8,7 +8,7 @@ import {
   startTokenRefresher,
   type AccessToken,
   type TokenSettings,
-} from '../common/temporal-token';
+} from '../common/temporal/token';
 
 const SETTINGS: TokenSettings = {
   TEMPORAL_OAUTH_TOKEN_URL: 'https://idp.test/token',

@@ -7,7 +7,7 @@ import { createApp } from '../api/app';
 import { lazyTemporalClient } from '../api/http/lazy-temporal';
 import { createTestEventSender, type SendTestEvent, type TestDeliveryOutcome } from '../api/webhooks/test-event';
 import { loadConfig } from '../common/config';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import * as store from '../db';
 import { listenLocal, type LocalServer } from './support/jwks-server';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import { createApp } from '../api/app';
 import { createSendLimiter } from '../api/http/send-limits';
 import type { TestDeliveryOutcome } from '../api/webhooks/test-event';
-import { createSecretBox } from '../common/secrets';
+import { createSecretBox } from '../common/crypto/secrets';
 import { addMember, addProject, createDb, createRegistration, upsertDelivery } from '../db';
 import { eventually } from './support/eventually';
 import { createTestDatabase, type TestDatabase } from './support/postgres';

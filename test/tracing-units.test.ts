@@ -7,8 +7,8 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { createWebhookHttpClient, traceHttpClient, type WebhookHttpClient } from '../activities';
-import { createLogger } from '../common/logger';
-import { tracer } from '../common/tracing';
+import { createLogger } from '../common/telemetry/logger';
+import { tracer } from '../common/telemetry/tracing';
 import { freePort } from '../dev/ports';
 import { startTestReceiver, type TestReceiver } from './support/receiver';
 

@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { createTestEventSender, describeReceiverError } from '../api/webhooks/test-event';
 import { freePort } from '../dev/ports';
 import { FailureType, type DeliveryFailedDetails } from '../common/contract';
-import { HTTPS_REQUIRED, webhookUrlPolicy } from '../common/webhook-url';
+import { HTTPS_REQUIRED, webhookUrlPolicy } from '../common/registration/webhook-url';
 import * as store from '../db';
 import type { deliverWebhookEvent } from '../workflows';
 import { fallEvent, fastConfig, newProjectId } from './support/deliveries';

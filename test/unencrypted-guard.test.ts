@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { ApplicationFailure, noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { unencryptedRefusedTotal } from '../common/delivery-metrics';
+import { unencryptedRefusedTotal } from '../common/telemetry/delivery-metrics';
 import { FailureType } from '../common/contract';
 import { unencryptedActivityInputGuard } from '../worker/unencrypted-guard';
 import { captureLogger } from './support/deliveries';

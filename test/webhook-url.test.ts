@@ -1,6 +1,11 @@
-// The receiver URL rules (common/webhook-url.ts) as a pure unit: what registration and every attempt accept.
+// The receiver URL rules (common/registration/webhook-url.ts) as a pure unit: what registration and every attempt accept.
 import assert from 'node:assert/strict';
-import { MAX_WEBHOOK_URL_LENGTH, parseWebhookUrl, refusedScheme, webhookUrlPolicy } from '../common/webhook-url';
+import {
+  MAX_WEBHOOK_URL_LENGTH,
+  parseWebhookUrl,
+  refusedScheme,
+  webhookUrlPolicy,
+} from '../common/registration/webhook-url';
 
 describe('webhook URL rules (pure)', () => {
   it('accepts absolute http and https URLs with a host, as the WHATWG parser reads them', () => {

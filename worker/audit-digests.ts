@@ -1,4 +1,4 @@
-import type { Logger } from '../common/logger';
+import type { Logger } from '../common/telemetry/logger';
 import { writeAuditDigest, type Db } from '../db';
 
 /**

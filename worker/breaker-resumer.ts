@@ -2,7 +2,7 @@ import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import type { NativeConnection } from '@temporalio/worker';
 import { RESUME_DELIVERY_SIGNAL, type ResumeDeliverySignal } from '../common/contract';
-import type { Logger } from '../common/logger';
+import type { Logger } from '../common/telemetry/logger';
 import { forgetWokenWaiters, takeWaitersToWake, type BreakerWaiter, type Db } from '../db';
 
 export interface BreakerResumerOptions {

@@ -1,4 +1,4 @@
-import type { Logger } from '../common/logger';
+import type { Logger } from '../common/telemetry/logger';
 import { purgeDeliveries, type Db } from '../db';
 
 /** How often a worker purges the delivery log of entries past DELIVERY_LOG_RETENTION_DAYS. */

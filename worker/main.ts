@@ -1,6 +1,6 @@
 // Entry of `npm run start:worker`: a delivery worker, stopped gracefully by SIGINT/SIGTERM.
 import { loadConfig } from '../common/config';
-import { createLogger, prettyLogs } from '../common/logger';
+import { createLogger, prettyLogs } from '../common/telemetry/logger';
 import { onShutdownSignal } from '../common/signals';
 import { startWorker } from './start';
 

@@ -1,5 +1,5 @@
-import type { Logger } from '../common/logger';
-import { CLIENT_CERTIFICATE_WARNING_DAYS } from '../common/client-certificate';
+import type { Logger } from '../common/telemetry/logger';
+import { CLIENT_CERTIFICATE_WARNING_DAYS } from '../common/registration/client-certificate';
 import { endExpiredPauses, expiringCertificates, takeQueuedNotices, type Db } from '../db';
 import type { Notify } from '../activities/notices';
 

@@ -1,7 +1,7 @@
 import { DefaultLogger, Runtime, makeTelemetryFilterString, type LogEntry } from '@temporalio/worker';
-import { DELIVERY_LATENCY_BUCKETS } from '../common/delivery-metrics';
-import type { Logger } from '../common/logger';
-import type { OtlpMetricsExporter } from '../common/telemetry-settings';
+import { DELIVERY_LATENCY_BUCKETS } from '../common/telemetry/delivery-metrics';
+import type { Logger } from '../common/telemetry/logger';
+import type { OtlpMetricsExporter } from '../common/telemetry/settings';
 
 let installed = false;
 

@@ -2,30 +2,33 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin, traceHttpClient } from '../activities';
-import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal-connection';
+import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal/connection';
 import { isDevelopment, type Config } from '../common/config';
-import type { Logger } from '../common/logger';
-import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/secrets';
+import type { Logger } from '../common/telemetry/logger';
+import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/crypto/secrets';
 import {
   FAILURE_CONVERTER_PATH,
   encryptedDataConverter,
   unencryptedEventsAllowed,
   workerPayloadCodecFromConfig,
-} from '../common/payload-codec';
+} from '../common/crypto/payload-codec';
 import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions } from '../db';
 import { attemptDeadlineMs } from '../common/contract';
-import { missingSearchAttributesMessage, namespaceSearchAttributes } from '../common/namespace-search-attributes';
+import {
+  missingSearchAttributesMessage,
+  namespaceSearchAttributes,
+} from '../common/temporal/namespace-search-attributes';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startAuditDigests } from './audit-digests';
-import { auditTrailKeysFromConfig } from '../common/audit-keys';
+import { auditTrailKeysFromConfig } from '../common/crypto/audit-keys';
 import { startDeliveryLogRetention } from './delivery-log-retention';
 import { startBreakerResumer } from './breaker-resumer';
 import { startPauseExpiry } from './pause-expiry';
 import { createNotifier } from '../activities/notices';
 import { unencryptedActivityInputGuard } from './unencrypted-guard';
-import { installTracing } from '../common/tracing-sdk';
-import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry-settings';
+import { installTracing } from '../common/telemetry/tracing-sdk';
+import { otlpMetricsExporter, telemetrySettings } from '../common/telemetry/settings';
 import { WORKFLOW_INTERCEPTOR_MODULE, tracingActivityInterceptors, workflowSpanSinks } from './tracing';
 
 /** Written by `npm run build` (worker/build-workflow-bundle.ts); absent when running from sources. */

@@ -1,4 +1,4 @@
-// The worker's side of tracing (common/tracing-sdk.ts installs the provider): Temporal's OpenTelemetry activity
+// The worker's side of tracing (common/telemetry/tracing-sdk.ts installs the provider): Temporal's OpenTelemetry activity
 // interceptors, the workflow interceptor module every bundle carries, and the sink workflow spans leave through.
 import type { InjectedSinks, ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
@@ -8,8 +8,8 @@ import {
   makeWorkflowExporter,
 } from '@temporalio/interceptors-opentelemetry/lib/worker';
 import type { OpenTelemetryWorkflowExporter } from '@temporalio/interceptors-opentelemetry/lib/workflow/definitions';
-import { workflowSpanAttributes } from '../common/span-attributes';
-import type { Tracing } from '../common/tracing-sdk';
+import { workflowSpanAttributes } from '../common/telemetry/span-attributes';
+import type { Tracing } from '../common/telemetry/tracing-sdk';
 
 /**
  * Bundled with the workflows whether or not this worker traces: it does nothing for a delivery started without a trace

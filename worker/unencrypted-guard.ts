@@ -1,8 +1,8 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { FailureType, unencryptedPayloadOf } from '../common/contract';
-import type { Logger } from '../common/logger';
-import { unencryptedRefusedTotal } from '../common/delivery-metrics';
+import type { Logger } from '../common/telemetry/logger';
+import { unencryptedRefusedTotal } from '../common/telemetry/delivery-metrics';
 
 /**
  * The activities' side of the refusal: an activity task whose input was not encrypted with our key (a workflow of

@@ -13,7 +13,7 @@ import {
   type Payload,
   type WorkflowInterceptors,
 } from '@temporalio/workflow';
-import { ATTRIBUTE, sampledTraceparent } from '../common/span-attributes';
+import { ATTRIBUTE, sampledTraceparent } from '../common/telemetry/span-attributes';
 
 /** The header Temporal's client interceptor carries the trace context in (its TRACE_HEADER). */
 const TRACE_HEADER = '_tracer-data';

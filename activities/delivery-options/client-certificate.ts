@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { handshakeRefusal } from '../../common/client-certificate';
+import { handshakeRefusal } from '../../common/registration/client-certificate';
 import { FailureType } from '../../common/contract';
 import { openClientKey } from '../../db';
 import type { DeliveryOption } from './option';

@@ -3,7 +3,7 @@ import { FailureType } from '../../common/contract';
 import { openCustomHeaders } from '../../db';
 import type { DeliveryOption } from './option';
 
-/** The registration's own headers (common/custom-headers.ts), opened; retryable when they cannot be. Never logged. */
+/** The registration's own headers (common/registration/custom-headers.ts), opened; retryable when they cannot be. Never logged. */
 export const customHeaders: DeliveryOption = {
   name: 'custom-headers',
   setUp:

@@ -1,4 +1,4 @@
-import { egressProxy, egressRouteTo } from '../http';
+import { egressProxy, egressRouteTo } from '../http/client';
 import type { DeliveryOption } from './option';
 
 /** The worker's egress proxy (HTTPS_PROXY, HTTP_PROXY, NO_PROXY): the route to the receiver's URL. */

@@ -1,7 +1,7 @@
 // What a delivery carries beyond its signed body: each option one file here, listed once in DELIVERY_OPTIONS. The
 // attempt calls prepareDelivery and knows none of them (docs/development.md, "Delivery options").
 import type { RegistrationRow } from '../../db';
-import type { ReceiverConnection } from '../http';
+import type { ReceiverConnection } from '../http/client';
 import { clientCertificate } from './client-certificate';
 import { customHeaders } from './custom-headers';
 import { egressRoute } from './egress-route';

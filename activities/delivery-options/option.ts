@@ -1,8 +1,8 @@
-import type { Logger } from '../../common/logger';
-import type { SecretBox } from '../../common/secrets';
+import type { Logger } from '../../common/telemetry/logger';
+import type { SecretBox } from '../../common/crypto/secrets';
 import type { RegistrationRow } from '../../db';
 import type { Config } from '../../common/config';
-import type { ClientCertificate, EgressRoute } from '../http';
+import type { ClientCertificate, EgressRoute } from '../http/client';
 
 /** What the worker gives each option once, when its activities are made. */
 export interface DeliveryOptionSetup {

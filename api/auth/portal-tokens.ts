@@ -1,6 +1,6 @@
 import { hkdfSync, randomUUID } from 'node:crypto';
 import jwt from 'jsonwebtoken';
-import type { SecretKey } from '../../common/secrets';
+import type { SecretKey } from '../../common/crypto/secrets';
 import { UnauthorizedError } from '../http/errors';
 
 /** What a portal link lets its holder do: `read` the endpoint and the delivery log, `manage` act on them too. */

@@ -10,7 +10,7 @@ import {
   payloadFromJson,
   payloadToJson,
   type JsonPayload,
-} from '../../common/payload-codec';
+} from '../../common/crypto/payload-codec';
 import { ApiError, InvalidRequestError } from '../http/errors';
 import {
   commaSeparated,

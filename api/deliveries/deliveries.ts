@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import * as store from '../../db';
-import { certificateExpiry } from '../../common/client-certificate';
+import { certificateExpiry } from '../../common/registration/client-certificate';
 import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from '../http/dependency-errors';
 import { ApiError } from '../http/errors';
 import { assertMember } from '../webhooks/registrations';

@@ -5,9 +5,13 @@ import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-wor
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import type { Config } from '../../common/config';
 import type { DeliverWebhookEventInput } from '../../common/contract';
-import { startDeliveryWorkflow } from '../../common/delivery-start';
-import type { Logger } from '../../common/logger';
-import { ENCRYPTED_ENCODING, PayloadDecryptionError, unencryptedEventsAllowed } from '../../common/payload-codec';
+import { startDeliveryWorkflow } from '../../common/temporal/delivery-start';
+import type { Logger } from '../../common/telemetry/logger';
+import {
+  ENCRYPTED_ENCODING,
+  PayloadDecryptionError,
+  unencryptedEventsAllowed,
+} from '../../common/crypto/payload-codec';
 import type { DeliveryRow } from '../../db';
 import { ApiError } from '../http/errors';
 

@@ -3,7 +3,7 @@ import { Router } from '@koa/router';
 import type { Middleware } from 'koa';
 import type { Knex } from 'knex';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { deliveryRegistry } from '../../common/delivery-metrics';
+import { deliveryRegistry } from '../../common/telemetry/delivery-metrics';
 import { readAlertState } from '../../db';
 import { UnauthorizedError } from '../http/errors';
 

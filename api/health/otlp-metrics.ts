@@ -1,6 +1,6 @@
 // The API's /metrics series pushed over OTLP/HTTP as well, for operators without Prometheus: OpenTelemetry's periodic
 // reader and OTLP exporter, fed by a metric producer that reads the same prom-client registries a scrape reads
-// (common/prometheus-otlp.ts converts them). Started only when OTLP metrics are asked for by name
+// (common/telemetry/prometheus-otlp.ts converts them). Started only when OTLP metrics are asked for by name
 // (OTEL_METRICS_EXPORTER=otlp or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT): /metrics is always served, so the shared
 // OTEL_EXPORTER_OTLP_ENDPOINT alone (set for traces, say) does not also push metrics to a trace store.
 import { hrTime } from '@opentelemetry/core';
@@ -8,10 +8,10 @@ import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
 import { Resource } from '@opentelemetry/resources';
 import { MeterProvider, PeriodicExportingMetricReader, type MetricProducer } from '@opentelemetry/sdk-metrics';
 import type { Registry } from 'prom-client';
-import type { Logger } from '../../common/logger';
-import { prometheusToOtlp } from '../../common/prometheus-otlp';
-import type { OtlpMetricsExporter } from '../../common/telemetry-settings';
-import { serviceResource } from '../../common/tracing-sdk';
+import type { Logger } from '../../common/telemetry/logger';
+import { prometheusToOtlp } from '../../common/telemetry/prometheus-otlp';
+import type { OtlpMetricsExporter } from '../../common/telemetry/settings';
+import { serviceResource } from '../../common/telemetry/tracing-sdk';
 
 export interface OtlpMetrics {
   /** Sends what was collected last and stops (at shutdown). */

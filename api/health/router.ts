@@ -1,12 +1,12 @@
 import { Router } from '@koa/router';
 import type { Knex } from 'knex';
 import { Connection, isGrpcCancelledError, type ConnectionLike, type ConnectionOptions } from '@temporalio/client';
-import type { Logger } from '../../common/logger';
+import type { Logger } from '../../common/telemetry/logger';
 import {
   missingSearchAttributesDetail,
   missingSearchAttributesMessage,
   namespaceSearchAttributes,
-} from '../../common/namespace-search-attributes';
+} from '../../common/temporal/namespace-search-attributes';
 import { unavailableDependency } from '../http/dependency-errors';
 import { ApiError } from '../http/errors';
 

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { Middleware } from 'koa';
-import type { Logger } from '../../common/logger';
+import type { Logger } from '../../common/telemetry/logger';
 import {
   UNAVAILABLE_RETRY_AFTER_S,
   loggableError,

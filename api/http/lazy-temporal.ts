@@ -1,8 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../../common/config';
-import { payloadCodecFromConfig } from '../../common/payload-codec';
-import { connectTemporalClient, temporalTokenRefresher, type TokenLog } from '../../common/temporal-connection';
-import type { TokenRefresher } from '../../common/temporal-token';
+import { payloadCodecFromConfig } from '../../common/crypto/payload-codec';
+import { connectTemporalClient, temporalTokenRefresher, type TokenLog } from '../../common/temporal/connection';
+import type { TokenRefresher } from '../../common/temporal/token';
 import { DependencyUnavailableError } from './errors';
 
 type LazySettings = Parameters<typeof connectTemporalClient>[0] &

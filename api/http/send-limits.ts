@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Logger } from '../../common/logger';
+import type { Logger } from '../../common/telemetry/logger';
 import { admitSend, extendSendSlot, releaseSendSlot, type SendLimitKind, type SendLimitRule } from '../../db';
 import { ApiError } from './errors';
 import type { SendTestEvent, TestDeliveryOutcome } from '../webhooks/test-event';

@@ -1,13 +1,18 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { MAX_PROJECT_ID_LENGTH, SAFE_ID_PATTERN, SAFE_ID_RULE, isSafeId } from '../../common/contract';
-import { customHeaderProblems } from '../../common/custom-headers';
-import { HTTPS_REQUIRED, parseWebhookUrl, refusedScheme, type WebhookUrlPolicy } from '../../common/webhook-url';
+import { customHeaderProblems } from '../../common/registration/custom-headers';
+import {
+  HTTPS_REQUIRED,
+  parseWebhookUrl,
+  refusedScheme,
+  type WebhookUrlPolicy,
+} from '../../common/registration/webhook-url';
 import {
   inspectClientCertificate,
   type ClientCertificateInfo,
   type ClientCertificateUpload,
-} from '../../common/client-certificate';
+} from '../../common/registration/client-certificate';
 import { InvalidParameterError, InvalidRequestError, type FieldError } from './errors';
 
 // Request bodies and path parameters checked the same way on every route: ajv with every problem listed, the field

@@ -3,7 +3,7 @@ import { auditedUrl, recordAudit } from '../http/audited-actions';
 import { recheckPortalLink } from '../auth/authenticate';
 import { assertMember, type RegistrationDeps } from './registrations';
 import { compileBody } from '../http/validation';
-import type { WebhookUrlPolicy } from '../../common/webhook-url';
+import type { WebhookUrlPolicy } from '../../common/registration/webhook-url';
 
 /** At most this many e-mail addresses per project. */
 export const MAX_NOTICE_EMAILS = 10;

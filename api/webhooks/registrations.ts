@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import * as store from '../../db';
-import type { SecretBox } from '../../common/secrets';
+import type { SecretBox } from '../../common/crypto/secrets';
 import type { SendTestEvent } from './test-event';
 import { recheckPortalLink } from '../auth/authenticate';
 import { auditedUrl, recordAudit, withAuditBeforeEffect } from '../http/audited-actions';
@@ -21,10 +21,10 @@ import {
   type RotateSecretBody,
   type UpdateWebhookBody,
 } from './schemas';
-import type { ClientCertificateInfo, ClientCertificateUpload } from '../../common/client-certificate';
+import type { ClientCertificateInfo, ClientCertificateUpload } from '../../common/registration/client-certificate';
 import type { SubscribableType } from '../../common/contract';
-import type { CustomHeaders } from '../../common/custom-headers';
-import { sameOrigin } from '../../common/webhook-url';
+import type { CustomHeaders } from '../../common/registration/custom-headers';
+import { sameOrigin } from '../../common/registration/webhook-url';
 
 export interface RegistrationDeps {
   db: Knex;

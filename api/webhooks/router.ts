@@ -6,7 +6,7 @@ import { pauseWebhook, resumeWebhook, type PauseDeps } from './pause';
 import { getNotificationContacts, setNotificationContacts } from './notices';
 import { projectIdParam } from '../http/validation';
 import { validateRegisterBody, validateRotateSecretBody, validateUpdateBody } from './schemas';
-import type { WebhookUrlPolicy } from '../../common/webhook-url';
+import type { WebhookUrlPolicy } from '../../common/registration/webhook-url';
 import type { PortalGrant } from '../auth/portal-tokens';
 
 type Context = RouterContext<{ user?: unknown; portal?: PortalGrant }>;

@@ -7,9 +7,12 @@ import {
   RESERVED_HEADER_NAMES,
   RESERVED_HEADER_PATTERN,
   type CustomHeaders,
-} from '../../common/custom-headers';
-import { MAX_WEBHOOK_URL_LENGTH } from '../../common/webhook-url';
-import { MAX_CLIENT_CERTIFICATE_PEM_LENGTH, type ClientCertificateUpload } from '../../common/client-certificate';
+} from '../../common/registration/custom-headers';
+import { MAX_WEBHOOK_URL_LENGTH } from '../../common/registration/webhook-url';
+import {
+  MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
+  type ClientCertificateUpload,
+} from '../../common/registration/client-certificate';
 import { compileBody, projectIdSchema } from '../http/validation';
 
 // The registration's request bodies: plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI

@@ -9,7 +9,7 @@ import {
   type DeliverWebhookEventResult,
   type DeliveryFailedDetails,
 } from '../../common/contract';
-import { startDeliveryWorkflow } from '../../common/delivery-start';
+import { startDeliveryWorkflow } from '../../common/temporal/delivery-start';
 
 /** What the test endpoint reports: a real delivery outcome of one TEST event (one attempt, no retries). */
 export type TestDeliveryOutcome =

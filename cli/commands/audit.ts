@@ -1,8 +1,8 @@
 import { auditEventsInWindow, pruneAuditEvents, verifyAuditChain, writeAuditDigest } from '../../db';
 import { dateTimeProblem } from '../../api/deliveries/schemas';
-import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../../common/audit-keys';
+import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../../common/crypto/audit-keys';
 import { AUDIT_RETENTION_FLOOR_DAYS, isDevelopment } from '../../common/config';
-import { KEY_ID_PATTERN } from '../../common/key-ring';
+import { KEY_ID_PATTERN } from '../../common/crypto/key-ring';
 import { CliError, UsageError, cliActor, commandConfig, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const auditVerify: CliCommand = {

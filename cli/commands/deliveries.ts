@@ -2,7 +2,7 @@ import { ApiError } from '../../api/http/errors';
 import { parseListQuery, recoverAndRecord, redeliverAsOperator } from '../../api/deliveries/deliveries';
 import { validateRecoverBody } from '../../api/deliveries/schemas';
 import { createRedeliveryStarter } from '../../api/deliveries/redelivery';
-import { connectTemporalClient } from '../../common/temporal-connection';
+import { connectTemporalClient } from '../../common/temporal/connection';
 import { listDeliveries } from '../../db';
 import { CliError, UsageError, cliActor, parseCommandArgs, withDb, type CliCommand, type CliIo } from '../command';
 

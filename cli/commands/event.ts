@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { emitWebhookEvent, WebhookEventAlreadyEmittedError } from '../../client/emit';
 import { InvalidWebhookEventError } from '../../common/contract/validate';
-import { connectTemporalClient } from '../../common/temporal-connection';
-import { installTracing } from '../../common/tracing-sdk';
+import { connectTemporalClient } from '../../common/temporal/connection';
+import { installTracing } from '../../common/telemetry/tracing-sdk';
 import { SUBSCRIBABLE_TYPES, type SubscribableType, type EventPayload } from '../../common/contract';
 import { CliError, UsageError, commandConfig, parseCommandArgs, type CliCommand } from '../command';
 

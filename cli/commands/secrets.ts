@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
-import { DEV_SECRET_KEY_FILE, createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
+import { DEV_SECRET_KEY_FILE, createSecretBox, resolveSecretKeyRing } from '../../common/crypto/secrets';
 import { configureAuditTrail, resealRegistrationSecrets } from '../../db';
-import { auditTrailKeysFromConfig } from '../../common/audit-keys';
+import { auditTrailKeysFromConfig } from '../../common/crypto/audit-keys';
 import { CliError, cliActor, type CliCommand, parseCommandArgs, withDb } from '../command';
 
 export const secretsReseal: CliCommand = {

@@ -1,9 +1,9 @@
 import { startApi, type RunningApi } from '../../api/server';
-import { temporalClientOn } from '../../common/temporal-connection';
+import { temporalClientOn } from '../../common/temporal/connection';
 import { loadConfig } from '../../common/config';
 import { startDevStack, type DevStack } from '../../dev/stack';
-import { createLogger, prettyLogs, type Logger } from '../../common/logger';
-import { createSecretBox, resolveSecretKeyRing } from '../../common/secrets';
+import { createLogger, prettyLogs, type Logger } from '../../common/telemetry/logger';
+import { createSecretBox, resolveSecretKeyRing } from '../../common/crypto/secrets';
 import { onShutdownSignal } from '../../common/signals';
 import { startWorker, type RunningWorker } from '../../worker/start';
 import { type CliCommand, parseCommandArgs } from '../command';

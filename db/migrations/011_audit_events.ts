@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 
 /**
  * The audit trail: one append-only row per action, each hashed over its content and the previous row's hash (see
- * db/audit.ts). Rows are written by the API's and the workers' roles and never changed: UPDATE, DELETE and TRUNCATE
+ * db/audit/events.ts). Rows are written by the API's and the workers' roles and never changed: UPDATE, DELETE and TRUNCATE
  * are revoked from PUBLIC here, and `webhooks migrate` grants those roles INSERT and SELECT only (db/roles.ts), leaving
  * UPDATE and DELETE to the owner (the role that runs migrations and the retention prune).
  */

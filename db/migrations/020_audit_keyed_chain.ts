@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 
 /**
  * Keyed audit chains, one per project (and one for the delivery path's rows of each project, one for rows of no
- * project), each ordered by a lock on its own head row instead of one lock for every project (see db/audit.ts).
+ * project), each ordered by a lock on its own head row instead of one lock for every project (see db/audit/events.ts).
  * Rows written before this migration become the chain `legacy`, in id order, still verified as the unkeyed audit-v1
  * chain they are; the keyed chains start here. `audit_trail` holds the id digests and journals name; `audit_digests`
  * the hash of every digest written (the digests themselves live outside the database: AUDIT_DIGEST_DIR).

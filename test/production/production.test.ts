@@ -14,7 +14,7 @@ import { Webhook } from 'standardwebhooks';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici';
 import { emitWebhookEvent } from '../../client/emit';
 import type { SubscribableType } from '../../common/contract';
-import { connectTemporalClient } from '../../common/temporal-connection';
+import { connectTemporalClient } from '../../common/temporal/connection';
 import { addMember, addProject, createDb, createScratchDatabase } from '../../db';
 import { freePort } from '../../dev/ports';
 import {

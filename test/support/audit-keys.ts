@@ -2,8 +2,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { auditTrailKeysFromConfig } from '../../common/audit-keys';
-import { configureAuditTrail } from '../../db/audit-trail';
+import { auditTrailKeysFromConfig } from '../../common/crypto/audit-keys';
+import { configureAuditTrail } from '../../db/audit/chain';
 
 export const TEST_AUDIT_HMAC_KEYS = `test-a1:${'5a'.repeat(32)}`;
 export const TEST_AUDIT_SIGNING_KEY = `test-s1:${Buffer.alloc(32, 0x21).toString('base64')}`;

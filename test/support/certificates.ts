@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ClientCertificateUpload } from '../../common/client-certificate';
+import type { ClientCertificateUpload } from '../../common/registration/client-certificate';
 
 /**
  * A receiver's own CA, server certificates for 127.0.0.1 and for localhost, and client certificates it signed, made

@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import pino from 'pino';
 import type { ActivityConfig } from '../../activities';
-import { createSecretBox, type SecretBox } from '../../common/secrets';
+import { createSecretBox, type SecretBox } from '../../common/crypto/secrets';
 import type { SubscribableType, VitalThresholdPayload } from '../../common/contract';
 import { addProject, createRegistration, deleteRegistration } from '../../db';
 

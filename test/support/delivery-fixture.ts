@@ -7,7 +7,7 @@ import { TEST_JWT_SECRET } from './tokens';
 import { ISOLATION_DEFAULTS, loadConfig } from '../../common/config';
 import { attemptDeadlineMs } from '../../common/contract';
 import { startBreakerResumer } from '../../worker/breaker-resumer';
-import { payloadCodecFromConfig } from '../../common/payload-codec';
+import { payloadCodecFromConfig } from '../../common/crypto/payload-codec';
 import {
   createActivities,
   createWebhookHttpClient,
@@ -15,7 +15,7 @@ import {
   type ActivityConfig,
   type AlertOptions,
 } from '../../activities';
-import type { Logger } from '../../common/logger';
+import type { Logger } from '../../common/telemetry/logger';
 import type { DeliveryOption } from '../../activities/delivery-options';
 import type { Notify } from '../../activities/notices';
 import { Registrations, captureLogger, fastConfig } from './deliveries';

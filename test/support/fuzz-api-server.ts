@@ -10,8 +10,8 @@ import { randomBytes } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { startApi } from '../../api';
 import { loadConfig } from '../../common/config';
-import { createLogger } from '../../common/logger';
-import { createSecretBox } from '../../common/secrets';
+import { createLogger } from '../../common/telemetry/logger';
+import { createSecretBox } from '../../common/crypto/secrets';
 import {
   addMember,
   addProject,

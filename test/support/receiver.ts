@@ -37,7 +37,7 @@ export interface TestReceiver {
 }
 
 /**
- * This test's own HMAC check, independent of common/signature.ts: HMAC-SHA256 over the timestamp header, a dot
+ * This test's own HMAC check, independent of common/crypto/signature.ts: HMAC-SHA256 over the timestamp header, a dot
  * and the raw received bytes, compared with X-Signature.
  */
 export function independentSignatureValid(secret: string, request: ReceivedRequest): boolean {

@@ -1,7 +1,7 @@
 // The payload key of the history recorded with tracing on (test/tracing.test.ts) and replayed by test/replay.test.ts:
 // a test constant, like the made-up person in that history.
 import type { DataConverter } from '@temporalio/common';
-import { encryptedDataConverter, workerPayloadCodecFromConfig } from '../../common/payload-codec';
+import { encryptedDataConverter, workerPayloadCodecFromConfig } from '../../common/crypto/payload-codec';
 
 /** Its event id: the input is sealed for its workflow id, which a replay reads from the history's start. */
 export const TRACED_EVENT_ID = 'traced-retried-fall';

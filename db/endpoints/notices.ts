@@ -1,4 +1,4 @@
-import type { Db } from './connection';
+import type { Db } from '../connection';
 
 /** A project's own notification contacts: a URL for signed notices, e-mail addresses, or both. */
 export interface NotificationContacts {

@@ -1,6 +1,6 @@
-import type { Db } from './connection';
-import { writeAuditDigest } from './audit-digests';
-import { canonicalJson, chainingKey, hmacHex, journalCommittedRow, sha256Hex } from './audit-trail';
+import type { Db } from '../connection';
+import { writeAuditDigest } from './digests';
+import { canonicalJson, chainingKey, hmacHex, journalCommittedRow, sha256Hex } from './chain';
 
 /** Who acted: a member's token, a portal link (acting for the member who made it), the operator CLI, or the service. */
 export type AuditActorKind = 'member' | 'portal-link' | 'cli' | 'system';

@@ -1,6 +1,6 @@
 // Access tokens for Temporal's authorizer: an OAuth 2.0 client-credentials grant (RFC 6749 §4.4) against the identity
 // provider's token endpoint, renewed well before each token expires so a long-running worker never presents a dead one.
-import type { Config } from './config';
+import type { Config } from '../config';
 
 export type TokenSettings = Pick<
   Config,

@@ -1,5 +1,5 @@
-import { appendAuditEvent } from './audit';
-import type { Db } from './connection';
+import { appendAuditEvent } from '../audit/events';
+import type { Db } from '../connection';
 
 /** What a registration's breaker lets one attempt do, decided by the database's clock (one for every worker). */
 export type BreakerAdmission =

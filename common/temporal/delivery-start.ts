@@ -1,10 +1,10 @@
 // How every delivery workflow is started (events, tests, redeliveries): its priority, its project's fairness key and
 // the operators' search attributes given at start, so the workflow needs no upsert (no command, no extra history).
 import { isGrpcServiceError, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
-import { DELIVER_WORKFLOW_TYPE, deliverySearchAttributes, type DeliverWebhookEventInput } from './contract';
-import { deliveryPriority } from './fairness';
-import { inSpan, tracingEnabled } from './tracing';
-import { deliverySpanAttributes } from './span-attributes';
+import { DELIVER_WORKFLOW_TYPE, deliverySearchAttributes, type DeliverWebhookEventInput } from '../contract';
+import { deliveryPriority } from '../fairness';
+import { inSpan, tracingEnabled } from '../telemetry/tracing';
+import { deliverySpanAttributes } from '../telemetry/span-attributes';
 
 export type DeliveryStartOptions = Omit<
   WorkflowStartOptions,

@@ -1,7 +1,7 @@
-import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../common/secrets';
-import type { Db } from './connection';
-import { appendAuditEvent } from './audit';
-import { findRegistration } from './registrations';
+import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../../common/crypto/secrets';
+import type { Db } from '../connection';
+import { appendAuditEvent } from '../audit/events';
+import { findRegistration } from '../registrations';
 
 const TABLE = 'webhook_registrations';
 

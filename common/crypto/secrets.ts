@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GCM_TAG_BYTES, gcmOpen, gcmSeal } from './aes-gcm';
-import type { Config } from './config';
+import type { Config } from '../config';
 import { HEX_OR_BASE64_KEYS, parseHexOrBase64Key, parseKeyRing, type RingKey } from './key-ring';
-import type { Logger } from './logger';
+import type { Logger } from '../telemetry/logger';
 
 const SECRET_PREFIX = 'whsec_';
 /** Today's sealed format `v2:keyId:iv:tag:ciphertext`; `v1:iv:tag:ciphertext` (no key id) is still read. */

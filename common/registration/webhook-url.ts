@@ -1,5 +1,5 @@
-import type { Config } from './config';
-import { isDevelopment } from './node-env';
+import type { Config } from '../config';
+import { isDevelopment } from '../node-env';
 
 /** The longest receiver URL a registration may have. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;

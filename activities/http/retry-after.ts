@@ -1,4 +1,4 @@
-import { policyDelay, type RetrySchedule } from '../common/contract';
+import { policyDelay, type RetrySchedule } from '../../common/contract';
 
 // RFC 9110 §5.6.7 HTTP-date: IMF-fixdate, then the obsolete RFC 850 and asctime forms recipients must accept.
 const HTTP_DATE =

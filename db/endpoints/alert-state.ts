@@ -1,4 +1,4 @@
-import type { Db } from './connection';
+import type { Db } from '../connection';
 
 /** A project whose receiver is failing now, as endpoint_health has it (a 2xx ends the episode and drops it). */
 export interface FailingEndpoint {

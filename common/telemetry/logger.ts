@@ -1,8 +1,8 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions, type TransportTargetOptions } from 'pino';
-import type { Config } from './config';
-import { isDevelopment } from './node-env';
+import type { Config } from '../config';
+import { isDevelopment } from '../node-env';
 import { deepRedaction, redactChildBindings } from './log-redaction';
-import { telemetrySettings } from './telemetry-settings';
+import { telemetrySettings } from './settings';
 import { traceFields, tracingEnabled } from './tracing';
 
 export type { Logger };
@@ -44,7 +44,7 @@ export interface LogOutputs {
   pretty?: boolean;
   /**
    * The same lines over OTLP/HTTP too, as this service (`service.name`, unless OTEL_SERVICE_NAME names it), when the
-   * OTEL_* variables ask for logs (common/telemetry-settings.ts).
+   * OTEL_* variables ask for logs (common/telemetry/settings.ts).
    */
   otlpService?: string;
 }
@@ -89,7 +89,7 @@ export function createLogger(
     // An unknown level is left to loadConfig to report, naming LOG_LEVEL, rather than thrown from here.
     level: level in pino.levels.values || level === 'silent' ? level : 'info',
     redact: { paths: REDACT, censor: '[redacted]' },
-    // The fixed paths above catch the usual places; this walks every depth (common/log-redaction.ts).
+    // The fixed paths above catch the usual places; this walks every depth (common/telemetry/log-redaction.ts).
     ...deepRedaction,
     // Lines written inside a traced context name its trace and span; without tracing no mixin runs at all.
     ...(tracingEnabled() && { mixin: traceFields }),

@@ -1,10 +1,10 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { AuditPublicKey, AuditSigningKey, AuditTrailKeys } from '../db/audit-trail';
-import type { Config } from './config';
+import type { AuditPublicKey, AuditSigningKey, AuditTrailKeys } from '../../db/audit/chain';
+import type { Config } from '../config';
 import { HEX_OR_BASE64_KEYS, parseKeyRing } from './key-ring';
-import type { Logger } from './logger';
-import { isDevelopment } from './node-env';
+import type { Logger } from '../telemetry/logger';
+import { isDevelopment } from '../node-env';
 import { readOrCreateDevSecret } from './secrets';
 
 /** Files under DATA_DIR holding the development audit keys, and the development digest directory. */

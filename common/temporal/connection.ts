@@ -7,16 +7,11 @@ import {
   type ConnectionOptions,
 } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client';
-import type { Config } from './config';
+import type { Config } from '../config';
 import type { PayloadCodec } from '@temporalio/common';
-import { encryptedDataConverter, payloadCodecFromConfig } from './payload-codec';
-import {
-  fetchClientCredentialsToken,
-  startTokenRefresher,
-  type TokenRefresher,
-  type TokenSettings,
-} from './temporal-token';
-import { tracingEnabled } from './tracing';
+import { encryptedDataConverter, payloadCodecFromConfig } from '../crypto/payload-codec';
+import { fetchClientCredentialsToken, startTokenRefresher, type TokenRefresher, type TokenSettings } from './token';
+import { tracingEnabled } from '../telemetry/tracing';
 
 type TemporalSettings = Pick<
   Config,

@@ -6,7 +6,7 @@ import {
   auditRowHashes,
   legacyAuditRowHash,
   type AuditColumns,
-} from './audit';
+} from './events';
 import {
   DIGEST_PREFIX,
   GENESIS_DIGEST_HASH,
@@ -15,10 +15,10 @@ import {
   readAuditDigests,
   readAuditJournals,
   type AuditDigest,
-} from './audit-digests';
+} from './digests';
 import { readdirSync } from 'node:fs';
-import { auditTrail, sha256Hex, signatureTrusted } from './audit-trail';
-import type { Db } from './connection';
+import { auditTrail, sha256Hex, signatureTrusted } from './chain';
+import type { Db } from '../connection';
 
 export type AuditChainFault = 'changed' | 'removed' | 'inserted' | 'digest';
 

@@ -1,7 +1,7 @@
 // Whether the namespace has the search attributes operators find deliveries by, and what running without them costs:
 // one check for the worker (at start) and the API (at start and on /readyz).
 import type { OperatorService } from '@temporalio/client';
-import { SEARCH_ATTRIBUTE_KEYS } from './contract';
+import { SEARCH_ATTRIBUTE_KEYS } from '../contract';
 
 export const REQUIRED_SEARCH_ATTRIBUTES: readonly string[] = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
 

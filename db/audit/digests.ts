@@ -1,14 +1,7 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db } from './connection';
-import {
-  auditTrail,
-  canonicalJson,
-  JOURNAL_PREFIX,
-  sha256Hex,
-  signContent,
-  type AuditJournalLine,
-} from './audit-trail';
+import type { Db } from '../connection';
+import { auditTrail, canonicalJson, JOURNAL_PREFIX, sha256Hex, signContent, type AuditJournalLine } from './chain';
 
 /** Where one chain stood when a digest was written. */
 export interface AuditChainState {

@@ -3,10 +3,10 @@ import {
   registrationHeadersAad,
   registrationSecretAad,
   type SecretBox,
-} from '../common/secrets';
-import type { Db } from './connection';
-import { eraseExpiredPreviousSecrets } from './secret-rotation';
-import { appendAuditEvent, type AuditActor } from './audit';
+} from '../../common/crypto/secrets';
+import type { Db } from '../connection';
+import { eraseExpiredPreviousSecrets } from './rotation';
+import { appendAuditEvent, type AuditActor } from '../audit/events';
 
 export interface ResealReport {
   /**

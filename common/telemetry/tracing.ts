@@ -1,10 +1,10 @@
 // Tracing as the rest of the code sees it, on the OpenTelemetry API alone: whether this process traces, the service's
-// tracer and a span helper. The SDK (exporter, provider) is installed by the entry points (common/tracing-sdk.ts) only
+// tracer and a span helper. The SDK (exporter, provider) is installed by the entry points (common/telemetry/tracing-sdk.ts) only
 // when the OTEL_* variables turn traces on; until then every span here is the API's no-op one.
 import { trace, type Span, type Tracer } from '@opentelemetry/api';
-import { telemetrySettings } from './telemetry-settings';
+import { telemetrySettings } from './settings';
 
-/** Whether this process traces (the OTEL_* variables; see common/telemetry-settings.ts): asked at start-up only. */
+/** Whether this process traces (the OTEL_* variables; see common/telemetry/settings.ts): asked at start-up only. */
 export const tracingEnabled = (env: NodeJS.ProcessEnv = process.env): boolean => telemetrySettings(env).traces;
 
 /** The service's own tracer (a no-op one while no provider is registered). */

@@ -1,5 +1,5 @@
-import { appendAuditEvent } from './audit';
-import type { Db } from './connection';
+import { appendAuditEvent } from '../audit/events';
+import type { Db } from '../connection';
 
 /**
  * A pause that holds a registration's deliveries: while `paused_until` is ahead nothing is sent. Held deliveries are

@@ -2,7 +2,7 @@
 // object (an event inside a failure inside a context). Every object a log line carries is copied with personal data,
 // credentials and database bound values replaced, however deep they are.
 import pino from 'pino';
-import { eventSchemas } from './contract/schemas';
+import { eventSchemas } from '../contract/schemas';
 
 export const CENSOR = '[redacted]';
 

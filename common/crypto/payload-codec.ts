@@ -11,11 +11,11 @@ import {
   type PayloadCodec,
 } from '@temporalio/common';
 import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal } from './aes-gcm';
-import type { Config } from './config';
+import type { Config } from '../config';
 import { BASE64_KEYS, parseKeyRing, type RingKey } from './key-ring';
-import { isDevelopment } from './node-env';
-import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from './contract/unencrypted';
-import type { Logger } from './logger';
+import { isDevelopment } from '../node-env';
+import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from '../contract/unencrypted';
+import type { Logger } from '../telemetry/logger';
 import { readOrCreateDevSecret } from './secrets';
 
 /** The `encoding` of an encrypted payload (Temporal's convention, shown as such in the UI without the codec). */
@@ -187,7 +187,7 @@ export function encryptedDataConverter(codec: PayloadCodec): DataConverter {
 }
 
 /** The module of the failure converter (encodeCommonAttributes), for workflow bundles too. */
-export const FAILURE_CONVERTER_PATH = require.resolve('./failure-converter');
+export const FAILURE_CONVERTER_PATH = require.resolve('../temporal/failure-converter');
 
 /**
  * Whether a worker delivers events whose input is not encrypted by our codec: outside production yes; in production

@@ -1,4 +1,4 @@
-import type { Db } from './connection';
+import type { Db } from '../connection';
 
 /**
  * The waiters of a deleted registration (deliveries held by its pause, or waiting for its breaker) outlive it, kept by
