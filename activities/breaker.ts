@@ -87,7 +87,7 @@ export function createEndpointGuard({ db, config, notify }: Pick<ActivityDeps, '
       const admission = isTest
         ? { state: 'closed' as const, failures: 0 }
         : await admitAttempt(db, registrationId, thresholds.probeLeaseMs);
-      // Stryker disable next-line all: the attempt span's breaker state is read back from Jaeger by test/tracing.test.ts.
+      // Stryker disable next-line all: the attempt span's breaker state is read back from Jaeger by test/worker/tracing.test.ts.
       trace.getActiveSpan()?.setAttribute(ATTRIBUTE.breakerState, admission.state);
       if (admission.state === 'open') {
         if (target.waitToken === undefined)

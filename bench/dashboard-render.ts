@@ -2,7 +2,7 @@
 // Grafana's 24-column grid, each timeseries as SVG lines (or bars) of what Prometheus answered for the panel's queries,
 // stat panels as a number, legends from `legendFormat` with the panel's legend calcs, values in the panel's unit. The
 // page is photographed in Chromium (playwright-core). Everything but `screenshotHtml` is pure, and tested in
-// test/dashboard-render.test.ts. It draws only what it is given: a panel whose queries returned nothing says "No data".
+// test/operations/dashboard-render.test.ts. It draws only what it is given: a panel whose queries returned nothing says "No data".
 
 export interface GridPos {
   x: number;

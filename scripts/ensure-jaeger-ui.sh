@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds Jaeger UI's static assets (index.html and static/) from a jaeger-ui source tree the caller provides, into a
 # stable cache folder, only when missing. Prints the folder on stdout: hand it to the tracing test as JAEGER_UI_ASSETS.
-# Only the trace screenshot (`TRACE_SCREENSHOT=1 npx mocha test/tracing.test.ts`, docs/trace-fall-detection.png) needs
+# Only the trace screenshot (`TRACE_SCREENSHOT=1 npx mocha test/worker/tracing.test.ts`, docs/trace-fall-detection.png) needs
 # it; nothing else runs the UI, and CI does not build it.
 #
 #   scripts/ensure-jaeger-ui.sh SOURCE_DIR

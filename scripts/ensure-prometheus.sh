@@ -1,6 +1,6 @@
 #!/bin/sh
 # Makes Debian's Prometheus available for the alerting-rule tests: promtool runs the rules' unit tests and a real
-# prometheus server scrapes a running stack (test/alert-rules.test.ts, test/prometheus-alerts.test.ts). Installs the
+# prometheus server scrapes a running stack (test/operations/alert-rules.test.ts, test/operations/prometheus-alerts.test.ts). Installs the
 # `prometheus` package with apt-get when they are missing and this user may (root); otherwise says what to do and
 # leaves those tests to fail naming it. PROMTOOL_PATH / PROMETHEUS_PATH point the tests at other binaries.
 set -u

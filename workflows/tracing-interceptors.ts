@@ -4,7 +4,7 @@
 // them: no span, no header, no sink call, and no OpenTelemetry module loaded; nor does one whose trace the emitter did
 // not sample (OTEL_TRACES_SAMPLER), whose header is only handed on to its activities. Spans leave through the worker's
 // replay-safe sink (not called on replay); nothing here adds a command, so traced and untraced histories replay alike
-// (test/replay.test.ts).
+// (test/workflows/replay.test.ts).
 import type * as OpenTelemetryApi from '@opentelemetry/api';
 import type * as TemporalOpenTelemetry from '@temporalio/interceptors-opentelemetry/lib/workflow';
 import {

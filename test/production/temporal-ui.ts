@@ -1,6 +1,6 @@
 // The Temporal UI server of compose's temporal-ui service, started natively: built from its Go module at the image's
 // version (scripts/ensure-temporal-ui.sh), configured by the image's own template (config/docker.yaml) from the same
-// variables compose sets. test/compose.test.ts checks the two agree.
+// variables compose sets. test/operations/compose.test.ts checks the two agree.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 // The production topology of docker-compose.yml, started natively (no Docker engine here): the real Temporal server
 // with its own databases and mTLS on the frontend, API and worker processes from dist/ with NODE_ENV=production.
-// The environments are built here, named as compose names them; test/compose.test.ts checks the two agree.
+// The environments are built here, named as compose names them; test/operations/compose.test.ts checks the two agree.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

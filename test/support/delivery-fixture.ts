@@ -39,7 +39,7 @@ export interface DeliveryWorkerOptions {
   requireBoundInputs?: boolean;
   /** Wraps the real activities (a test standing in for an earlier worker's scheduling). */
   wrapActivities?: (activities: ReturnType<typeof createActivities>) => ReturnType<typeof createActivities>;
-  /** Tells projects' own contacts (test/notices.test.ts); none told unless given. */
+  /** Tells projects' own contacts (test/endpoint-state/notices.test.ts); none told unless given. */
   notify?: Notify;
   /** CAs the worker's HTTP client trusts beside Node's (an https receiver with a certificate of the test's own CA). */
   trustedCa?: string[];

@@ -1,4 +1,4 @@
-// The payload key of the history recorded with tracing on (test/tracing.test.ts) and replayed by test/replay.test.ts:
+// The payload key of the history recorded with tracing on (test/worker/tracing.test.ts) and replayed by test/workflows/replay.test.ts:
 // a test constant, like the made-up person in that history.
 import type { DataConverter } from '@temporalio/common';
 import { encryptedDataConverter, workerPayloadCodecFromConfig } from '../../common/crypto/payload-codec';
