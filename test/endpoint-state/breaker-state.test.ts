@@ -18,6 +18,7 @@ import {
 } from '../../db';
 import { Registrations, newProjectId } from '../support/deliveries';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
+import { useTestAuditTrail } from '../support/audit-keys';
 
 describe('circuit breaker per registration: its state in Postgres', function () {
   this.timeout(30_000);
@@ -454,6 +455,8 @@ describe('circuit breaker per registration: its state in Postgres', function () 
       .map((row) => [row.action, row.actor.kind, row.changes]);
 
   it('each transition (open, half-open, close) leaves one system audit row, however many attempts race for it', async () => {
+    // The test keys without a digest directory: an API an earlier suite started in this process may have left its own.
+    useTestAuditTrail();
     const db = fx.database.db;
     const id = await registrationId();
     const projectId = (await db('webhook_registrations').where({ id }).first<{ project_id: string }>()).project_id;
