@@ -14,6 +14,7 @@ import { healthRouter, type ReadinessDeps, type SearchAttributesReport } from '.
 import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../api/schemas';
 import { codecBodySchema } from '../api/routes/codec';
 import { DependencyUnavailableError } from '../api/errors';
+import { SUBSCRIBABLE_TYPES, WEBHOOK_TYPES } from '../common/contract';
 import { createSecretBox } from '../common/secrets';
 import { EncryptionCodec, parsePayloadKeyRing, payloadToJson, type JsonPayload } from '../common/payload-codec';
 import type { TestDeliveryOutcome } from '../api/test-event';
@@ -243,6 +244,21 @@ describe('openapi: the document at /openapi.json', () => {
     );
     assert.equal(bodyRef('post', '/codec/encode'), '#/components/schemas/CodecBody');
     assert.equal(bodyRef('post', '/codec/decode'), '#/components/schemas/CodecBody');
+  });
+
+  it('lists the contract’s event types where the portal reads them: the log’s type filter and the webhook’s types', () => {
+    const filter = (
+      served.paths['/webhooks/project/{projectId}/deliveries']!.get!.parameters as {
+        in: string;
+        name: string;
+        schema: { enum: string[] };
+      }[]
+    ).find((x) => x.in === 'query' && x.name === 'type')!;
+    assert.deepEqual(filter.schema.enum, [...WEBHOOK_TYPES]);
+    const update = served.components.schemas.UpdateWebhookBody as {
+      properties: { types: { items: { enum: string[] } } };
+    };
+    assert.deepEqual(update.properties.types.items.enum, [...SUBSCRIBABLE_TYPES]);
   });
 
   it('states what the routes enforce: a path id, projectId, cursor or codec body it allows is never refused', async () => {
