@@ -5,8 +5,6 @@
 
 (function () {
   const STATUSES = ['pending', 'held', 'delivered', 'failed', 'skipped'];
-  const TYPES = ['FALL_DETECTION', 'VITAL_THRESHOLD', 'TEST'];
-  const SUBSCRIBABLE = ['FALL_DETECTION', 'VITAL_THRESHOLD'];
   const PAGE_SIZE = 20;
   const REFRESH_MS = 3000;
   const INVALID_LINK = 'This link has expired or is not valid; ask for a new one.';
@@ -30,6 +28,8 @@
     /** 'deliveries' (the endpoint and its log) or 'activity' (the project's audit trail, manage links only). */
     view: 'deliveries',
     activity: { cursors: [], page: { items: [], nextCursor: null } },
+    /** The event types, read from the API's description: all (the log's filter) and those a webhook subscribes to. */
+    eventTypes: { all: [], subscribable: [] },
   };
 
   /** Builds an element: attributes (on* are listeners), then children (strings become text). */
@@ -125,6 +125,22 @@
     if (until) query.set('until', new Date(until).toISOString());
     if (cursor) query.set('cursor', cursor);
     return `${projectPath()}/deliveries?${query}`;
+  }
+
+  /** The event types as the API's public OpenAPI document lists them: the log's type filter and the webhook's types. */
+  async function loadEventTypes() {
+    const response = await fetch('/openapi.json').catch(() => null);
+    const doc = response && response.ok ? await response.json().catch(() => null) : null;
+    const filter = doc?.paths?.['/webhooks/project/{projectId}/deliveries']?.get?.parameters?.find(
+      (parameter) => parameter.in === 'query' && parameter.name === 'type',
+    );
+    const all = filter?.schema?.enum;
+    const subscribable = doc?.components?.schemas?.UpdateWebhookBody?.properties?.types?.items?.enum;
+    if (!Array.isArray(all) || !Array.isArray(subscribable))
+      throw new Error(
+        'The event types could not be read from the API’s description (/openapi.json); reload to try again.',
+      );
+    state.eventTypes = { all, subscribable };
   }
 
   async function loadEndpoint() {
@@ -270,7 +286,7 @@
 
   function manageEndpointView(r) {
     const url = h('input', { type: 'url', name: 'url', value: r.url, required: true, 'data-focus': 'url' });
-    const boxes = SUBSCRIBABLE.map((type) =>
+    const boxes = state.eventTypes.subscribable.map((type) =>
       h(
         'label',
         {},
@@ -568,7 +584,7 @@
         },
       },
       select('status', 'Status', STATUSES),
-      select('type', 'Type', TYPES),
+      select('type', 'Type', state.eventTypes.all),
       timeInput('since', 'Created from'),
       timeInput('until', 'Created before'),
       h('button', { type: 'submit', 'data-focus': 'apply' }, 'Apply filters'),
@@ -1038,7 +1054,7 @@
     state.claims = state.token ? readClaims(state.token) : null;
     if (!state.claims || state.claims.exp * 1000 <= Date.now()) return showInvalidLink();
     try {
-      await Promise.all([loadEndpoint(), loadPage()]);
+      await Promise.all([loadEndpoint(), loadPage(), loadEventTypes()]);
       if (canManage() && state.registration) state.contacts = await api('GET', `${projectPath()}/notifications`);
     } catch (error) {
       if (error.status === 401) return;

@@ -23,7 +23,7 @@ async function readData(data: string): Promise<unknown> {
 }
 
 export const eventEmit: CliCommand = {
-  usage: 'event emit <projectId> <FALL_DETECTION|VITAL_THRESHOLD> --user <uuid> --data <json|@file> [--id <eventId>]',
+  usage: `event emit <projectId> <${SUBSCRIBABLE_TYPES.join('|')}> --user <uuid> --data <json|@file> [--id <eventId>]`,
   summary: 'start the delivery of one event; prints its workflow id',
   async run(args, io) {
     const { values, positionals } = parseCommandArgs(

@@ -1,4 +1,6 @@
-// The events of spec section 6 and the workflow input: sandbox-safe, no imports, no I/O.
+// The events of spec section 6 and the workflow input: sandbox-safe, no I/O (type imports only).
+import type { FromSchema } from './from-schema';
+import type { eventSchemas } from './schemas';
 
 /** Event types a webhook can subscribe to (spec section 2). */
 export const SUBSCRIBABLE_TYPES = ['FALL_DETECTION', 'VITAL_THRESHOLD'] as const;
@@ -28,36 +30,13 @@ export const MAX_PROJECT_ID_LENGTH = 200;
 export const DEFAULT_TASK_QUEUE = 'webhooks';
 export const DELIVER_WORKFLOW_TYPE = 'deliverWebhookEvent';
 
-export interface FallDetectionPayload {
-  userUUID: string;
-  reasons: string[];
-  happenedAt: string;
-  email: string;
-  firstName: string;
-  lastName: string;
-}
-
-export interface ThresholdResult {
-  vitalType: VitalType;
-  badValue: number;
-  thresholdValue: number;
-  vital_id: string;
-  reason: 'high' | 'low' | null;
-}
-
-export interface VitalThresholdPayload {
-  triggeredVitals: ThresholdResult[];
-  userUUID: string;
-  email: string;
-  firstName: string;
-  lastName: string;
-}
-
-export interface TestPayload {
-  test: string;
-}
-
-export type EventPayload = FallDetectionPayload | VitalThresholdPayload | TestPayload;
+/** The payload of each event type, derived from its JSON Schema (./schemas), so the two cannot differ. */
+export type PayloadOf<T extends WebhookType> = FromSchema<(typeof eventSchemas)[T]>;
+export type FallDetectionPayload = PayloadOf<'FALL_DETECTION'>;
+export type VitalThresholdPayload = PayloadOf<'VITAL_THRESHOLD'>;
+export type ThresholdResult = VitalThresholdPayload['triggeredVitals'][number];
+export type TestPayload = PayloadOf<'TEST'>;
+export type EventPayload = PayloadOf<WebhookType>;
 
 /** Input of the `deliverWebhookEvent` workflow: the public contract for the monitoring system. */
 export interface DeliverWebhookEventInput {

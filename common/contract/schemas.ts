@@ -1,7 +1,8 @@
 // JSON Schemas of the events of spec section 6: data only, so the workflow sandbox may import them.
-import { VITAL_TYPES } from './events';
+import { VITAL_TYPES, type WebhookType } from './events';
 
 // Spec section 6. Every field is required and nothing else is accepted: the body is sent as is to the receiver.
+// One schema per event type, under its name; the payload types are derived from them (./events: PayloadOf).
 const personFields = {
   userUUID: { type: 'string', format: 'uuid' },
   email: { type: 'string', format: 'email' },
@@ -53,4 +54,4 @@ export const eventSchemas = {
     required: ['test'],
     additionalProperties: false,
   },
-} as const;
+} as const satisfies { [T in WebhookType]: { $id: T; [keyword: string]: unknown } };

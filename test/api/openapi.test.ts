@@ -13,6 +13,7 @@ import { type ReadinessDeps, type SearchAttributesReport } from '../../api/healt
 import { registerWebhookBodySchema, rotateSecretBodySchema, updateWebhookBodySchema } from '../../api/webhooks/schemas';
 import { codecBodySchema } from '../../api/codec/router';
 import { DependencyUnavailableError } from '../../api/http/errors';
+import { SUBSCRIBABLE_TYPES, WEBHOOK_TYPES } from '../../common/contract';
 import { createSecretBox } from '../../common/crypto/secrets';
 import {
   EncryptionCodec,
@@ -246,6 +247,21 @@ describe('openapi: the document at /openapi.json', () => {
     );
     assert.equal(bodyRef('post', '/codec/encode'), '#/components/schemas/CodecBody');
     assert.equal(bodyRef('post', '/codec/decode'), '#/components/schemas/CodecBody');
+  });
+
+  it('lists the contract’s event types where the portal reads them: the log’s type filter and the webhook’s types', () => {
+    const filter = (
+      served.paths['/webhooks/project/{projectId}/deliveries']!.get!.parameters as {
+        in: string;
+        name: string;
+        schema: { enum: string[] };
+      }[]
+    ).find((x) => x.in === 'query' && x.name === 'type')!;
+    assert.deepEqual(filter.schema.enum, [...WEBHOOK_TYPES]);
+    const update = served.components.schemas.UpdateWebhookBody as {
+      properties: { types: { items: { enum: string[] } } };
+    };
+    assert.deepEqual(update.properties.types.items.enum, [...SUBSCRIBABLE_TYPES]);
   });
 
   it('states what the routes enforce: a path id, projectId, cursor or codec body it allows is never refused', async () => {

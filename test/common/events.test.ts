@@ -1,12 +1,25 @@
 import assert from 'node:assert/strict';
 import { validateDeliveryInput, validateEvent } from '../../common/contract/validate';
-import { VITAL_TYPES } from '../../common/contract';
+import { VITAL_TYPES, WEBHOOK_TYPES, eventSchemas, type PayloadOf, type WebhookType } from '../../common/contract';
 import { USER, fallPayload, vitalPayload } from '../support/deliveries';
 
+/** A payload of each type, typed by the type derived from its schema: a change to a schema fails the typecheck here. */
+const samples: { [T in WebhookType]: PayloadOf<T> } = {
+  FALL_DETECTION: fallPayload,
+  VITAL_THRESHOLD: vitalPayload,
+  TEST: { test: 'hello' },
+};
+
 describe('event schemas (spec section 6)', () => {
+  it('has one schema per event type, under its name, and accepts a value of each type derived from it', () => {
+    assert.deepEqual(Object.keys(eventSchemas), [...WEBHOOK_TYPES]);
+    for (const type of WEBHOOK_TYPES) {
+      assert.equal(eventSchemas[type].$id, type);
+      assert.equal(validateEvent(type, samples[type]), undefined, type);
+    }
+  });
+
   it('accepts the spec shapes, every vital type and reason high, low or null', () => {
-    assert.equal(validateEvent('FALL_DETECTION', fallPayload), undefined);
-    assert.equal(validateEvent('TEST', { test: 'hello' }), undefined);
     for (const vitalType of VITAL_TYPES)
       for (const reason of ['high', 'low', null])
         assert.equal(

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import jwt from 'jsonwebtoken';
 import { main } from '../../cli';
+import { SUBSCRIBABLE_TYPES, WEBHOOK_TYPES } from '../../common/contract';
 import { freePort } from '../../dev/ports';
 import { recordRunningStack, type RunningStackAddresses } from '../../dev/running-stack';
 import { migrationSource } from '../../db/migrations';
@@ -126,6 +127,23 @@ describe('cli: operator commands', function () {
       assert.match(result.stderr, /Usage: webhooks /);
     }
     assert.equal(await projectRow('p'), undefined);
+  });
+
+  it('event emit takes the contract’s subscribable types, and names them in its refusal and usage', async () => {
+    const user = '3f2b8c1e-9a4d-4c6b-8e2f-1a2b3c4d5e6f';
+    const listed = `<${SUBSCRIBABLE_TYPES.join('|')}>`;
+    for (const type of [...WEBHOOK_TYPES, 'SMOKE']) {
+      // Without --data the command stops after checking the type: nothing reaches Temporal.
+      const result = await cli(['event', 'emit', 'p1', type, '--user', user]);
+      assert.equal(result.code, 2, `${type}: ${result.stderr}`);
+      const taken = (SUBSCRIBABLE_TYPES as readonly string[]).includes(type);
+      const said = taken
+        ? '--data <json|@file> is required'
+        : `<type> must be one of ${SUBSCRIBABLE_TYPES.join(', ')}\n`;
+      assert.ok(result.stderr.includes(said), `${type}: ${result.stderr}`);
+      assert.ok(result.stderr.includes(`Usage: webhooks event emit <projectId> ${listed} `), result.stderr);
+    }
+    assert.ok((await cli(['help'])).stdout.includes(listed));
   });
 
   it('refuses an unknown or missing command with exit 2 and lists the commands', async () => {

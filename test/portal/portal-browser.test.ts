@@ -2,13 +2,14 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { createRedeliveryStarter } from '../../api/deliveries/redelivery';
 import { createTestEventSender } from '../../api/webhooks/test-event';
+import { docsRouter } from '../../api/openapi/docs-router';
 import { portalLinkId } from '../../api/http/audited-actions';
 import { createPortalTokens, portalSigningKeys } from '../../api/auth/portal-tokens';
 import type { ActivityConfig } from '../../activities';
-import type { DeliverWebhookEventInput } from '../../common/contract';
+import { SUBSCRIBABLE_TYPES, WEBHOOK_TYPES, type DeliverWebhookEventInput } from '../../common/contract';
 import { verifyStandardWebhook } from '../../common/crypto/signature';
 import * as store from '../../db';
 import type { deliverWebhookEvent } from '../../workflows';
@@ -47,6 +48,8 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
         ALLOW_UNENCRYPTED_EVENTS: false,
       })(row, delayMs),
     portal: { tokens: portalTokens },
+    // The page reads the event types from /openapi.json, served beside it as startApi does.
+    publicRoutes: [docsRouter()],
   }));
   let browser: Browser;
   const pageProblems = new WeakMap<Page, string[]>();
@@ -275,6 +278,32 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       },
       { config: givingUp },
     );
+  });
+
+  it('takes the event types from the API’s OpenAPI document: the contract’s, in the type filter and the endpoint form', async () => {
+    const { id: p } = await project();
+    const page = await open((await link(p)).url);
+    const values = async (controls: Locator) =>
+      Promise.all((await controls.all()).map((control) => control.getAttribute('value')));
+    const filter = page.locator('select[name="type"]');
+    await filter.waitFor();
+    assert.deepEqual(await values(filter.locator('option')), ['', ...WEBHOOK_TYPES]);
+    const boxes = page.getByRole('group', { name: 'Event types' }).getByRole('checkbox');
+    assert.deepEqual(await values(boxes), [...SUBSCRIBABLE_TYPES]);
+    await close(page);
+  });
+
+  it('says so when the OpenAPI document cannot be read, instead of showing no event types', async () => {
+    const { id: p } = await project();
+    const { url } = await link(p);
+    const page = await (await browser.newContext()).newPage();
+    await page.route('**/openapi.json', (route) => route.fulfill({ status: 503, body: '' }));
+    await page.goto(url);
+    await page
+      .getByRole('alert')
+      .getByText(/^The event types could not be read from the API’s description/)
+      .waitFor();
+    assert.equal(await page.getByRole('checkbox').count(), 0);
   });
 
   it('a manage link pauses by keyboard: a new event is shown held and nothing is sent until Resume delivers it', async () => {

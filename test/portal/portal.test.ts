@@ -6,6 +6,7 @@ import pino from 'pino';
 import { createApp, type AppDeps } from '../../api';
 import { createPortalTokens, portalSigningKeys, PORTAL_TOKEN_TYPE } from '../../api/auth/portal-tokens';
 import { loadConfig } from '../../common/config';
+import { WEBHOOK_TYPES } from '../../common/contract';
 import { createSecretBox } from '../../common/crypto/secrets';
 import * as store from '../../db';
 import { listenLocal, type LocalServer } from '../support/jwks-server';
@@ -536,6 +537,12 @@ describe('portal links: made by members, scoped to one project and its capabilit
     } finally {
       await bare.close();
     }
+  });
+
+  it('serves a page that names no event type: it reads them from the API’s OpenAPI document', async () => {
+    const script = await (await fetch(`${api.url}/portal/portal.js`)).text();
+    for (const type of WEBHOOK_TYPES) assert.doesNotMatch(script, new RegExp(`\\b${type}\\b`), type);
+    assert.match(script, /fetch\('\/openapi\.json'\)/);
   });
 
   it('reads PUBLIC_BASE_URL and PORTAL_FRAME_ANCESTORS from the environment, refusing malformed ones', () => {

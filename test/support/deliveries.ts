@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import pino from 'pino';
 import type { ActivityConfig } from '../../activities';
 import { createSecretBox, type SecretBox } from '../../common/crypto/secrets';
-import type { SubscribableType, VitalThresholdPayload } from '../../common/contract';
+import type { FallDetectionPayload, SubscribableType, VitalThresholdPayload } from '../../common/contract';
 import { addProject, createRegistration, deleteRegistration } from '../../db';
 
 /** Short timeouts and back-offs so retries on a real server take milliseconds. */
@@ -19,7 +19,7 @@ export const fastConfig: ActivityConfig = {
 
 export const USER = '3f2b8c1e-9a4d-4c6b-8e2f-1a2b3c4d5e6f';
 
-export const fallPayload = {
+export const fallPayload: FallDetectionPayload = {
   userUUID: USER,
   reasons: ['fall'],
   happenedAt: '2025-03-01T08:15:00.000Z',
