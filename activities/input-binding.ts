@@ -1,4 +1,4 @@
-// The activities' side of sealed inputs (common/contract/binding.ts): the lookup refuses an event input sealed for
+// The activities' side of sealed inputs (common/contract/sealing/binding.ts): the lookup refuses an event input sealed for
 // another workflow id, the attempt one sealed for another run, so a copy scheduled by someone else's workflow sends
 // nothing. Inputs sealed for none (from before sealing) are refused where the worker requires it (production).
 import { ApplicationFailure, Context } from '@temporalio/activity';

@@ -33,6 +33,7 @@ export {
   type WebhookSecrets,
 } from '../common/crypto/signature';
 export * from '../common/contract/events';
+export * from '../common/contract/payloads';
 export { eventSchemas } from '../common/contract/schemas';
 export {
   FailureType,

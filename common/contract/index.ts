@@ -2,6 +2,7 @@
 // what the workflow and its activities exchange, and the search-attribute keys. Everything here is sandbox-safe
 // (the workflow imports it); the ajv validators live in ./validate, imported directly by those outside the sandbox.
 export * from './events';
+export * from './payloads';
 export * from './schemas';
 export * from './failures';
 export * from './delivery';
@@ -10,5 +11,5 @@ export * from './ids';
 export * from './priority';
 export * from './deferral';
 export * from './retry-schedule';
-export * from './unencrypted';
-export * from './binding';
+export * from './sealing/unencrypted';
+export * from './sealing/binding';

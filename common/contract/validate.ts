@@ -3,7 +3,8 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { eventSchemas } from './schemas';
-import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES, type DeliverWebhookEventInput, type WebhookType } from './events';
+import { WEBHOOK_ID_PATTERN, WEBHOOK_TYPES, type WebhookType } from './events';
+import type { DeliverWebhookEventInput } from './payloads';
 import { SAFE_ID_RULE, isSafeId } from './ids';
 
 const ajv = new Ajv({ allErrors: true, strict: true });

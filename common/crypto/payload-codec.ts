@@ -14,7 +14,7 @@ import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal } from './aes-gcm';
 import type { Config } from '../config';
 import { BASE64_KEYS, parseKeyRing, type RingKey } from './key-ring';
 import { isDevelopment } from '../node-env';
-import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from '../contract/unencrypted';
+import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from '../contract/sealing/unencrypted';
 import type { Logger } from '../telemetry/logger';
 import { readOrCreateDevSecret } from './secrets';
 

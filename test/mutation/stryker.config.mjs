@@ -29,7 +29,7 @@ export default {
     'activities/breaker.ts',
     'db/secrets/rotation.ts',
     'db/secrets/reseal.ts',
-    'common/contract/binding.ts',
+    'common/contract/sealing/binding.ts',
     'worker/unencrypted-guard.ts',
     'api/auth/authenticate.ts',
     'api/portal/links.ts',

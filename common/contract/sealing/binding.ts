@@ -3,8 +3,8 @@
 // started again under a new workflow id, scheduled by a foreign workflow, or sent as another delivery's signal. The
 // workflow id (or run) inside the sealed input tells the copy from the original. Sandbox-safe: the workflow and the
 // activities apply the same rules.
-import type { ResumeDeliverySignal } from './deferral';
-import type { WorkflowRun } from './delivery';
+import type { ResumeDeliverySignal } from '../deferral';
+import type { WorkflowRun } from '../delivery';
 
 /** How an input stands against the run that received it. */
 export type Binding = 'bound' | 'other' | 'unbound';
