@@ -51,8 +51,8 @@ export interface AppDeps {
   /** Write calls (POST, PUT, PATCH, DELETE) per caller a minute, in this process (AUDITED_WRITES_PER_MINUTE); absent: none. */
   writeLimits?: WriteLimits;
   /**
-   * The probes' dependencies: given, the app serves /healthz, /readyz and the API docs (/openapi.json, /docs) without a
-   * token, before authentication; the docs list /codec exactly when `codec` is given.
+   * The probes' dependencies: given, the app serves /healthz and /readyz without a token, before authentication, as it
+   * always serves /openapi.json and /docs (which list /codec exactly when `codec` is given).
    */
   readiness?: Omit<ReadinessDeps, 'db'>;
   /** Starts redeliveries (the delivery log's redeliver and recover); without it they answer 503. */
@@ -133,7 +133,11 @@ export function createApp(deps: AppDeps): Koa {
   const readLimiter = deps.readLimits && createReadLimiter(deps.readLimits);
   const deliveries = deliveriesRouter({ ...deps, redelivery, sendLimiter, readLimiter });
   const metrics = metricsRouter(deps);
-  const publicRoutes = deps.readiness ? [healthRouter({ db: deps.db, ...deps.readiness }), docsRouter(deps)] : [];
+  // The API's own description is always served; the probes when their dependencies are given.
+  const publicRoutes = [
+    docsRouter(deps),
+    ...(deps.readiness ? [healthRouter({ db: deps.db, ...deps.readiness })] : []),
+  ];
   const codec = deps.codec && codecRouter(deps.codec, deps.db);
   const audit = auditRouter({ db: deps.db, operators: deps.operators ?? deps.codec?.operators });
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);

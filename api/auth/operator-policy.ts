@@ -3,7 +3,7 @@ import { ApiError } from '../http/errors';
 
 // Who is an operator: the policy every operator-only route (the codec, the audit trail across projects) checks.
 
-/** Who may read decoded payloads: listed subjects, or tokens carrying the operator role. Project members are not. */
+/** Who is an operator: listed subjects, or tokens carrying the operator role. Project members are not. */
 export interface OperatorPolicy {
   subjects: ReadonlySet<string>;
   role?: string;

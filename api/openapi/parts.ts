@@ -5,11 +5,6 @@ import { projectIdSchema } from '../http/validation';
 
 export const ref = (kind: 'schemas' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 export const json = (schema: object) => ({ 'application/json': { schema } });
-/** A response described in words, its body the document's Problem schema. */
-export const problem = (description: string) => ({
-  description,
-  content: { 'application/problem+json': { schema: ref('schemas', 'Problem') } },
-});
 
 export const pathParameter = (name: string, description: string, schema: object = { type: 'string' }) =>
   ({ name, in: 'path', required: true, description, schema }) as const;
@@ -55,6 +50,8 @@ export const problemResponse = (description: string, schema: Json = ref('schemas
   description,
   content: problemJson(schema),
 });
+/** A response described in words, its body the document's Problem schema. */
+export const problem = (description: string) => problemResponse(description);
 
 /** A required JSON request body, its schema a named component. */
 export const bodyOf = (name: string) => ({ required: true, content: json(ref('schemas', name)) });

@@ -72,15 +72,17 @@ export const clientCertificateSchema = {
     'The key is sealed at rest and never shown again; the registration shows the subject, notAfter and fingerprint.',
 } as const;
 
+/** The fields register and update share. */
+const registrationFields = {
+  projectId: projectIdSchema,
+  url: webhookUrlSchema,
+  types: webhookTypesSchema,
+  headers: customHeadersSchema,
+} as const;
+
 export const registerWebhookBodySchema = {
   type: 'object',
-  properties: {
-    projectId: projectIdSchema,
-    url: webhookUrlSchema,
-    types: webhookTypesSchema,
-    headers: customHeadersSchema,
-    clientCertificate: clientCertificateSchema,
-  },
+  properties: { ...registrationFields, clientCertificate: clientCertificateSchema },
   required: ['projectId', 'url', 'types'],
   additionalProperties: false,
 } as const;
@@ -88,10 +90,7 @@ export const registerWebhookBodySchema = {
 export const updateWebhookBodySchema = {
   type: 'object',
   properties: {
-    projectId: projectIdSchema,
-    url: webhookUrlSchema,
-    types: webhookTypesSchema,
-    headers: customHeadersSchema,
+    ...registrationFields,
     clientCertificate: {
       ...clientCertificateSchema,
       type: ['object', 'null'],

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { createRedeliveryStarter } from '../../api/deliveries/redelivery';
 import { createTestEventSender } from '../../api/webhooks/test-event';
-import { docsRouter } from '../../api/openapi/docs-router';
 import { portalLinkId } from '../../api/http/audited-actions';
 import { createPortalTokens, portalSigningKeys } from '../../api/auth/portal-tokens';
 import type { ActivityConfig } from '../../activities';
@@ -48,8 +47,6 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
         ALLOW_UNENCRYPTED_EVENTS: false,
       })(row, delayMs),
     portal: { tokens: portalTokens },
-    // The page reads the event types from /openapi.json, served beside it as startApi does.
-    publicRoutes: [docsRouter()],
   }));
   let browser: Browser;
   const pageProblems = new WeakMap<Page, string[]>();
