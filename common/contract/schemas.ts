@@ -2,7 +2,7 @@
 import { VITAL_TYPES, type WebhookType } from './events';
 
 // Spec section 6. Every field is required and nothing else is accepted: the body is sent as is to the receiver.
-// One schema per event type, under its name; the payload types are derived from them (./events: PayloadOf).
+// One schema per event type, under its name; the payload types are derived from them (./payloads: PayloadOf).
 const personFields = {
   userUUID: { type: 'string', format: 'uuid' },
   email: { type: 'string', format: 'email' },
