@@ -1,24 +1,9 @@
-// The audit trail as tests read it: the columns of its rows, and the operator CLI run in process with the test keys.
+// The audit trail as tests read it: the row type of db/, and the operator CLI run in process with the test keys.
 import { main } from '../../cli';
 import { testAuditEnv } from '../support/audit-keys';
 
-/** An audit_events row as PostgreSQL returns it (the chain's own columns aside). */
-export interface AuditColumns {
-  id: string;
-  actor_kind: string;
-  actor_subject: string | null;
-  actor_issuer: string | null;
-  portal_link_id: string | null;
-  portal_capabilities: string[] | null;
-  request_id: string | null;
-  caller_address: string | null;
-  action: string;
-  outcome: string;
-  project_id: string | null;
-  registration_id: string | null;
-  delivery_id: string | null;
-  changes: Record<string, unknown> | null;
-}
+/** An audit_events row as PostgreSQL returns it. */
+export type { AuditColumns } from '../../db';
 
 /** Runs the operator CLI in process against the database at `url`, signing and journaling into `digestDir`. */
 export async function auditCli(args: string[], url: string, digestDir: string, env: Record<string, string> = {}) {
