@@ -155,7 +155,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
 async function main(): Promise<void> {
   let config: Config;
   try {
-    config = loadConfig(process.env, { database: true, auth: true, audit: true, standalone: true });
+    config = loadConfig(process.env, { database: true, auth: true, audit: true, persons: true, standalone: true });
   } catch (error) {
     createLogger().fatal((error as Error).message);
     process.exitCode = 1;
