@@ -5,6 +5,7 @@ import { isDevelopment, loadConfig, type Config } from '../common/config';
 import { createLogger, prettyLogs, type Logger } from '../common/telemetry/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/crypto/secrets';
 import { auditTrailKeysFromConfig } from '../common/crypto/audit-keys';
+import { resolvePersonHashKey } from '../common/crypto/person-hash-key';
 import { onShutdownSignal } from '../common/signals';
 import { installTracing } from '../common/telemetry/tracing-sdk';
 import { otlpMetricsExporter, otlpMetricsNamed } from '../common/telemetry/settings';
@@ -96,6 +97,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     const sendTestEvent: SendTestEvent =
       deps.sendTestEvent ?? createTestEventSender(temporal, config, { eagerStart: deps.eagerStart });
     const keyRing = resolveSecretKeyRing(config, logger);
+    const personHashKey = resolvePersonHashKey(config, logger);
     const testEventLimits = {
       perMinute: config.TEST_EVENTS_PER_MINUTE,
       waitMs: config.TEST_DELIVERY_WAIT_MS,
@@ -108,7 +110,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       testEventLimits,
-      redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart, logger }),
+      redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart, logger, personHashKey }),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       redeliveryLimits: {
         redeliverPerMinute: config.REDELIVER_CALLS_PER_MINUTE,

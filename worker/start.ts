@@ -13,11 +13,14 @@ import {
   workerPayloadCodecFromConfig,
 } from '../common/crypto/payload-codec';
 import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions } from '../db';
-import { attemptDeadlineMs } from '../common/contract';
+import { DELIVERY_SEARCH_ATTRIBUTE_KEYS, attemptDeadlineMs } from '../common/contract';
 import {
+  isMissing,
   missingSearchAttributesMessage,
   namespaceSearchAttributes,
+  type NamespaceSearchAttributes,
 } from '../common/temporal/namespace-search-attributes';
+import { resolvePersonHashKey } from '../common/crypto/person-hash-key';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startAuditDigests } from './audit-digests';
@@ -96,10 +99,14 @@ export function workerTuningOptions(
 }
 
 /**
- * Whether the namespace has the ProjectId/WebhookType search attributes. Upserting a missing one would fail every
- * workflow task, so the workflow skips them rather than stall deliveries; the operator is told what that costs.
+ * The namespace's search attributes, and what missing ones cost, said once. Upserting a missing ProjectId/WebhookType
+ * would fail every workflow task, so the workflow skips them rather than stall deliveries.
  */
-async function hasSearchAttributes(connection: NativeConnection, config: Config, logger: Logger): Promise<boolean> {
+async function searchAttributesOf(
+  connection: NativeConnection,
+  config: Config,
+  logger: Logger,
+): Promise<NamespaceSearchAttributes> {
   const found = await namespaceSearchAttributes(connection.operatorService, config.TEMPORAL_NAMESPACE);
   if (found.state === 'missing')
     logger.warn(
@@ -108,8 +115,8 @@ async function hasSearchAttributes(connection: NativeConnection, config: Config,
     );
   // Hosted namespaces may refuse the operator API: assume they were registered out of band.
   if (found.state === 'unknown')
-    logger.warn({ err: found.error }, 'could not list search attributes; assuming ProjectId and WebhookType exist');
-  return found.state !== 'missing';
+    logger.warn({ err: found.error }, 'could not list search attributes; assuming they exist');
+  return found;
 }
 
 export async function startWorker(
@@ -139,6 +146,7 @@ export async function startWorker(
   // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
   const payloadCodec = workerPayloadCodecFromConfig(config, logger);
   const dataConverter = encryptedDataConverter(payloadCodec);
+  const personHashKey = resolvePersonHashKey(config, logger);
   if (config.ALLOW_UNENCRYPTED_EVENTS)
     logger.warn(
       'ALLOW_UNENCRYPTED_EVENTS=true: events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS are delivered ' +
@@ -234,13 +242,19 @@ export async function startWorker(
   };
   const source = workflowSource();
   try {
+    const searchAttributes = await searchAttributesOf(connection, config, logger);
     const activities = createActivities({
       db,
       http,
       config,
       secretBox,
       logger: logger.child({ component: 'delivery' }),
-      searchAttributes: await hasSearchAttributes(connection, config, logger),
+      searchAttributes: !isMissing(
+        searchAttributes,
+        DELIVERY_SEARCH_ATTRIBUTE_KEYS.map((key) => key.name),
+      ),
+      // Each logged delivery carries its person's keyed hash, which an erasure finds it by.
+      personHashKey,
       // Inputs sealed for no workflow come from clients before sealing: accepted only where plain events are.
       requireBoundInputs: !unencryptedEventsAllowed(config),
       notify: notifier.notify,

@@ -28,3 +28,14 @@ export function resolvePersonHashKey(
   );
   return parsePersonHashKey(value);
 }
+
+/**
+ * The key where the process holds one (configured, or development's), else undefined: what a starter of deliveries
+ * that may run without it (the CLI's emit and redeliver) passes on, to set PersonHash when it can.
+ */
+export function personHashKeyIfHeld(
+  config: Pick<Config, 'PERSON_HASH_KEY' | 'DATA_DIR' | 'NODE_ENV'>,
+  logger?: Logger,
+): Buffer | undefined {
+  return config.PERSON_HASH_KEY || isDevelopment(config) ? resolvePersonHashKey(config, logger) : undefined;
+}

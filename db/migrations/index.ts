@@ -19,6 +19,7 @@ import * as waiterHandover from './017_waiter_handover';
 import * as portalLinkCount from './018_portal_link_count';
 import * as pauseNotices from './019_pause_notices';
 import * as auditKeyedChain from './020_audit_keyed_chain';
+import * as personHash from './021_person_hash';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -42,6 +43,7 @@ const migrations: Record<string, Knex.Migration> = {
   '018_portal_link_count': portalLinkCount,
   '019_pause_notices': pauseNotices,
   '020_audit_keyed_chain': auditKeyedChain,
+  '021_person_hash': personHash,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

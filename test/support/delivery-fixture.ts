@@ -23,6 +23,10 @@ import { createTestDatabase, type TestDatabase } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
 import { uniqueTaskQueue, workflowBundle } from './temporal';
 import { startBoth } from './setup';
+import { TEST_PERSON_HASH_KEY } from './audit-keys';
+
+/** The person hash key of the tests' workers and APIs (TEST_PERSON_HASH_KEY). */
+export const testPersonHashKey = Buffer.from(TEST_PERSON_HASH_KEY, 'hex');
 
 export interface DeliveryWorkerOptions {
   /** A fresh queue unless given. */
@@ -47,6 +51,8 @@ export interface DeliveryWorkerOptions {
   deliveryOptions?: readonly DeliveryOption[];
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
+  /** The worker's PERSON_HASH_KEY: the tests' own (TEST_PERSON_HASH_KEY) unless given; null: the worker holds none. */
+  personHashKey?: Buffer | null;
 }
 
 /** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
@@ -96,6 +102,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
           requireBoundInputs: options.requireBoundInputs,
           notify: options.notify,
           deliveryOptions: options.deliveryOptions,
+          personHashKey: options.personHashKey === null ? undefined : (options.personHashKey ?? testPersonHashKey),
         }),
       ),
       ...options.slots,
