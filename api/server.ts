@@ -19,6 +19,7 @@ import { createTestEventSender } from './webhooks/test-event';
 import { createApp, type AppDeps } from './app';
 import { testSlotLeaseMs } from './http/send-limits';
 import { createRedeliveryStarter, createWorkflowEndWatcher } from './deliveries/redelivery';
+import { createErasureStarter } from './erasures/erasures';
 import { createHttpServer } from './http/http-server';
 import { authOptionsFromConfig } from './auth/authenticate';
 import { readinessConnection, searchAttributesCheck } from './health/router';
@@ -125,6 +126,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       webhookUrlPolicy: webhookUrlPolicy(config),
       pauseMaxHours: config.PAUSE_MAX_HOURS,
       codec: { codec: payloadCodecFromConfig(config, logger), ...codecAccessFromConfig(config) },
+      erasures: { personHashKey, start: createErasureStarter(temporal, config) },
       portal: {
         tokens: createPortalTokens(portalSigningKeys(keyRing)),
         publicBaseUrl: config.PUBLIC_BASE_URL,

@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin, traceHttpClient } from '../activities';
+import { createErasureActivities } from '../activities/erasure';
 import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal/connection';
 import { isDevelopment, type Config } from '../common/config';
 import type { Logger } from '../common/telemetry/logger';
@@ -13,7 +15,7 @@ import {
   workerPayloadCodecFromConfig,
 } from '../common/crypto/payload-codec';
 import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions } from '../db';
-import { DELIVERY_SEARCH_ATTRIBUTE_KEYS, attemptDeadlineMs } from '../common/contract';
+import { DELIVERY_SEARCH_ATTRIBUTE_KEYS, PersonHashKey, attemptDeadlineMs } from '../common/contract';
 import {
   isMissing,
   missingSearchAttributesMessage,
@@ -266,12 +268,22 @@ export async function startWorker(
           }),
       },
     });
+    // Erasures run on the same queue: they find a person's delivery runs and delete the closed ones from Temporal.
+    const erasureActivities = createErasureActivities({
+      db,
+      temporal: {
+        client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter }),
+        namespace: config.TEMPORAL_NAMESPACE,
+        listByPersonHash: !isMissing(searchAttributes, [PersonHashKey.name]),
+      },
+      logger: logger.child({ component: 'erasure' }),
+    });
     const worker = await Worker.create({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       ...source,
-      activities,
+      activities: { ...activities, ...erasureActivities },
       dataConverter,
       interceptors: {
         activity: [

@@ -18,6 +18,7 @@ import {
 import type { Logger } from '../../common/telemetry/logger';
 import type { DeliveryOption } from '../../activities/delivery-options';
 import type { Notify } from '../../activities/notices';
+import { createErasureActivities } from '../../activities/erasure';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
@@ -53,6 +54,8 @@ export interface DeliveryWorkerOptions {
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
   /** The worker's PERSON_HASH_KEY: the tests' own (TEST_PERSON_HASH_KEY) unless given; null: the worker holds none. */
   personHashKey?: Buffer | null;
+  /** Whether the erasure activities list runs by PersonHash (what the worker's namespace check would say); default true. */
+  listByPersonHash?: boolean;
 }
 
 /** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
@@ -90,21 +93,33 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec] },
       taskQueue,
       workflowBundle: await workflowBundle(),
-      activities: (options.wrapActivities ?? ((activities) => activities))(
-        createActivities({
+      activities: {
+        // The worker's erasures, as startWorker registers them beside the deliveries.
+        ...createErasureActivities({
           db: fixture.database.db,
-          secretBox: fixture.registrations.secretBox,
+          temporal: {
+            client: fixture.env.client,
+            namespace: 'default',
+            listByPersonHash: options.listByPersonHash ?? true,
+          },
           logger: options.logger ?? captureLogger().logger,
-          config,
-          http,
-          searchAttributes,
-          alerts: options.alerts,
-          requireBoundInputs: options.requireBoundInputs,
-          notify: options.notify,
-          deliveryOptions: options.deliveryOptions,
-          personHashKey: options.personHashKey === null ? undefined : (options.personHashKey ?? testPersonHashKey),
         }),
-      ),
+        ...(options.wrapActivities ?? ((activities) => activities))(
+          createActivities({
+            db: fixture.database.db,
+            secretBox: fixture.registrations.secretBox,
+            logger: options.logger ?? captureLogger().logger,
+            config,
+            http,
+            searchAttributes,
+            alerts: options.alerts,
+            requireBoundInputs: options.requireBoundInputs,
+            notify: options.notify,
+            deliveryOptions: options.deliveryOptions,
+            personHashKey: options.personHashKey === null ? undefined : (options.personHashKey ?? testPersonHashKey),
+          }),
+        ),
+      },
       ...options.slots,
     });
     // The worker's resumer wakes deliveries waiting for an open breaker, as startWorker runs it.

@@ -41,7 +41,12 @@ const existing = (path: string | undefined) => (path ? { executable: { type: 'ex
  */
 export async function createLocalEnvironment({
   searchAttributes = true,
-}: { searchAttributes?: boolean | 'without PersonHash' } = {}): Promise<TestWorkflowEnvironment> {
+  dynamicConfig = {},
+}: {
+  searchAttributes?: boolean | 'without PersonHash';
+  /** More dynamic config values, `--dynamic-config-value KEY=VALUE` each (VALUE as JSON: a duration is `"1s"`). */
+  dynamicConfig?: Record<string, string>;
+} = {}): Promise<TestWorkflowEnvironment> {
   quietRuntime();
   for (let attempt = 1; ; attempt += 1) {
     const port = await freePort();
@@ -54,7 +59,10 @@ export async function createLocalEnvironment({
             searchAttributes: searchAttributes === true ? SEARCH_ATTRIBUTE_KEYS : DELIVERY_SEARCH_ATTRIBUTE_KEYS,
           }),
           // The same fairness, priority and partition settings as `npm start`.
-          extraArgs: dynamicConfigFlags(),
+          extraArgs: [
+            ...dynamicConfigFlags(),
+            ...Object.entries(dynamicConfig).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${value}`]),
+          ],
         },
       });
     } catch (error) {
