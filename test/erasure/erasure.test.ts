@@ -2,14 +2,22 @@
 // with Temporal's DeleteWorkflowExecution, their delivery log rows and attempts deleted, anyone else's untouched, a
 // delivery still being retried delivered first and erased once it has ended.
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { WorkflowFailedError } from '@temporalio/client';
 import { ERASURE_STATE_QUERY, erasureWorkflowId, type ErasureState } from '../../common/erasure';
 import { eventually } from '../support/eventually';
 import { independentSignatureValid } from '../support/receiver';
-import { ADA, BOB, erasureEnvironment, fall, hashOf, useErasureSuite, vital } from './fixture';
+import { erasureEnvironment, fall, hashOf, useErasureSuite, vital } from './fixture';
 
 describe('erasure of one person’s deliveries (Temporal dev server)', function () {
   this.timeout(120_000);
   const s = useErasureSuite(() => erasureEnvironment());
+  // Each test its own people: a person's runs are found namespace-wide, whichever test's queue ran them.
+  let ADA: string;
+  let BOB: string;
+  beforeEach(() => {
+    [ADA, BOB] = [randomUUID(), randomUUID()];
+  });
 
   it('deletes every run of the person’s deliveries and their log rows; another person’s in the same project still show', async () => {
     const { projectId } = await s.project();
@@ -19,7 +27,14 @@ describe('erasure of one person’s deliveries (Temporal dev server)', function 
       const bobFall = await s.delivered(fall(projectId, BOB));
       // A redelivery of Ada's fall: the log row now names the redelivery's run; the first run stays in Temporal.
       const adaRedelivery = await s.redelivered(projectId, adaFall);
-      const adaRuns = [adaFall, adaVital, adaRedelivery];
+      // An invalid event of Ada's (no reasons): refused before the log, so only its PersonHash finds its history.
+      const invalid = fall(projectId, ADA);
+      const adaInvalid = await s.start({ ...invalid, payload: { ...invalid.payload, reasons: [] } });
+      await assert.rejects(s.fx.env.client.workflow.getHandle(adaInvalid).result(), (error: WorkflowFailedError) =>
+        /Invalid FALL_DETECTION event/.test(String(error.cause?.message)),
+      );
+      assert.deepEqual(await s.logRows([adaInvalid]), { deliveries: 0, attempts: 0 });
+      const adaRuns = [adaFall, adaVital, adaRedelivery, adaInvalid];
 
       // What the log keeps of a person: the keyed hash, never the userUUID.
       const logged = await s.fx.database
@@ -36,7 +51,7 @@ describe('erasure of one person’s deliveries (Temporal dev server)', function 
 
       const id = await s.requestErasure(ADA);
       const done = await s.erasureReaches(id, 'completed');
-      assert.deepEqual(done.counts, { deliveriesFound: 3, historiesDeleted: 3, logRowsDeleted: 2, stillOpen: 0 });
+      assert.deepEqual(done.counts, { deliveriesFound: 4, historiesDeleted: 4, logRowsDeleted: 2, stillOpen: 0 });
       assert.equal(done.personHash, hashOf(ADA));
       assert.ok(done.completedAt && done.completedAt >= done.requestedAt);
 
@@ -52,7 +67,7 @@ describe('erasure of one person’s deliveries (Temporal dev server)', function 
         .query<ErasureState>(ERASURE_STATE_QUERY);
       assert.deepEqual(
         { status: state.status, historiesDeleted: state.historiesDeleted, logRowsDeleted: state.logRowsDeleted },
-        { status: 'completed', historiesDeleted: 3, logRowsDeleted: 2 },
+        { status: 'completed', historiesDeleted: 4, logRowsDeleted: 2 },
       );
     });
   });

@@ -22,9 +22,6 @@ import { TEST_JWT_SECRET, bearer, hsToken } from '../support/tokens';
 
 /** The one subject the test API's operator policy lists. */
 export const OPERATOR = 'ops-erin';
-/** Two people of the same project. */
-export const ADA = '3f2b8c1e-9a4d-4c6b-8e2f-1a2b3c4d5e6f';
-export const BOB = '9c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f';
 /** Their keyed hashes, as the worker and the API make them (TEST_PERSON_HASH_KEY). */
 export const hashOf = (userUUID: string) => personHash(testPersonHashKey, userUUID);
 
