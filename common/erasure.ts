@@ -42,6 +42,8 @@ export interface ErasePersonInput {
 export interface ErasureLook extends ErasureCounts {
   /** Executions deleted in this look that Temporal still describes: the next look confirms they are gone. */
   unconfirmed: number;
+  /** The look took a batch of the person's deliveries and more are left: the next look takes them, at once. */
+  more: boolean;
 }
 
 /** What the `erasureState` query answers. */

@@ -79,11 +79,13 @@ export async function erasePerson(input: ErasePersonInput): Promise<ErasureState
         looks: state.looks + 1,
         status: look.stillOpen > 0 ? 'waiting-for-open-deliveries' : 'pending',
       });
-      if (look.stillOpen === 0 && look.unconfirmed === 0) break;
-      if (look.stillOpen > 0) {
+      if (look.stillOpen === 0 && look.unconfirmed === 0 && !look.more) break;
+      // A batch taken: the next at once. Deliveries still open: a durable wait, doubling. Deletions Temporal has not
+      // yet carried out: a moment.
+      if (!look.more && look.stillOpen > 0) {
         await sleep(waitMs);
         waitMs = Math.min(waitMs * 2, input.maxRecheckAfterMs);
-      } else await sleep(CONFIRM_AGAIN_MS);
+      } else if (!look.more) await sleep(CONFIRM_AGAIN_MS);
       // A person whose deliveries stay open for weeks (a long pause) must not grow one history without bound.
       if (workflowInfo().continueAsNewSuggested)
         await continueAsNew<typeof erasePerson>({ ...input, resumed: { waitMs, looks: state.looks } });

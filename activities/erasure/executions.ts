@@ -37,17 +37,23 @@ const isNotFound = (error: unknown) => error instanceof WorkflowNotFoundError ||
 
 /**
  * The person's delivery runs Temporal lists under their PersonHash (the runs the log no longer names: a redelivered
- * event's earlier ones, events the log never took). Empty where the namespace has no PersonHash: it refuses the query.
+ * event's earlier ones, events the log never took), `limit` at most. 'unlisted' where the namespace has no PersonHash:
+ * it refuses the query.
  */
-export async function listedRuns(temporal: ErasureTemporal, personHash: string): Promise<Candidate[] | 'unlisted'> {
+export async function listedRuns(
+  temporal: ErasureTemporal,
+  personHash: string,
+  limit: number,
+): Promise<Candidate[] | 'unlisted'> {
   if (!temporal.listByPersonHash) return 'unlisted';
   const runs: Candidate[] = [];
   try {
     // personHash is 64 hex digits (checked with the request): nothing in it can end the quoted value.
     const query = `WorkflowType = '${DELIVER_WORKFLOW_TYPE}' AND ${PersonHashKey.name} = '${personHash}'`;
-    for await (const execution of temporal.client.workflow.list({ query, pageSize: 500 })) {
+    for await (const execution of temporal.client.workflow.list({ query, pageSize: Math.min(limit, 500) })) {
       runs.push({ workflowId: execution.workflowId, runId: execution.runId });
       Context.current().heartbeat();
+      if (runs.length >= limit) break;
     }
   } catch (error) {
     if (grpcCode(error) === INVALID_ARGUMENT) return 'unlisted';

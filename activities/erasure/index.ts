@@ -33,11 +33,15 @@ export const ERASURE_NOT_RECORDED = 'ErasureNotRecorded';
 
 /** How long a look waits for Temporal to have removed what it deleted, before leaving that to the next look. */
 const CONFIRM_WITHIN_MS = 5_000;
+/** The log rows, and the runs listed by PersonHash, one look takes at most: a person with more takes several looks. */
+export const LOOK_BATCH = 1_000;
 
 export interface ErasureActivityDeps {
   db: Db;
   temporal: ErasureTemporal;
   logger: Logger;
+  /** LOOK_BATCH unless given (tests take small batches). */
+  lookBatch?: number;
 }
 
 const countsOf = (row: ErasureRow): ErasureCounts => ({
@@ -47,7 +51,7 @@ const countsOf = (row: ErasureRow): ErasureCounts => ({
   stillOpen: row.stillOpen,
 });
 
-export function createErasureActivities({ db, temporal, logger }: ErasureActivityDeps) {
+export function createErasureActivities({ db, temporal, logger, lookBatch = LOOK_BATCH }: ErasureActivityDeps) {
   /**
    * The request this input names, as recorded: the same person, run by its own workflow. Anyone who can reach
    * Temporal could start an `erasePerson` of their own; only a request the API or the CLI recorded (with its audit
@@ -87,7 +91,7 @@ export function createErasureActivities({ db, temporal, logger }: ErasureActivit
       const erasure = await recordedRequest(input, 'refuse');
       const { personHash } = erasure;
       const heartbeat = () => Context.current().heartbeat();
-      const rows = await personDeliveryRows(db, personHash);
+      const rows = await personDeliveryRows(db, personHash, lookBatch);
       const candidates = new Map<string, Candidate>();
       const add = (candidate: Candidate) =>
         candidates.set(`${candidate.workflowId}\u0000${candidate.runId ?? ''}`, candidate);
@@ -96,7 +100,7 @@ export function createErasureActivities({ db, temporal, logger }: ErasureActivit
         // A redelivered event's first run: its workflow id is the event's id, which the log row keeps.
         if (row.id !== row.workflowId) add({ workflowId: row.id });
       }
-      const listed = await listedRuns(temporal, personHash);
+      const listed = await listedRuns(temporal, personHash, lookBatch);
       if (listed === 'unlisted')
         logger.info(
           { erasureId: erasure.id },
@@ -123,7 +127,10 @@ export function createErasureActivities({ db, temporal, logger }: ErasureActivit
       const logRowsDeleted = await deletePersonDeliveryRows(db, personHash, ended);
       const recorded = await recordErasureLook(db, erasure.id, [...found.values()], logRowsDeleted);
       logger.info({ erasureId: erasure.id, ...countsOf(recorded), unconfirmed: recorded.unconfirmed }, 'erasure look');
-      return { ...countsOf(recorded), unconfirmed: recorded.unconfirmed };
+      // A full batch that erased something may have left more; one that erased nothing (all open) waits instead.
+      const full = rows.length === lookBatch || (listed !== 'unlisted' && listed.length === lookBatch);
+      const more = full && (logRowsDeleted > 0 || [...found.values()].some((e) => e.state === 'deleted'));
+      return { ...countsOf(recorded), unconfirmed: recorded.unconfirmed, more };
     },
 
     /** Records the erasure completed, with its audit row (counts, the person as their hash); once. */

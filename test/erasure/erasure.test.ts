@@ -104,6 +104,27 @@ describe('erasure of one person’s deliveries (Temporal dev server)', function 
     });
   });
 
+  it('a person with more deliveries than one look takes: looks again at once, batch after batch, until none is left', async () => {
+    const { projectId } = await s.project();
+    // Two log rows and two listed runs a look.
+    await s.withWorker(
+      async () => {
+        const runs: string[] = [];
+        for (let i = 0; i < 5; i += 1)
+          runs.push(await s.delivered(i % 2 ? vital(projectId, ADA) : fall(projectId, ADA)));
+        const id = await s.requestErasure(ADA);
+        const done = await s.erasureReaches(id, 'completed');
+        assert.deepEqual(done.counts, { deliveriesFound: 5, historiesDeleted: 5, logRowsDeleted: 5, stillOpen: 0 });
+        for (const run of runs) assert.equal(await s.described(run), false, run);
+        const state = await s.fx.env.client.workflow
+          .getHandle(erasureWorkflowId(id))
+          .query<ErasureState>(ERASURE_STATE_QUERY);
+        assert.ok(state.looks >= 3, `${state.looks} looks`);
+      },
+      { erasureLookBatch: 2 },
+    );
+  });
+
   it('a person with no deliveries: completes with zero counts, and nothing else changes', async () => {
     const { projectId } = await s.project();
     await s.withWorker(async () => {

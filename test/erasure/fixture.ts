@@ -124,8 +124,10 @@ export function useErasureSuite(
   });
 
   /** A real worker with the real activities (deliveries and erasures) on this test's queue while `work` runs. */
-  const withWorker = <T>(work: () => Promise<T>, config: ActivityConfig = retrying): Promise<T> =>
-    fx.runWorker(() => work(), { taskQueue, config, ...workerOptions });
+  const withWorker = <T>(
+    work: () => Promise<T>,
+    options: Pick<DeliveryWorkerOptions, 'erasureLookBatch'> = {},
+  ): Promise<T> => fx.runWorker(() => work(), { taskQueue, config: retrying, ...workerOptions, ...options });
 
   /** A project whose webhook goes to the test's receiver; returns its id and the webhook's secret. */
   async function project(): Promise<{ projectId: string; secret: string }> {

@@ -173,8 +173,8 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
             'not beyond loopback',
           );
         assert.ok(readdirSync(dataDir).includes('payload-encryption.keys'), 'the development key ring was generated');
-        for (const file of ['audit-hmac.keys', 'audit-signing.key'])
-          assert.ok(readdirSync(dataDir).includes(file), `the development audit key ${file} was generated`);
+        for (const file of ['audit-hmac.keys', 'audit-signing.key', 'person-hash.key'])
+          assert.ok(readdirSync(dataDir).includes(file), `the development key ${file} was generated`);
       } finally {
         await Promise.all([api.stop(), worker.stop()]);
       }

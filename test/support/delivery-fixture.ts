@@ -56,6 +56,8 @@ export interface DeliveryWorkerOptions {
   personHashKey?: Buffer | null;
   /** Whether the erasure activities list runs by PersonHash (what the worker's namespace check would say); default true. */
   listByPersonHash?: boolean;
+  /** How many of a person's log rows and runs one erasure look takes (LOOK_BATCH unless given). */
+  erasureLookBatch?: number;
 }
 
 /** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
@@ -103,6 +105,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
             listByPersonHash: options.listByPersonHash ?? true,
           },
           logger: options.logger ?? captureLogger().logger,
+          lookBatch: options.erasureLookBatch,
         }),
         ...(options.wrapActivities ?? ((activities) => activities))(
           createActivities({
