@@ -3,11 +3,17 @@
 // delivery still being retried delivered first and erased once it has ended.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { ERASURE_STATE_QUERY, erasureWorkflowId, type ErasureState } from '../../common/erasure';
 import { eventually } from '../support/eventually';
 import { independentSignatureValid } from '../support/receiver';
 import { erasureEnvironment, fall, hashOf, useErasureSuite, vital } from './fixture';
+
+/** RECORD_HISTORIES=1 saves the in-flight test's erasure history for test/workflows/replay.test.ts. */
+const HISTORY = join(__dirname, '..', 'fixtures', 'histories', 'erasure-waited-then-completed.binpb');
 
 describe('erasure of one person’s deliveries (Temporal dev server)', function () {
   this.timeout(120_000);
@@ -101,6 +107,10 @@ describe('erasure of one person’s deliveries (Temporal dev server)', function 
       );
       assert.equal(await s.described(inFlight), false);
       assert.deepEqual(await s.logRows([inFlight]), { deliveries: 0, attempts: 0 });
+      if (process.env.RECORD_HISTORIES === '1') {
+        const history = await s.fx.env.client.workflow.getHandle(erasureWorkflowId(id)).fetchHistory();
+        writeFileSync(HISTORY, temporal.api.history.v1.History.encode(history).finish());
+      }
     });
   });
 
