@@ -195,14 +195,14 @@ describe('docker-compose.yml', () => {
     assert.match(readFileSync(join(root, 'deploy', 'temporal-schema.sh'), 'utf8'), /update-schema --schema-name/);
   });
 
-  it('an init step registers the namespace, ProjectId and WebhookType (Keyword) once Temporal serves', () => {
+  it('an init step registers the namespace, ProjectId, WebhookType and PersonHash (Keyword) once Temporal serves', () => {
     const init = service('temporal-init');
     assert.deepEqual(init.depends_on, { temporal: { condition: 'service_started' } });
     assert.deepEqual(init.command, ['sh', '/deploy/temporal-namespace.sh']);
     const script = readFileSync(join(root, 'deploy', 'temporal-namespace.sh'), 'utf8');
     assert.match(script, /operator cluster health/);
     assert.match(script, /operator namespace create/);
-    assert.match(script, /for name in ProjectId WebhookType/);
+    assert.match(script, /for name in ProjectId WebhookType PersonHash; do/);
     assert.match(script, /--type Keyword/);
     assert.equal(resolvedEnvironment('temporal-init', userEnv).TEMPORAL_ADDRESS, 'temporal:7233');
   });
