@@ -7,7 +7,10 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import { emitWebhookEvent, parsePersonHashKey, type WebhookEvent } from '../../client';
+import { PersonHashKey } from '../../common/contract';
 import { ERASURE_STATE_QUERY, erasureWorkflowId, type ErasureState } from '../../common/erasure';
+import { TEST_PERSON_HASH_KEY } from '../support/audit-keys';
 import { eventually } from '../support/eventually';
 import { independentSignatureValid } from '../support/receiver';
 import { erasureEnvironment, fall, hashOf, useErasureSuite, vital } from './fixture';
@@ -146,6 +149,21 @@ describe('erasure of one person’s deliveries (Temporal dev server)', function 
       assert.deepEqual(await s.fx.database.db('deliveries').orderBy('id').select(), before);
       assert.equal(await s.described(bobFall), true);
     });
+  });
+
+  it('emitWebhookEvent given the key tags the run with the person’s hash (PersonHash), never the userUUID; without it, nothing', async () => {
+    const { projectId } = await s.project();
+    const event = fall(projectId, ADA) as WebhookEvent;
+    const tagged = await emitWebhookEvent(s.fx.env.client, event, {
+      taskQueue: s.taskQueue,
+      personHashKey: parsePersonHashKey(TEST_PERSON_HASH_KEY),
+    });
+    const plain = await emitWebhookEvent(s.fx.env.client, event, { taskQueue: s.taskQueue });
+    const attribute = async (workflowId: string) =>
+      (await s.fx.env.client.workflow.getHandle(workflowId).describe()).typedSearchAttributes.get(PersonHashKey);
+    assert.equal(await attribute(tagged), hashOf(ADA));
+    assert.equal(await attribute(plain), undefined);
+    for (const workflowId of [tagged, plain]) await s.fx.env.client.workflow.getHandle(workflowId).terminate('test');
   });
 
   it('erases the deliveries logged with the person’s hash when they carry no PersonHash (a starter without the key)', async () => {
