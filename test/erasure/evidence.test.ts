@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { main } from '../../cli';
 import * as store from '../../db';
+import { ERASE_PERSON_WORKFLOW_TYPE, erasureWorkflowId, type ErasePersonInput } from '../../common/erasure';
 import { TEST_PERSON_HASH_KEY, testAuditEnv, useTestAuditTrail } from '../support/audit-keys';
 import { OPERATOR, erasureEnvironment, fall, hashOf, useErasureSuite, vital, type ErasureReply } from './fixture';
 
@@ -228,6 +229,36 @@ describe('erasure: audit rows, certificate, CLI and bad input (Temporal dev serv
 
       assert.deepEqual(await count(), before, 'no erasure recorded or started, no delivery touched');
       assert.equal(await s.described(run), true);
+    });
+  });
+
+  it('an erasePerson started by hand is refused unless it is a recorded request, run as its own workflow: nothing is erased', async () => {
+    const { projectId } = await s.project();
+    await s.withWorker(async () => {
+      const bobRun = await s.delivered(fall(projectId, BOB));
+      const id = await s.requestErasure(ADA);
+      await s.erasureReaches(id, 'completed');
+      await s.fx.env.client.workflow.getHandle(erasureWorkflowId(id)).result();
+      const forged = (input: Partial<ErasePersonInput>, workflowId: string) =>
+        s.fx.env.client.workflow.execute(ERASE_PERSON_WORKFLOW_TYPE, {
+          taskQueue: s.taskQueue,
+          workflowId,
+          args: [{ erasureId: id, personHash: hashOf(BOB), recheckAfterMs: 1_000, maxRecheckAfterMs: 1_000, ...input }],
+        });
+      const refused = (why: RegExp) => (error: { cause?: { cause?: { message?: string; type?: string } } }) =>
+        error.cause?.cause?.type === 'ErasureNotRecorded' && why.test(String(error.cause.cause.message));
+      // A recorded erasure's id with another person's hash, under its own workflow id (reused once it completed).
+      await assert.rejects(forged({}, erasureWorkflowId(id)), refused(/was recorded for another person/));
+      // Under a workflow id that is not the erasure's.
+      await assert.rejects(
+        forged({ personHash: hashOf(ADA) }, `erasure-by-hand-${id}`),
+        refused(/runs only as workflow/),
+      );
+      assert.equal(await s.described(bobRun), true);
+      assert.deepEqual(await s.logRows([bobRun]), { deliveries: 1, attempts: 1 });
+      const record = await s.status(id);
+      assert.equal(record.body.status, 'completed', 'the recorded erasure is as it was');
+      assert.equal((await erasureRows(id)).length, 2, 'no further audit row');
     });
   });
 
