@@ -20,6 +20,7 @@ import {
 import { DEFAULT_ALERT_AFTER_MS, createAlertSender, type OperatorAlert, type SendAlert } from './alerts';
 import type { ActivityDeps } from './deps';
 import { currentRun } from './input-binding';
+import { eventPersonHash } from '../common/crypto/person-hash';
 import { deliveriesTotal, deliveryAttemptsTotal, deliveryLatencySeconds } from '../common/telemetry/delivery-metrics';
 
 /** One attempt of a delivery: its number counts every attempt of the delivery (a row per attempt in the log). */
@@ -31,7 +32,7 @@ export interface AttemptKey extends DeliveryKey {
  * The delivery log, endpoint health, alerts and delivery metrics, written by the activities: status, error codes
  * and timing only, never payloads or response bodies.
  */
-export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts' | 'notify'>) {
+export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts' | 'notify' | 'personHashKey'>) {
   const { db, logger } = deps;
   const alertAfterMs = deps.alerts?.alertAfterMs ?? DEFAULT_ALERT_AFTER_MS;
   const sendAlert: SendAlert = createAlertSender(logger.child({ component: 'alerts' }), {
@@ -108,15 +109,20 @@ export function createDeliveryLog(deps: Pick<ActivityDeps, 'db' | 'logger' | 'al
   }
 
   return {
-    /** The lookup found a valid event: pending when the webhook takes it, else skipped with the reason. */
+    /**
+     * The lookup found a valid event: pending when the webhook takes it, else skipped with the reason. The row's first
+     * write, so it carries the event's person hash (when the worker holds the key), which later writes keep.
+     */
     async planned(input: DeliverWebhookEventInput, types: readonly string[] | undefined): Promise<void> {
       const { workflowId, runId } = currentRun();
+      const personHash = deps.personHashKey && eventPersonHash(deps.personHashKey, input.userUUID);
       const key = {
         id: input.webhookId ?? workflowId,
         projectId: input.projectId,
         type: input.webhookType,
         workflowId,
         runId,
+        ...(personHash !== undefined && { personHash }),
       };
       if (!types) await this.skipped(key, 'No webhook is registered for the project');
       else if (!isSubscribed(types, input.webhookType))
@@ -185,7 +191,7 @@ export type DeliveryLog = ReturnType<typeof createDeliveryLog>;
 
 /** Activity: the workflow reports how a delivery ended when no attempt could say it (given up, skipped). */
 export function createRecordDeliveryOutcome(
-  deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts' | 'notify'>,
+  deps: Pick<ActivityDeps, 'db' | 'logger' | 'alerts' | 'notify' | 'personHashKey'>,
   deliveryLog: DeliveryLog = createDeliveryLog(deps),
 ) {
   return async function recordDeliveryOutcome(report: DeliveryOutcomeReport): Promise<void> {

@@ -52,4 +52,9 @@ export interface ActivityDeps {
   notify?: Notify;
   /** What deliveries carry beyond the signed body: DELIVERY_OPTIONS unless a test adds its own. */
   deliveryOptions?: readonly DeliveryOption[];
+  /**
+   * PERSON_HASH_KEY: the delivery log keeps each event's person as the keyed hash of its userUUID, which an erasure
+   * finds the person's deliveries by. Without it (tests, bench) no row carries one.
+   */
+  personHashKey?: Buffer;
 }

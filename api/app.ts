@@ -28,6 +28,8 @@ import {
   type WriteLimits,
 } from './http/audited-actions';
 import { auditRouter } from './audit/router';
+import { erasuresRouter } from './erasures/router';
+import type { ErasureDeps } from './erasures/erasures';
 import type { OperatorPolicy } from './auth/operator-policy';
 import { createPortalTokens, type PortalTokens } from './auth/portal-tokens';
 import { portalPageRouter, portalSessionsRouter } from './portal/router';
@@ -70,8 +72,10 @@ export interface AppDeps {
   pauseMaxHours?: number;
   /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL, PORTAL_FRAME_ANCESTORS, PORTAL_LINKS_PER_PROJECT. */
   portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[]; linksPerProject?: number };
-  /** Who reads the whole audit trail (GET /audit); the codec's operators when absent. */
+  /** Who reads the whole audit trail (GET /audit) and asks for erasures; the codec's operators when absent. */
   operators?: OperatorPolicy;
+  /** Erasure of a person's deliveries (POST /erasures): the person hash key and the job's starter; without it, 503. */
+  erasures?: Omit<ErasureDeps, 'db'>;
   /** The bench's stand-in for the audit trail's append (bench/audit.ts), to measure the rows' cost; never configured. */
   auditWriter?: AuditWriter;
 }
@@ -139,7 +143,13 @@ export function createApp(deps: AppDeps): Koa {
     ...(deps.readiness ? [healthRouter({ db: deps.db, ...deps.readiness })] : []),
   ];
   const codec = deps.codec && codecRouter(deps.codec, deps.db);
-  const audit = auditRouter({ db: deps.db, operators: deps.operators ?? deps.codec?.operators });
+  const operators = deps.operators ?? deps.codec?.operators;
+  const audit = auditRouter({ db: deps.db, operators });
+  const erasures = erasuresRouter({
+    db: deps.db,
+    operators,
+    ...(deps.erasures && { erasures: { db: deps.db, ...deps.erasures } }),
+  });
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);
   const portalPage = portalPageRouter(deps.portal);
   const portalSessions = portalSessionsRouter({
@@ -159,6 +169,7 @@ export function createApp(deps: AppDeps): Koa {
       deliveries,
       portalSessions,
       audit,
+      erasures,
       ...(codec ? [codec] : []),
     ]),
   );
@@ -178,6 +189,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(deliveries.routes());
   app.use(portalSessions.routes());
   app.use(audit.routes());
+  app.use(erasures.routes());
   if (codec) app.use(codec.routes());
 
   // Only errors thrown outside the problem-details middleware land here.

@@ -5,6 +5,7 @@ import { isDevelopment, loadConfig, type Config } from '../common/config';
 import { createLogger, prettyLogs, type Logger } from '../common/telemetry/logger';
 import { createSecretBox, resolveSecretKeyRing, type SecretBox } from '../common/crypto/secrets';
 import { auditTrailKeysFromConfig } from '../common/crypto/audit-keys';
+import { resolvePersonHashKey } from '../common/crypto/person-hash-key';
 import { onShutdownSignal } from '../common/signals';
 import { installTracing } from '../common/telemetry/tracing-sdk';
 import { otlpMetricsExporter, otlpMetricsNamed } from '../common/telemetry/settings';
@@ -18,6 +19,7 @@ import { createTestEventSender } from './webhooks/test-event';
 import { createApp, type AppDeps } from './app';
 import { testSlotLeaseMs } from './http/send-limits';
 import { createRedeliveryStarter, createWorkflowEndWatcher } from './deliveries/redelivery';
+import { createErasureStarter } from './erasures/erasures';
 import { createHttpServer } from './http/http-server';
 import { authOptionsFromConfig } from './auth/authenticate';
 import { readinessConnection, searchAttributesCheck } from './health/router';
@@ -96,6 +98,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
     const sendTestEvent: SendTestEvent =
       deps.sendTestEvent ?? createTestEventSender(temporal, config, { eagerStart: deps.eagerStart });
     const keyRing = resolveSecretKeyRing(config, logger);
+    const personHashKey = resolvePersonHashKey(config, logger);
     const testEventLimits = {
       perMinute: config.TEST_EVENTS_PER_MINUTE,
       waitMs: config.TEST_DELIVERY_WAIT_MS,
@@ -108,7 +111,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       auth: authOptionsFromConfig(config),
       sendTestEvent,
       testEventLimits,
-      redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart, logger }),
+      redelivery: createRedeliveryStarter(temporal, config, { eagerStart: deps.eagerStart, logger, personHashKey }),
       recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND,
       redeliveryLimits: {
         redeliverPerMinute: config.REDELIVER_CALLS_PER_MINUTE,
@@ -123,6 +126,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       webhookUrlPolicy: webhookUrlPolicy(config),
       pauseMaxHours: config.PAUSE_MAX_HOURS,
       codec: { codec: payloadCodecFromConfig(config, logger), ...codecAccessFromConfig(config) },
+      erasures: { personHashKey, start: createErasureStarter(temporal, config) },
       portal: {
         tokens: createPortalTokens(portalSigningKeys(keyRing)),
         publicBaseUrl: config.PUBLIC_BASE_URL,
@@ -155,7 +159,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
 async function main(): Promise<void> {
   let config: Config;
   try {
-    config = loadConfig(process.env, { database: true, auth: true, audit: true, standalone: true });
+    config = loadConfig(process.env, { database: true, auth: true, audit: true, persons: true, standalone: true });
   } catch (error) {
     createLogger().fatal((error as Error).message);
     process.exitCode = 1;

@@ -190,6 +190,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     AUDIT_HMAC_KEYS: `bench:${randomBytes(32).toString('hex')}`,
     AUDIT_SIGNING_KEY: generateAuditSigningKey('bench'),
     AUDIT_DIGEST_DIR: join(dataDir, 'audit-digests'),
+    PERSON_HASH_KEY: randomBytes(32).toString('hex'),
     JWT_SECRET: jwtSecret,
     // Production requires a bearer token for /metrics; the bench does not scrape it.
     METRICS_TOKEN: randomBytes(24).toString('hex'),

@@ -11,6 +11,7 @@ import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
 import { secretsReseal } from './commands/secrets';
 import { auditDigest, auditExport, auditKeygen, auditPrune, auditPublicKey, auditVerify } from './commands/audit';
+import { erasureCertificateCommand, erasureRequest, erasureStatusCommand } from './commands/erasure';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
@@ -31,6 +32,9 @@ export const commands: Record<string, CliCommand> = {
   'audit digest': auditDigest,
   'audit public-key': auditPublicKey,
   'audit keygen': auditKeygen,
+  'erasure request': erasureRequest,
+  'erasure status': erasureStatusCommand,
+  'erasure certificate': erasureCertificateCommand,
 };
 
 export function usage(): string {

@@ -9,6 +9,7 @@ import {
 } from '../common/contract';
 import { InvalidWebhookEventError, validateDeliveryInput } from '../common/contract/validate';
 import { startDeliveryWorkflow } from '../common/temporal/delivery-start';
+import { eventPersonHash } from '../common/crypto/person-hash';
 
 /** An event the monitoring system emits (TEST events come only from the test endpoint). */
 export interface WebhookEvent extends DeliverWebhookEventInput {
@@ -20,6 +21,12 @@ export interface EmitOptions {
   eventId?: string;
   /** Defaults to `webhooks`. */
   taskQueue?: string;
+  /**
+   * The service's PERSON_HASH_KEY (32 bytes), when the monitoring system holds it: the delivery then carries its
+   * person's keyed hash as the PersonHash search attribute, and an erasure finds each of its runs in Temporal. Without
+   * it the worker still logs the event with its hash, and an erasure finds it through the delivery log.
+   */
+  personHashKey?: Buffer;
 }
 
 /** The event id was emitted before: its delivery exists (running or finished) and is not started again. */
@@ -74,6 +81,7 @@ export async function emitWebhookEvent(
       workflowId,
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+      personHash: options.personHashKey && eventPersonHash(options.personHashKey, input.userUUID),
     });
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError)

@@ -8,6 +8,8 @@ export {
   type WebhookEvent,
 } from './emit';
 export { InvalidWebhookEventError, validateEvent, validateDeliveryInput } from '../common/contract/validate';
+/** `EmitOptions.personHashKey` from the service's PERSON_HASH_KEY (64 hex digits or base64 of 32 bytes). */
+export { parsePersonHashKey } from '../common/crypto/person-hash';
 export { connectTemporalClient } from '../common/temporal/connection';
 /**
  * For a monitoring system that builds its own Temporal Client:

@@ -128,6 +128,13 @@ export interface Config {
   AUDIT_SIGNING_PUBLIC_KEYS?: string;
   /** Where digests and journals go: a place the database's writers cannot reach. */
   AUDIT_DIGEST_DIR?: string;
+  /** The HMAC-SHA256 key of the person hashes (32 bytes as 64 hex digits or base64): a person's deliveries are found
+   * by it for an erasure, and the userUUID itself is never stored. Never in the database. */
+  PERSON_HASH_KEY?: string;
+  /** How long an erasure waits before it looks again at a person's deliveries still open; each wait doubles. */
+  ERASURE_RECHECK_MS: number;
+  /** The longest of those waits. */
+  ERASURE_RECHECK_MAX_MS: number;
   /** How often the worker writes a digest of the audit trail. */
   AUDIT_DIGEST_INTERVAL_MS: number;
   RECOVER_RATE_PER_SECOND: number;
@@ -278,6 +285,9 @@ const schema: JSONSchemaType<Config> = {
     AUDIT_SIGNING_KEY: { type: 'string', pattern: BASE64_KEY_ENTRY_PATTERN, nullable: true },
     AUDIT_SIGNING_PUBLIC_KEYS: { type: 'string', pattern: BASE64_KEY_RING_PATTERN, nullable: true },
     AUDIT_DIGEST_DIR: optionalString,
+    PERSON_HASH_KEY: { type: 'string', pattern: HEX_OR_BASE64_KEY_PATTERN, nullable: true },
+    ERASURE_RECHECK_MS: int(1_000, 60_000, 3_600_000),
+    ERASURE_RECHECK_MAX_MS: int(1_000, 900_000, 86_400_000),
     AUDIT_DIGEST_INTERVAL_MS: int(1_000, 3_600_000, 86_400_000),
     RECOVER_RATE_PER_SECOND: int(1, 10, 1_000),
     REDELIVER_CALLS_PER_MINUTE: int(1, 60, 10_000),
@@ -327,6 +337,8 @@ export interface ConfigNeeds {
   standalone?: boolean;
   /** A command that opens no secret and no payload (`webhooks migrate`): production asks it for no keys. */
   withoutKeys?: boolean;
+  /** Hashes a person's userUUID (API, worker, the CLI's erasure commands): production needs PERSON_HASH_KEY. */
+  persons?: boolean;
 }
 
 /**
@@ -393,6 +405,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
       ['AUDIT_DIGEST_DIR', 'where signed digests go, out of reach of the database'],
     ] as const)
       if (!config[name]) problems.push(`${name} is required in production (${what})`);
+  if (production && needs.persons && !config.PERSON_HASH_KEY)
+    problems.push(
+      'PERSON_HASH_KEY is required in production (the key of the person hashes an erasure finds deliveries by: ' +
+        '32 bytes as 64 hex digits or base64, e.g. $(openssl rand -hex 32); never change it once deliveries are logged)',
+    );
   if (production && config.AUDIT_RETENTION_DAYS < AUDIT_RETENTION_FLOOR_DAYS)
     problems.push(
       `AUDIT_RETENTION_DAYS must be at least ${AUDIT_RETENTION_FLOOR_DAYS} in production (six years: HIPAA documentation retention)`,
@@ -444,6 +461,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, needs: ConfigNe
     problems.push('WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS must not exceed WORKER_MAX_CONCURRENT_ACTIVITIES');
   if (config.BREAKER_MAX_OPEN_MS < config.BREAKER_OPEN_MS)
     problems.push('BREAKER_MAX_OPEN_MS must be at least BREAKER_OPEN_MS');
+  if (config.ERASURE_RECHECK_MAX_MS < config.ERASURE_RECHECK_MS)
+    problems.push('ERASURE_RECHECK_MAX_MS must be at least ERASURE_RECHECK_MS');
   // The standard OpenTelemetry variables (read by the SDK itself): checked here, so a typo fails the start.
   problems.push(...telemetrySettings(env).problems);
   // The shared OTLP endpoint alone leaves a worker's Prometheus endpoint as it is; OTLP metrics asked for by name clash.

@@ -53,6 +53,7 @@ interface DeliveryColumns {
   last_error: string | null;
   workflow_id: string;
   run_id: string | null;
+  person_hash: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -103,6 +104,11 @@ export interface DeliveryKey {
   workflowId: string;
   /** The run of workflowId, kept with it: redelivery reads the event from this run's history. */
   runId?: string;
+  /**
+   * The event's person as the keyed hash of its userUUID (common/crypto/person-hash.ts), for an erasure: written with
+   * the row, and kept by every later write that does not carry it (an attempt's).
+   */
+  personHash?: string;
 }
 
 /**
@@ -123,6 +129,7 @@ export async function upsertDelivery(
       status,
       workflow_id: key.workflowId,
       run_id: key.runId ?? null,
+      person_hash: key.personHash ?? null,
       last_error: lastError,
     })
     .onConflict('id')
@@ -130,6 +137,7 @@ export async function upsertDelivery(
       status,
       workflow_id: key.workflowId,
       run_id: key.runId ?? null,
+      ...(key.personHash !== undefined && { person_hash: key.personHash }),
       ...(lastError !== null && { last_error: lastError }),
       updated_at: db.fn.now() as unknown as Date,
     })
@@ -179,11 +187,12 @@ export async function recordDeliveryAttempt(
          : ''
      }
      INSERT INTO ${DELIVERIES} AS d (id, project_id, type, status, workflow_id, run_id, attempts, last_status_code,
-                                     last_error)
+                                     last_error, person_hash)
      VALUES (:id, :projectId, :type, :status, :workflowId, :runId, (SELECT count(*) FROM attempt), :statusCode,
-             :lastError)
+             :lastError, :personHash)
      ON CONFLICT (id) DO UPDATE
         SET status = excluded.status, workflow_id = excluded.workflow_id, run_id = excluded.run_id, updated_at = now(),
+            person_hash = coalesce(excluded.person_hash, d.person_hash),
             attempts = d.attempts + excluded.attempts,
             last_status_code = CASE WHEN excluded.attempts > 0 THEN excluded.last_status_code ELSE d.last_status_code END,
             last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE d.last_error END
@@ -195,6 +204,7 @@ export async function recordDeliveryAttempt(
       type: key.type,
       workflowId: key.workflowId,
       runId: key.runId ?? null,
+      personHash: key.personHash ?? null,
       status: attempt.delivered ? 'delivered' : 'pending',
       runAttempt: attempt.runAttempt,
       statusCode: attempt.statusCode ?? null,

@@ -16,3 +16,4 @@ export * from './audit/chain';
 export * from './audit/digests';
 export * from './audit/verify';
 export * from './roles';
+export * from './erasures';

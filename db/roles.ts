@@ -40,6 +40,10 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   audit_trail: { api: ['SELECT'], worker: ['SELECT'] },
   // The workers write the scheduled digests; each is recorded so that verify can name one missing from the folder.
   audit_digests: { api: [], worker: ['SELECT', 'INSERT'] },
+  // An erasure is recorded by the API (with its audit row) and carried out by a worker's activities, which delete the
+  // person's rows of `deliveries` (their attempts cascade) and record what they found; nobody removes the record.
+  erasures: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'UPDATE'] },
+  erasure_executions: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
 };
 
 /** The role names of the configuration (DATABASE_API_ROLE, DATABASE_WORKER_ROLE); an unset one gets no grants. */

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Registers the namespace and the search attributes operators filter deliveries by, once the server serves;
+# Registers the namespace and the search attributes operators filter deliveries by (and an erasure finds a person's
+# deliveries by: PersonHash), once the server serves;
 # idempotent (docker-compose.yml's temporal-init service, and `npm run test:production`).
 # Connection: the Temporal CLI's TEMPORAL_ADDRESS and TEMPORAL_TLS_* variables; TEMPORAL_NAMESPACE (default).
 # Behind Temporal's authorizer this is the one caller with `<namespace>:admin`: with TEMPORAL_OAUTH_TOKEN_URL,
@@ -46,7 +47,7 @@ until "$cli" operator search-attribute list --namespace "$namespace" > /dev/null
   }
   sleep 1
 done
-for name in ProjectId WebhookType; do
+for name in ProjectId WebhookType PersonHash; do
   if "$cli" operator search-attribute list --namespace "$namespace" | grep -qw "$name"; then
     echo "search attribute $name already registered"
   else

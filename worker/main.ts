@@ -10,7 +10,7 @@ export { installRuntimeLogger } from './runtime';
 async function main(): Promise<void> {
   let config;
   try {
-    config = loadConfig(process.env, { database: true, audit: true, standalone: true });
+    config = loadConfig(process.env, { database: true, audit: true, persons: true, standalone: true });
   } catch (error) {
     createLogger().fatal((error as Error).message);
     process.exitCode = 1;

@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin, traceHttpClient } from '../activities';
+import { createErasureActivities } from '../activities/erasure';
 import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal/connection';
 import { isDevelopment, type Config } from '../common/config';
 import type { Logger } from '../common/telemetry/logger';
@@ -13,11 +15,14 @@ import {
   workerPayloadCodecFromConfig,
 } from '../common/crypto/payload-codec';
 import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions } from '../db';
-import { attemptDeadlineMs } from '../common/contract';
+import { DELIVERY_SEARCH_ATTRIBUTE_KEYS, PersonHashKey, attemptDeadlineMs } from '../common/contract';
 import {
+  isMissing,
   missingSearchAttributesMessage,
   namespaceSearchAttributes,
+  type NamespaceSearchAttributes,
 } from '../common/temporal/namespace-search-attributes';
+import { resolvePersonHashKey } from '../common/crypto/person-hash-key';
 import { installRuntimeLogger } from './runtime';
 import { startSecretSweep } from './secret-sweep';
 import { startAuditDigests } from './audit-digests';
@@ -96,10 +101,14 @@ export function workerTuningOptions(
 }
 
 /**
- * Whether the namespace has the ProjectId/WebhookType search attributes. Upserting a missing one would fail every
- * workflow task, so the workflow skips them rather than stall deliveries; the operator is told what that costs.
+ * The namespace's search attributes, and what missing ones cost, said once. Upserting a missing ProjectId/WebhookType
+ * would fail every workflow task, so the workflow skips them rather than stall deliveries.
  */
-async function hasSearchAttributes(connection: NativeConnection, config: Config, logger: Logger): Promise<boolean> {
+async function searchAttributesOf(
+  connection: NativeConnection,
+  config: Config,
+  logger: Logger,
+): Promise<NamespaceSearchAttributes> {
   const found = await namespaceSearchAttributes(connection.operatorService, config.TEMPORAL_NAMESPACE);
   if (found.state === 'missing')
     logger.warn(
@@ -108,8 +117,8 @@ async function hasSearchAttributes(connection: NativeConnection, config: Config,
     );
   // Hosted namespaces may refuse the operator API: assume they were registered out of band.
   if (found.state === 'unknown')
-    logger.warn({ err: found.error }, 'could not list search attributes; assuming ProjectId and WebhookType exist');
-  return found.state !== 'missing';
+    logger.warn({ err: found.error }, 'could not list search attributes; assuming they exist');
+  return found;
 }
 
 export async function startWorker(
@@ -139,6 +148,7 @@ export async function startWorker(
   // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
   const payloadCodec = workerPayloadCodecFromConfig(config, logger);
   const dataConverter = encryptedDataConverter(payloadCodec);
+  const personHashKey = resolvePersonHashKey(config, logger);
   if (config.ALLOW_UNENCRYPTED_EVENTS)
     logger.warn(
       'ALLOW_UNENCRYPTED_EVENTS=true: events whose input is not encrypted with PAYLOAD_ENCRYPTION_KEYS are delivered ' +
@@ -234,13 +244,19 @@ export async function startWorker(
   };
   const source = workflowSource();
   try {
+    const searchAttributes = await searchAttributesOf(connection, config, logger);
     const activities = createActivities({
       db,
       http,
       config,
       secretBox,
       logger: logger.child({ component: 'delivery' }),
-      searchAttributes: await hasSearchAttributes(connection, config, logger),
+      searchAttributes: !isMissing(
+        searchAttributes,
+        DELIVERY_SEARCH_ATTRIBUTE_KEYS.map((key) => key.name),
+      ),
+      // Each logged delivery carries its person's keyed hash, which an erasure finds it by.
+      personHashKey,
       // Inputs sealed for no workflow come from clients before sealing: accepted only where plain events are.
       requireBoundInputs: !unencryptedEventsAllowed(config),
       notify: notifier.notify,
@@ -252,12 +268,22 @@ export async function startWorker(
           }),
       },
     });
+    // Erasures run on the same queue: they find a person's delivery runs and delete the closed ones from Temporal.
+    const erasureActivities = createErasureActivities({
+      db,
+      temporal: {
+        client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter }),
+        namespace: config.TEMPORAL_NAMESPACE,
+        listByPersonHash: !isMissing(searchAttributes, [PersonHashKey.name]),
+      },
+      logger: logger.child({ component: 'erasure' }),
+    });
     const worker = await Worker.create({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       ...source,
-      activities,
+      activities: { ...activities, ...erasureActivities },
       dataConverter,
       interceptors: {
         activity: [

@@ -13,6 +13,7 @@ import {
   unencryptedEventsAllowed,
 } from '../../common/crypto/payload-codec';
 import type { DeliveryRow } from '../../db';
+import { eventPersonHash } from '../../common/crypto/person-hash';
 import { ApiError } from '../http/errors';
 
 /** gRPC NOT_FOUND. */
@@ -42,6 +43,8 @@ export interface RedeliveryStarterOptions {
   eagerStart?: boolean;
   /** Where a refused input is reported (ids and the reason only). */
   logger?: Logger;
+  /** PERSON_HASH_KEY: the redelivery carries its person's hash as PersonHash, so an erasure finds it too. */
+  personHashKey?: Buffer;
 }
 
 /**
@@ -52,7 +55,7 @@ export interface RedeliveryStarterOptions {
 export function createRedeliveryStarter(
   temporal: Client | (() => Promise<Client>),
   config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'NODE_ENV' | 'ALLOW_UNENCRYPTED_EVENTS'>,
-  { eagerStart = false, logger }: RedeliveryStarterOptions = {},
+  { eagerStart = false, logger, personHashKey }: RedeliveryStarterOptions = {},
 ): RedeliveryStarter {
   // Where plain events are delivered (development, a migration window), plain ones are redelivered too.
   const plainAccepted = unencryptedEventsAllowed(config);
@@ -97,6 +100,7 @@ export function createRedeliveryStarter(
       {
         taskQueue: config.TEMPORAL_TASK_QUEUE,
         workflowId,
+        personHash: personHashKey && eventPersonHash(personHashKey, input.userUUID),
         // Temporal refuses eager execution of a delayed start.
         ...(startDelayMs > 0 ? { startDelay: startDelayMs } : { requestEagerStart: eagerStart }),
       },

@@ -78,9 +78,19 @@ export async function recordAudit(
   actor: store.AuditActor,
   event: Omit<store.AuditEventInput, 'actor' | 'outcome'> & { outcome?: store.AuditOutcome },
 ): Promise<void> {
+  await recordAuditRow(db, actor, event);
+}
+
+/** recordAudit, resolving to the row written (undefined under the bench's stand-in writer, which keeps none). */
+export async function recordAuditRow(
+  db: Knex | Knex.Transaction,
+  actor: store.AuditActor,
+  event: Omit<store.AuditEventInput, 'actor' | 'outcome'> & { outcome?: store.AuditOutcome },
+): Promise<store.AuditEventRow | undefined> {
   try {
     const write = requestAuditWriter.getStore() ?? store.appendAuditEvent;
-    await write(db, { outcome: 'ok', ...event, actor });
+    const written = await write(db, { outcome: 'ok', ...event, actor });
+    return write === store.appendAuditEvent ? (written as store.AuditEventRow) : undefined;
   } catch (error) {
     // The database not answering is named as such (the error middleware's 503); any other failure is the trail's.
     if (unavailableDependency(error)) throw error;

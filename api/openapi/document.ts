@@ -5,6 +5,7 @@ import { noticePaths, noticeSchemas } from '../webhooks/notices-openapi';
 import { deliveryPaths, deliverySchemas } from '../deliveries/openapi';
 import { portalPaths, portalSchemas, portalTag } from '../portal/openapi';
 import { auditPaths, auditSchemas, auditTag } from '../audit/openapi';
+import { erasurePaths, erasureSchemas, erasuresTag } from '../erasures/openapi';
 import { codecDocument } from '../codec/openapi';
 import { healthPaths, healthSchemas } from '../health/openapi';
 import {
@@ -156,6 +157,7 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
       { name: 'deliveries', description: 'A project’s delivery log, redelivery, recovery and endpoint health.' },
       portalTag,
       auditTag,
+      erasuresTag,
       ...(options.codec ? [codecDocument.tag] : []),
     ],
     security: [{ bearerAuth: [] }],
@@ -166,6 +168,7 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
       ...pausePaths,
       ...noticePaths,
       ...auditPaths,
+      ...erasurePaths,
       ...(options.codec && codecDocument.paths),
       ...healthPaths,
       '/openapi.json': {
@@ -190,6 +193,7 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
         ...pauseSchemas,
         ...noticeSchemas,
         ...auditSchemas,
+        ...erasureSchemas,
         ...(options.codec && codecDocument.schemas),
       },
       responses,

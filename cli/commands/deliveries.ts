@@ -3,6 +3,7 @@ import { parseListQuery, recoverAndRecord, redeliverAsOperator } from '../../api
 import { validateRecoverBody } from '../../api/deliveries/schemas';
 import { createRedeliveryStarter } from '../../api/deliveries/redelivery';
 import { connectTemporalClient } from '../../common/temporal/connection';
+import { personHashKeyIfHeld } from '../../common/crypto/person-hash-key';
 import { listDeliveries } from '../../db';
 import { CliError, UsageError, cliActor, parseCommandArgs, withDb, type CliCommand, type CliIo } from '../command';
 
@@ -21,7 +22,7 @@ async function withRedelivery<T>(
     async (db, config) => {
       const client = await connectTemporalClient(config);
       try {
-        const redelivery = createRedeliveryStarter(client, config);
+        const redelivery = createRedeliveryStarter(client, config, { personHashKey: personHashKeyIfHeld(config) });
         return await work({ db, redelivery, recoverRatePerSecond: config.RECOVER_RATE_PER_SECOND });
       } catch (error) {
         throw asCliError(error);

@@ -3,6 +3,7 @@ import { emitWebhookEvent, WebhookEventAlreadyEmittedError } from '../../client/
 import { InvalidWebhookEventError } from '../../common/contract/validate';
 import { connectTemporalClient } from '../../common/temporal/connection';
 import { installTracing } from '../../common/telemetry/tracing-sdk';
+import { personHashKeyIfHeld } from '../../common/crypto/person-hash-key';
 import { SUBSCRIBABLE_TYPES, type SubscribableType, type EventPayload } from '../../common/contract';
 import { CliError, UsageError, commandConfig, parseCommandArgs, type CliCommand } from '../command';
 
@@ -51,6 +52,7 @@ export const eventEmit: CliCommand = {
       const workflowId = await emitWebhookEvent(client, event, {
         eventId: values.id,
         taskQueue: config.TEMPORAL_TASK_QUEUE,
+        personHashKey: personHashKeyIfHeld(config),
       });
       io.out(workflowId);
     } catch (error) {

@@ -86,7 +86,7 @@ export const start: CliCommand = {
       stack.dev = await startDevStack({ config: base, logger, env: io.env, uiCodecEndpoint });
       const config = loadConfig(
         { ...devDefaults(stack.dev), ...io.env, ...stack.dev.env },
-        { database: true, auth: true },
+        { database: true, auth: true, persons: true },
       );
       // One key for both: read (and, in development, warned about) once.
       const secretBox = createSecretBox(resolveSecretKeyRing(config, logger));

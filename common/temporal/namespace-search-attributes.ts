@@ -1,7 +1,7 @@
 // Whether the namespace has the search attributes operators find deliveries by, and what running without them costs:
 // one check for the worker (at start) and the API (at start and on /readyz).
 import type { OperatorService } from '@temporalio/client';
-import { SEARCH_ATTRIBUTE_KEYS } from '../contract';
+import { PersonHashKey, SEARCH_ATTRIBUTE_KEYS } from '../contract';
 
 export const REQUIRED_SEARCH_ATTRIBUTES: readonly string[] = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
 
@@ -25,13 +25,31 @@ export async function namespaceSearchAttributes(
   }
 }
 
+/** Whether one of these is missing: `names` (as listed), and the namespace answered. */
+export const isMissing = (found: NamespaceSearchAttributes, names: readonly string[]): boolean =>
+  found.state === 'missing' && found.missing.some((name) => names.includes(name));
+
 /** What an operator reads in the log and on /readyz: what still works, what does not, and how to fix it. */
-export const missingSearchAttributesDetail = (missing: readonly string[], namespace: string): string =>
-  'deliveries start and run without them, but the Temporal UI and `temporal workflow list` cannot list or filter ' +
-  `deliveries by ${missing.join(' or ')}; register them as Keyword: ` +
-  missing
-    .map((name) => `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type Keyword`)
-    .join('; ');
+export function missingSearchAttributesDetail(missing: readonly string[], namespace: string): string {
+  const filters = missing.filter((name) => name !== PersonHashKey.name);
+  const costs = [
+    ...(filters.length > 0
+      ? [`the Temporal UI and \`temporal workflow list\` cannot list or filter deliveries by ${filters.join(' or ')}`]
+      : []),
+    ...(missing.includes(PersonHashKey.name)
+      ? [
+          "an erasure finds a person's deliveries through the delivery log only (the earlier runs of a redelivered " +
+            'event, and events the log never took, stay in Temporal)',
+        ]
+      : []),
+  ];
+  return (
+    `deliveries start and run without them, but ${costs.join(', and ')}; register them as Keyword: ` +
+    missing
+      .map((name) => `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type Keyword`)
+      .join('; ')
+  );
+}
 
 /** The log line's text; the same words whoever finds them missing (worker or API). */
 export const missingSearchAttributesMessage = (missing: readonly string[], namespace: string): string =>

@@ -19,6 +19,8 @@ import * as waiterHandover from './017_waiter_handover';
 import * as portalLinkCount from './018_portal_link_count';
 import * as pauseNotices from './019_pause_notices';
 import * as auditKeyedChain from './020_audit_keyed_chain';
+import * as personHash from './021_person_hash';
+import * as erasures from './022_erasures';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -42,6 +44,8 @@ const migrations: Record<string, Knex.Migration> = {
   '018_portal_link_count': portalLinkCount,
   '019_pause_notices': pauseNotices,
   '020_audit_keyed_chain': auditKeyedChain,
+  '021_person_hash': personHash,
+  '022_erasures': erasures,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -174,16 +174,16 @@ describe('health: /healthz and /readyz', () => {
     });
     const server = await serveTracked(env.connection, t.db, searchAttributesCheck(temporal, 'default', log.logger));
     for (const reply of [await readyz(server), await readyz(server)])
-      assert.deepEqual(reply.body.searchAttributes?.missing, ['ProjectId', 'WebhookType']);
-    customAttributes = { ProjectId: 2 };
+      assert.deepEqual(reply.body.searchAttributes?.missing, ['ProjectId', 'WebhookType', 'PersonHash']);
+    customAttributes = { ProjectId: 2, PersonHash: 2 };
     assert.deepEqual((await readyz(server)).body.searchAttributes?.missing, ['WebhookType']);
-    customAttributes = { ProjectId: 2, WebhookType: 2 };
+    customAttributes = { ProjectId: 2, WebhookType: 2, PersonHash: 2 };
     for (const reply of [await readyz(server), await readyz(server)])
       assert.deepEqual(reply.body.searchAttributes, { state: 'registered' });
     assert.deepEqual(
       log.lines.map((line) => [line.level, line.missing]),
       [
-        [40, ['ProjectId', 'WebhookType']],
+        [40, ['ProjectId', 'WebhookType', 'PersonHash']],
         [40, ['WebhookType']],
         [30, undefined],
       ],

@@ -96,6 +96,9 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'POST /codec/decode': ['200', '400', '401', '403', '413', '415', '429', '503'],
   'GET /audit': ['200', '400', '401', '403', '429'],
   'GET /webhooks/project/{projectId}/audit': ['200', '400', '401', '403', '404', '429'],
+  'POST /erasures': ['202', '400', '401', '403', '413', '415', '429', '503'],
+  'GET /erasures/{id}': ['200', '401', '403', '404', '429'],
+  'GET /erasures/{id}/certificate': ['200', '401', '403', '404', '409', '429'],
 };
 
 /** The one subject the test app's operator policy lists. */
@@ -149,6 +152,8 @@ describe('openapi: the document at /openapi.json', () => {
   const searchAttributes = () => Promise.resolve(searchAttributesReport);
   /** What the redelivery starter does: start (a workflow id) or find the event gone (410). */
   let redeliveryRetained = true;
+  /** Whether an erasure's job starts, or Temporal is down (503, nothing recorded). */
+  let erasureStarts = true;
   const temporal = {
     workflowService: {
       getSystemInfo: () => (temporalUp ? Promise.resolve({}) : Promise.reject(new Error('UNAVAILABLE'))),
@@ -176,6 +181,10 @@ describe('openapi: the document at /openapi.json', () => {
         codec: new EncryptionCodec(keyRing('k1')),
         operators: { subjects: new Set([OPERATOR]) },
         corsOrigins: [],
+      },
+      erasures: {
+        personHashKey: randomBytes(32),
+        start: () => (erasureStarts ? Promise.resolve() : Promise.reject(new DependencyUnavailableError('Temporal'))),
       },
     };
     appDeps.readiness = { temporal, searchAttributes };
@@ -400,7 +409,12 @@ describe('openapi: the document at /openapi.json', () => {
     for (const operation of documentedOperations(served)) {
       const [method, path] = operation.split(' ') as [string, string];
       const security = served.paths[path]![method.toLowerCase() as HttpMethod]!.security;
-      if (path.startsWith('/webhooks') || path.startsWith('/codec') || path === '/audit')
+      if (
+        path.startsWith('/webhooks') ||
+        path.startsWith('/codec') ||
+        path === '/audit' ||
+        path.startsWith('/erasures')
+      )
         assert.equal(security, undefined, operation);
       else assert.deepEqual(security, [], operation);
     }
@@ -921,6 +935,48 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(PROJECT_AUDIT, 401, { path: at('/webhooks/project/{projectId}/audit', p) });
       await expect(PROJECT_AUDIT, 403, { path: at('/webhooks/project/{projectId}/audit', p), user: 'mallory' });
       await expect(PROJECT_AUDIT, 404, { path: '/webhooks/project/no-such-project/audit', user: 'alice' });
+    });
+
+    it('erasures: 202, 200, 400, 401, 403, 404, 409, 413, 415, 503', async () => {
+      const REQUEST = 'POST /erasures';
+      const STATUS = 'GET /erasures/{id}';
+      const CERTIFICATE = 'GET /erasures/{id}/certificate';
+      const person = { userUUID: randomUUID() };
+      const accepted = await expect(REQUEST, 202, { user: OPERATOR, body: person });
+      const id = String(accepted.id);
+      const pending = await expect(STATUS, 200, { path: `/erasures/${id}`, user: OPERATOR });
+      assert.equal(pending.status, 'pending');
+      await expect(CERTIFICATE, 409, { path: `/erasures/${id}/certificate`, user: OPERATOR });
+      await store.closeErasure(t.db, id, { status: 'completed' });
+      const certificate = await expect(CERTIFICATE, 200, { path: `/erasures/${id}/certificate`, user: OPERATOR });
+      assert.equal(certificate.erasureId, id);
+      const invalid = await expect(REQUEST, 400, { user: OPERATOR, body: { userUUID: 'x' } });
+      assert.deepEqual(
+        (invalid.errors as { pointer: string }[]).map((e) => e.pointer),
+        ['/userUUID'],
+      );
+      await expect(REQUEST, 400, { user: OPERATOR, raw: '{not json' });
+      await expect(REQUEST, 401, { body: person });
+      await expect(REQUEST, 403, { user: 'alice', body: person });
+      await expect(REQUEST, 413, { user: OPERATOR, body: { userUUID: 'A'.repeat(200_000) } });
+      await expect(REQUEST, 415, { user: OPERATOR, raw: 'userUUID=x', contentType: 'text/plain' });
+      const recorded = async () => (await t.db('erasures').count<{ count: string }[]>('* as count'))[0]!.count;
+      const before = await recorded();
+      erasureStarts = false;
+      try {
+        await expect(REQUEST, 503, { user: OPERATOR, body: person });
+      } finally {
+        erasureStarts = true;
+      }
+      assert.equal(await recorded(), before, 'a job Temporal would not start leaves no record');
+      for (const [operation, path] of [
+        [STATUS, `/erasures/${randomUUID()}`],
+        [CERTIFICATE, `/erasures/${randomUUID()}/certificate`],
+      ] as const) {
+        await expect(operation, 404, { path, user: OPERATOR });
+        await expect(operation, 401, { path });
+        await expect(operation, 403, { path: path.replace(/[0-9a-f-]{36}/, id), user: 'alice' });
+      }
     });
 
     it('every operation that refuses callers: 429 before it runs once the caller has used up its refusals', async () => {

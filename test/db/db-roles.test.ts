@@ -199,7 +199,12 @@ describe('database roles: the API and the workers connect as roles of their own'
     const registrationId = made!.row.id;
     const key = { id: `webhook-event-${randomUUID()}`, projectId, type: 'FALL_DETECTION', workflowId: 'wf-all' };
     const holder = randomUUID();
+    const erasureId = randomUUID();
+    const personHash = 'ab'.repeat(32);
     const api: Record<string, () => Promise<unknown>> = {
+      insertErasure: () =>
+        store.insertErasure(asApi, { id: erasureId, personHash, requestedBy: { kind: 'member', subject: 'ops' } }),
+      findErasure: () => store.findErasure(asApi, erasureId),
       portalLinkState: () => store.portalLinkState(asApi, projectId, 'alice'),
       revokePortalLinks: () => store.revokePortalLinks(asApi, projectId),
       updateRegistration: () => store.updateRegistration(asApi, projectId, { types: ['FALL_DETECTION'] }),
@@ -273,6 +278,31 @@ describe('database roles: the API and the workers connect as roles of their own'
         store.appendAuditEvent(asWorker, { actor: { kind: 'system' }, action: 'x', outcome: 'ok', projectId }),
       recordAuditDigest: () =>
         asWorker('audit_digests').insert({ sequence: 1_000_000, hash: '0'.repeat(64), reason: 'schedule' }),
+      erasePersonDeliveryRows: async () => {
+        const erased = { ...key, id: `webhook-event-${randomUUID()}`, personHash };
+        await store.upsertDelivery(asWorker, erased, 'delivered');
+        await store.recordDeliveryAttempt(asWorker, erased, {
+          runAttempt: 1,
+          statusCode: 200,
+          durationMs: 2,
+          delivered: true,
+        });
+        const rows = await store.personDeliveryRows(asWorker, personHash);
+        await store.deletePersonDeliveryRows(
+          asWorker,
+          personHash,
+          rows.map((row) => row.id),
+        );
+      },
+      recordErasureLook: () =>
+        store.recordErasureLook(asWorker, erasureId, [{ workflowId: 'wf-erased', runId: 'r1', state: 'deleted' }], 1),
+      unconfirmedErasureExecutions: () => store.unconfirmedErasureExecutions(asWorker, erasureId),
+      closeErasure: () =>
+        asWorker.transaction(async (trx) => {
+          await store.closeErasure(trx, erasureId, { status: 'completed' });
+          const row = await store.appendAuditEvent(trx, { actor: { kind: 'system' }, action: 'x', outcome: 'ok' });
+          await store.setErasureOutcomeAudit(trx, erasureId, row.id);
+        }),
     };
     const apiAfter: Record<string, () => Promise<unknown>> = {
       listDeliveries: () => store.listDeliveries(asApi, projectId, { limit: 10 }),
@@ -285,6 +315,11 @@ describe('database roles: the API and the workers connect as roles of their own'
         if (claimed) await store.releaseRedelivery(asApi, claimed);
       },
       removeRegistration: () => store.removeRegistration(asApi, projectId),
+      erasureCertificate: async () => {
+        const erasure = await store.findErasure(asApi, erasureId);
+        await store.erasureAuditEvents(asApi, erasure!);
+        await store.deletedErasureExecutions(asApi, erasureId);
+      },
     };
     const failures: string[] = [];
     for (const [who, calls] of [

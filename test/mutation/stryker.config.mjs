@@ -44,6 +44,7 @@ export default {
     'common/registration/client-certificate.ts',
     'db/endpoints/notices.ts',
     'common/telemetry/prometheus-otlp.ts',
+    'common/crypto/person-hash.ts',
   ],
   mochaOptions: {
     spec: [
@@ -88,6 +89,7 @@ export default {
       'test/api/codec-opening.test.ts',
       'test/api/codec-route.test.ts',
       'test/worker/unencrypted-guard.test.ts',
+      'test/common/person-hash.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],

@@ -60,6 +60,7 @@ const userEnv = {
   PAYLOAD_ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
   AUDIT_HMAC_KEYS: `a1:${'cd'.repeat(32)}`,
   AUDIT_SIGNING_KEY: `s1:${Buffer.alloc(32, 9).toString('base64')}`,
+  PERSON_HASH_KEY: 'ef'.repeat(32),
   METRICS_TOKEN: 'm'.repeat(24),
   PUBLIC_BASE_URL: 'https://hooks.example.com',
   // The identity provider (docs/operators.md, "Your identity provider").
@@ -194,14 +195,14 @@ describe('docker-compose.yml', () => {
     assert.match(readFileSync(join(root, 'deploy', 'temporal-schema.sh'), 'utf8'), /update-schema --schema-name/);
   });
 
-  it('an init step registers the namespace, ProjectId and WebhookType (Keyword) once Temporal serves', () => {
+  it('an init step registers the namespace, ProjectId, WebhookType and PersonHash (Keyword) once Temporal serves', () => {
     const init = service('temporal-init');
     assert.deepEqual(init.depends_on, { temporal: { condition: 'service_started' } });
     assert.deepEqual(init.command, ['sh', '/deploy/temporal-namespace.sh']);
     const script = readFileSync(join(root, 'deploy', 'temporal-namespace.sh'), 'utf8');
     assert.match(script, /operator cluster health/);
     assert.match(script, /operator namespace create/);
-    assert.match(script, /for name in ProjectId WebhookType/);
+    assert.match(script, /for name in ProjectId WebhookType PersonHash; do/);
     assert.match(script, /--type Keyword/);
     assert.equal(resolvedEnvironment('temporal-init', userEnv).TEMPORAL_ADDRESS, 'temporal:7233');
   });
@@ -648,8 +649,8 @@ describe('docker-compose.yml', () => {
 
   it('api and worker environments pass the production configuration check with the user secrets', () => {
     for (const [name, needs] of [
-      ['api', { database: true, temporal: true, auth: true }],
-      ['worker', { database: true, temporal: true }],
+      ['api', { database: true, temporal: true, auth: true, persons: true }],
+      ['worker', { database: true, temporal: true, persons: true }],
     ] as const) {
       const env = resolvedEnvironment(name, userEnv);
       const config = loadConfig(env, needs);
@@ -708,6 +709,7 @@ describe('docker-compose.yml', () => {
       PAYLOAD_ENCRYPTION_KEYS: ['api', 'worker'],
       AUDIT_HMAC_KEYS: ['api', 'worker', 'migrate'],
       AUDIT_SIGNING_KEY: ['api', 'worker', 'migrate'],
+      PERSON_HASH_KEY: ['api', 'worker'],
     } as const;
     for (const [missing, names] of Object.entries(requiredBy)) {
       const env: Record<string, string> = { ...userEnv };

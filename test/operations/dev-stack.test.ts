@@ -152,6 +152,7 @@ describe('dev stack (npm start with nothing configured)', function () {
       });
       assert.equal(customAttributes.ProjectId, KEYWORD);
       assert.equal(customAttributes.WebhookType, KEYWORD);
+      assert.equal(customAttributes.PersonHash, KEYWORD);
       // Nobody polls this queue: the execution stays open, which is enough to find it again after a restart.
       await client.workflow.start('deliverWebhookEvent', {
         taskQueue: 'dev-stack-test-nobody-polls',

@@ -112,7 +112,7 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
       assert.match(output, /NODE_ENV is not set, so this process runs as production/, name);
       assert.match(output, /PAYLOAD_ENCRYPTION_KEYS is required/, name);
       assert.match(output, /WEBHOOK_SECRET_KEY is required.*WEBHOOK_SECRET_KEYS/, name);
-      for (const variable of ['AUDIT_HMAC_KEYS', 'AUDIT_SIGNING_KEY', 'AUDIT_DIGEST_DIR'])
+      for (const variable of ['AUDIT_HMAC_KEYS', 'AUDIT_SIGNING_KEY', 'AUDIT_DIGEST_DIR', 'PERSON_HASH_KEY'])
         assert.match(output, new RegExp(`${variable} is required in production`), name);
     }
     assert.match(api.output(), /METRICS_TOKEN is required in production/);
@@ -173,8 +173,8 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
             'not beyond loopback',
           );
         assert.ok(readdirSync(dataDir).includes('payload-encryption.keys'), 'the development key ring was generated');
-        for (const file of ['audit-hmac.keys', 'audit-signing.key'])
-          assert.ok(readdirSync(dataDir).includes(file), `the development audit key ${file} was generated`);
+        for (const file of ['audit-hmac.keys', 'audit-signing.key', 'person-hash.key'])
+          assert.ok(readdirSync(dataDir).includes(file), `the development key ${file} was generated`);
       } finally {
         await Promise.all([api.stop(), worker.stop()]);
       }

@@ -18,11 +18,16 @@ import {
 import type { Logger } from '../../common/telemetry/logger';
 import type { DeliveryOption } from '../../activities/delivery-options';
 import type { Notify } from '../../activities/notices';
+import { createErasureActivities } from '../../activities/erasure';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
 import { uniqueTaskQueue, workflowBundle } from './temporal';
 import { startBoth } from './setup';
+import { TEST_PERSON_HASH_KEY } from './audit-keys';
+
+/** The person hash key of the tests' workers and APIs (TEST_PERSON_HASH_KEY). */
+export const testPersonHashKey = Buffer.from(TEST_PERSON_HASH_KEY, 'hex');
 
 export interface DeliveryWorkerOptions {
   /** A fresh queue unless given. */
@@ -47,6 +52,12 @@ export interface DeliveryWorkerOptions {
   deliveryOptions?: readonly DeliveryOption[];
   /** Slots of the worker, to build a backlog the server must order (priority and fairness tests). */
   slots?: Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions'>;
+  /** The worker's PERSON_HASH_KEY: the tests' own (TEST_PERSON_HASH_KEY) unless given; null: the worker holds none. */
+  personHashKey?: Buffer | null;
+  /** Whether the erasure activities list runs by PersonHash (what the worker's namespace check would say); default true. */
+  listByPersonHash?: boolean;
+  /** How many of a person's log rows and runs one erasure look takes (LOOK_BATCH unless given). */
+  erasureLookBatch?: number;
 }
 
 /** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
@@ -84,20 +95,34 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec] },
       taskQueue,
       workflowBundle: await workflowBundle(),
-      activities: (options.wrapActivities ?? ((activities) => activities))(
-        createActivities({
+      activities: {
+        // The worker's erasures, as startWorker registers them beside the deliveries.
+        ...createErasureActivities({
           db: fixture.database.db,
-          secretBox: fixture.registrations.secretBox,
+          temporal: {
+            client: fixture.env.client,
+            namespace: 'default',
+            listByPersonHash: options.listByPersonHash ?? true,
+          },
           logger: options.logger ?? captureLogger().logger,
-          config,
-          http,
-          searchAttributes,
-          alerts: options.alerts,
-          requireBoundInputs: options.requireBoundInputs,
-          notify: options.notify,
-          deliveryOptions: options.deliveryOptions,
+          lookBatch: options.erasureLookBatch,
         }),
-      ),
+        ...(options.wrapActivities ?? ((activities) => activities))(
+          createActivities({
+            db: fixture.database.db,
+            secretBox: fixture.registrations.secretBox,
+            logger: options.logger ?? captureLogger().logger,
+            config,
+            http,
+            searchAttributes,
+            alerts: options.alerts,
+            requireBoundInputs: options.requireBoundInputs,
+            notify: options.notify,
+            deliveryOptions: options.deliveryOptions,
+            personHashKey: options.personHashKey === null ? undefined : (options.personHashKey ?? testPersonHashKey),
+          }),
+        ),
+      },
       ...options.slots,
     });
     // The worker's resumer wakes deliveries waiting for an open breaker, as startWorker runs it.

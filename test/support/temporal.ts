@@ -11,7 +11,7 @@ import {
 import { freePort } from '../../dev/ports';
 import { temporalCliPath, temporalTestServerPath } from '../../dev/temporal-binaries';
 import { dynamicConfigFlags } from '../../dev/temporal-dev-server';
-import { ProjectIdKey, WebhookTypeKey } from '../../common/contract';
+import { DELIVERY_SEARCH_ATTRIBUTE_KEYS, SEARCH_ATTRIBUTE_KEYS } from '../../common/contract';
 
 /** Every SDK log entry of WARN and above (workflow and activity `log`), for tests to assert on. */
 export const sdkLogs: LogEntry[] = [];
@@ -31,9 +31,9 @@ function quietRuntime(): void {
 const existing = (path: string | undefined) => (path ? { executable: { type: 'existing-path' as const, path } } : {});
 
 /**
- * A real Temporal dev server with the ProjectId and WebhookType search attributes registered, or, with
- * `searchAttributes: false`, a bare one: the namespace as Temporal Cloud or a fresh cluster has it before anyone
- * registers them.
+ * A real Temporal dev server with the ProjectId, WebhookType and PersonHash search attributes registered; with
+ * `searchAttributes: 'without PersonHash'`, a namespace registered before PersonHash existed; with `false`, a bare one:
+ * the namespace as Temporal Cloud or a fresh cluster has it before anyone registers them.
  *
  * Tried twice: on a loaded machine the SDK's client can miss its 10 s connect deadline although the server is up and
  * serving (seen once in CI; temporalio/sdk-typescript#496, #1687), and createLocal then throws without stopping that
@@ -41,7 +41,12 @@ const existing = (path: string | undefined) => (path ? { executable: { type: 'ex
  */
 export async function createLocalEnvironment({
   searchAttributes = true,
-}: { searchAttributes?: boolean } = {}): Promise<TestWorkflowEnvironment> {
+  dynamicConfig = {},
+}: {
+  searchAttributes?: boolean | 'without PersonHash';
+  /** More dynamic config values, `--dynamic-config-value KEY=VALUE` each (VALUE as JSON: a duration is `"1s"`). */
+  dynamicConfig?: Record<string, string>;
+} = {}): Promise<TestWorkflowEnvironment> {
   quietRuntime();
   for (let attempt = 1; ; attempt += 1) {
     const port = await freePort();
@@ -50,9 +55,14 @@ export async function createLocalEnvironment({
         server: {
           ...existing(temporalCliPath()),
           port,
-          ...(searchAttributes && { searchAttributes: [ProjectIdKey, WebhookTypeKey] }),
+          ...(searchAttributes !== false && {
+            searchAttributes: searchAttributes === true ? SEARCH_ATTRIBUTE_KEYS : DELIVERY_SEARCH_ATTRIBUTE_KEYS,
+          }),
           // The same fairness, priority and partition settings as `npm start`.
-          extraArgs: dynamicConfigFlags(),
+          extraArgs: [
+            ...dynamicConfigFlags(),
+            ...Object.entries(dynamicConfig).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${value}`]),
+          ],
         },
       });
     } catch (error) {

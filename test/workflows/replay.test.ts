@@ -1,7 +1,7 @@
 // Deliveries running when a new worker is deployed must replay on it: histories recorded by earlier versions of the
 // workflow (every attempt an activity task, the breaker's wait loop, a give-up; the first attempt as its own local
-// activity; the lookup making it, then a durable attempt after a wait; a delivery held by a pause) replay on today's
-// code without a nondeterminism error. Recorded with the recipe of test/fixtures/histories/README.md. A `traced-`
+// activity; the lookup making it, then a durable attempt after a wait; a delivery held by a pause; an erasure that
+// waited for a delivery in flight) replay on today's code without a nondeterminism error. Recorded with the recipe of test/fixtures/histories/README.md. A `traced-`
 // history was recorded with tracing on (test/worker/tracing.test.ts): it replays on the bundle `npm run build` makes, tracing
 // interceptors included, with its test payload key.
 import assert from 'node:assert/strict';

@@ -17,7 +17,7 @@ import { independentSignatureValid } from '../support/receiver';
 import { createLocalEnvironment, uniqueTaskQueue } from '../support/temporal';
 import { TEST_JWT_SECRET, bearer, hsToken } from '../support/tokens';
 
-const MISSING = ['ProjectId', 'WebhookType'];
+const MISSING = ['ProjectId', 'WebhookType', 'PersonHash'];
 /** What the log and /readyz say running without them costs: deliveries run, the UI cannot filter them. */
 const COST = /deliveries start and run without them, but the Temporal UI .* cannot list or filter deliveries by/;
 
