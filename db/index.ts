@@ -17,3 +17,4 @@ export * from './audit/digests';
 export * from './audit/verify';
 export * from './roles';
 export * from './erasures';
+export * from './secrets/data-keys';

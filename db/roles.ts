@@ -44,6 +44,9 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   // person's rows of `deliveries` (their attempts cascade) and record what they found; nobody removes the record.
   erasures: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'UPDATE'] },
   erasure_executions: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
+  // Each project's wrapped data key: made by whichever process first seals a payload of the project, read by every
+  // codec; a purge (a worker's activity) destroys it. The owner rewraps them when the payload key ring rotates.
+  project_data_keys: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
 };
 
 /** The role names of the configuration (DATABASE_API_ROLE, DATABASE_WORKER_ROLE); an unset one gets no grants. */

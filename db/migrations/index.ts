@@ -21,6 +21,7 @@ import * as pauseNotices from './019_pause_notices';
 import * as auditKeyedChain from './020_audit_keyed_chain';
 import * as personHash from './021_person_hash';
 import * as erasures from './022_erasures';
+import * as projectDataKeys from './023_project_data_keys';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -46,6 +47,7 @@ const migrations: Record<string, Knex.Migration> = {
   '020_audit_keyed_chain': auditKeyedChain,
   '021_person_hash': personHash,
   '022_erasures': erasures,
+  '023_project_data_keys': projectDataKeys,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
