@@ -12,7 +12,14 @@ import { otlpMetricsExporter, otlpMetricsNamed } from '../common/telemetry/setti
 import { apiMetricsSource } from './health/metrics';
 import { startOtlpMetrics } from './health/otlp-metrics';
 import type { SendTestEvent } from './webhooks/test-event';
-import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions, migrateToLatest } from '../db';
+import {
+  assertSchemaCurrent,
+  configureAuditTrail,
+  createDb,
+  dataKeyStore,
+  dbPoolOptions,
+  migrateToLatest,
+} from '../db';
 import { temporalConnectionOptions } from '../common/temporal/connection';
 import { lazyTemporalClient } from './http/lazy-temporal';
 import { createTestEventSender } from './webhooks/test-event';
@@ -65,9 +72,11 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
   const tracing = installTracing('webhook-api');
   const ownDb = deps.db ? undefined : createDb(config.DATABASE_URL!, dbPoolOptions(config));
   const db = deps.db ?? ownDb!;
+  // One codec for the API's client and its codec endpoint: each project's payloads under its data key.
+  const payloadCodec = payloadCodecFromConfig(config, logger, dataKeyStore(db));
   const ownTemporal = deps.temporal
     ? undefined
-    : lazyTemporalClient(config, logger.child({ component: 'temporal-token' }));
+    : lazyTemporalClient(config, logger.child({ component: 'temporal-token' }), payloadCodec);
   const temporal = deps.temporal ?? (() => ownTemporal!.get());
   const readiness = readinessConnection({
     ...temporalConnectionOptions(config),
@@ -125,7 +134,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       metricsToken: config.METRICS_TOKEN,
       webhookUrlPolicy: webhookUrlPolicy(config),
       pauseMaxHours: config.PAUSE_MAX_HOURS,
-      codec: { codec: payloadCodecFromConfig(config, logger), ...codecAccessFromConfig(config) },
+      codec: { codec: payloadCodec, ...codecAccessFromConfig(config) },
       erasures: { personHashKey, start: createErasureStarter(temporal, config) },
       portal: {
         tokens: createPortalTokens(portalSigningKeys(keyRing)),

@@ -9,7 +9,7 @@ import { token } from './commands/token';
 import { eventEmit } from './commands/event';
 import { start } from './commands/start';
 import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './commands/deliveries';
-import { secretsReseal } from './commands/secrets';
+import { dataKeysRewrap, secretsReseal } from './commands/secrets';
 import { auditDigest, auditExport, auditKeygen, auditPrune, auditPublicKey, auditVerify } from './commands/audit';
 import { erasureCertificateCommand, erasureRequest, erasureStatusCommand } from './commands/erasure';
 
@@ -26,6 +26,7 @@ export const commands: Record<string, CliCommand> = {
   'deliveries redeliver': deliveriesRedeliver,
   'deliveries recover': deliveriesRecover,
   'secrets reseal': secretsReseal,
+  'data-keys rewrap': dataKeysRewrap,
   'audit verify': auditVerify,
   'audit prune': auditPrune,
   'audit export': auditExport,

@@ -45,7 +45,8 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   erasures: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'UPDATE'] },
   erasure_executions: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   // Each project's wrapped data key: made by whichever process first seals a payload of the project, read by every
-  // codec; a purge (a worker's activity) destroys it. The owner rewraps them when the payload key ring rotates.
+  // codec; a purge (a worker's activity) destroys them; `webhooks data-keys rewrap` (the owner) rewraps them under
+  // the newest ring key after a rotation.
   project_data_keys: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
 };
 

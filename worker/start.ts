@@ -1,3 +1,4 @@
+import type { PayloadCodec } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@temporalio/client';
@@ -13,8 +14,9 @@ import {
   encryptedDataConverter,
   unencryptedEventsAllowed,
   workerPayloadCodecFromConfig,
+  type EncryptionCodec,
 } from '../common/crypto/payload-codec';
-import { assertSchemaCurrent, configureAuditTrail, createDb, dbPoolOptions } from '../db';
+import { assertSchemaCurrent, configureAuditTrail, createDb, dataKeyStore, dbPoolOptions } from '../db';
 import { DELIVERY_SEARCH_ATTRIBUTE_KEYS, PersonHashKey, attemptDeadlineMs } from '../common/contract';
 import {
   isMissing,
@@ -41,6 +43,8 @@ export const WORKFLOW_BUNDLE_PATH = join(__dirname, '..', 'workflow-bundle.js');
 
 export interface RunningWorker {
   worker: Worker;
+  /** The worker's payload codec (its data keys cached), for a client in the same process (`npm start`'s API). */
+  payloadCodec: PayloadCodec;
   /** Settles when the worker has stopped (rejects when it crashed). */
   run: Promise<void>;
   /** Stops polling, lets in-flight attempts finish (WORKER_SHUTDOWN_GRACE_MS), then closes connections. */
@@ -145,9 +149,6 @@ export async function startWorker(
   );
   // Spans of the workflow, activities and POSTs, exported over OTLP when the OTEL_* variables say so.
   const tracing = installTracing('webhook-worker');
-  // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
-  const payloadCodec = workerPayloadCodecFromConfig(config, logger);
-  const dataConverter = encryptedDataConverter(payloadCodec);
   const personHashKey = resolvePersonHashKey(config, logger);
   if (config.ALLOW_UNENCRYPTED_EVENTS)
     logger.warn(
@@ -174,6 +175,16 @@ export async function startWorker(
     ...dbPoolOptions(config),
     max: Math.min(config.WORKER_MAX_CONCURRENT_ACTIVITIES, 20),
   });
+  // Read before connecting: a worker without the key ring must not start (nor, in production, with a missing one).
+  // Each project's payloads are sealed under its data key, kept wrapped in the database.
+  let payloadCodec: EncryptionCodec;
+  try {
+    payloadCodec = workerPayloadCodecFromConfig(config, logger, dataKeyStore(db));
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+  const dataConverter = encryptedDataConverter(payloadCodec);
   // Development's `npm start` migrates in its API; in production `webhooks migrate` must have run first.
   if (!isDevelopment(config))
     await assertSchemaCurrent(db).catch(async (error: unknown) => {
@@ -304,6 +315,7 @@ export async function startWorker(
     );
     return {
       worker,
+      payloadCodec,
       run,
       async shutdown() {
         if (worker.getState() === 'RUNNING') worker.shutdown();

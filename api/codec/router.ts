@@ -5,6 +5,7 @@ import type { Payload, PayloadCodec } from '@temporalio/common';
 import { isDevelopment, type Config } from '../../common/config';
 import type { Knex } from 'knex';
 import {
+  DATA_KEY_ID_METADATA_KEY,
   KEY_ID_METADATA_KEY,
   PayloadDecryptionError,
   payloadFromJson,
@@ -178,22 +179,20 @@ const validateBody = new Ajv({ allErrors: true, allowUnionTypes: true }).compile
 /** The namespace the Temporal UI names in X-Namespace, when it is one (anything else is not recorded). */
 const NAMESPACE = /^[\w.-]{1,200}$/;
 
+/** The id of the key a payload was sealed under: a project's data key or a ring key; none for a plaintext one. */
+const sealedKeyId = (payload: Payload | undefined): string | undefined => {
+  const id = payload?.metadata?.[DATA_KEY_ID_METADATA_KEY] ?? payload?.metadata?.[KEY_ID_METADATA_KEY];
+  return id ? Buffer.from(id).toString('utf8') : undefined;
+};
+
 /** The key ids of sealed payloads (the plaintext ones have none), each once, in order. */
 const keyIds = (payloads: Payload[]): string[] => [
-  ...new Set(
-    payloads.flatMap((payload) => {
-      const id = payload.metadata?.[KEY_ID_METADATA_KEY];
-      return id ? [Buffer.from(id).toString('utf8')] : [];
-    }),
-  ),
+  ...new Set(payloads.flatMap((payload) => sealedKeyId(payload) ?? [])),
 ];
 
 /** Whose events a decode opened: only payloads that were sealed (they carry a key id) count. */
 async function disclosed(db: Knex, sealed: Payload[], opened: Payload[]): Promise<Disclosures> {
-  const keyIdOf = (index: number) => {
-    const id = sealed[index]?.metadata?.[KEY_ID_METADATA_KEY];
-    return id ? Buffer.from(id).toString('utf8') : undefined;
-  };
+  const keyIdOf = (index: number) => sealedKeyId(sealed[index]);
   const disclosures = disclosuresOf(opened, keyIdOf);
   await placeByDeliveryLog(db, disclosures);
   return disclosures;

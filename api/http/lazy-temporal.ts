@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../../common/config';
+import type { PayloadCodec } from '@temporalio/common';
 import { payloadCodecFromConfig } from '../../common/crypto/payload-codec';
 import { connectTemporalClient, temporalTokenRefresher, type TokenLog } from '../../common/temporal/connection';
 import type { TokenRefresher } from '../../common/temporal/token';
@@ -21,9 +22,14 @@ export interface LazyTemporalClient {
 /** Reconnect quickly once Temporal is back (gRPC's default backoff grows to two minutes). */
 const CHANNEL_ARGS = { 'grpc.initial_reconnect_backoff_ms': 500, 'grpc.max_reconnect_backoff_ms': 5_000 };
 
-export function lazyTemporalClient(config: LazySettings, tokenLog?: TokenLog): LazyTemporalClient {
+export function lazyTemporalClient(
+  config: LazySettings,
+  tokenLog?: TokenLog,
+  /** The API's codec (with its data keys); read from the configuration, ring only, unless given. */
+  codec?: PayloadCodec,
+): LazyTemporalClient {
   // Read at once: an API without the payload key ring must not start (it could neither encrypt nor decrypt).
-  const payloadCodec = payloadCodecFromConfig(config);
+  const payloadCodec = codec ?? payloadCodecFromConfig(config);
   let connecting: Promise<Client> | undefined;
   let tokens: TokenRefresher | undefined;
   let closed = false;

@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
 import { DEV_SECRET_KEY_FILE, createSecretBox, resolveSecretKeyRing } from '../../common/crypto/secrets';
-import { configureAuditTrail, resealRegistrationSecrets } from '../../db';
+import { configureAuditTrail, resealRegistrationSecrets, rewrapDataKeys } from '../../db';
+import { parsePayloadKeyRing } from '../../common/crypto/payload-codec';
 import { auditTrailKeysFromConfig } from '../../common/crypto/audit-keys';
 import { CliError, cliActor, type CliCommand, parseCommandArgs, withDb } from '../command';
 
@@ -34,5 +35,27 @@ export const secretsReseal: CliCommand = {
       }
     });
     io.out(`Resealed ${report.resealed} of ${report.total} webhook secrets under key ${report.keyId}`);
+  },
+};
+
+export const dataKeysRewrap: CliCommand = {
+  usage: 'data-keys rewrap',
+  summary: "wrap every project's data key under the newest PAYLOAD_ENCRYPTION_KEYS key (before an old key is dropped)",
+  async run(args, io) {
+    parseCommandArgs(args, {}, []);
+    const report = await withDb(io, async (db, config) => {
+      if (!config.PAYLOAD_ENCRYPTION_KEYS)
+        throw new CliError(
+          'PAYLOAD_ENCRYPTION_KEYS is not set: set the ring the API and workers run with; nothing was rewrapped',
+        );
+      try {
+        return await rewrapDataKeys(db, parsePayloadKeyRing(config.PAYLOAD_ENCRYPTION_KEYS));
+      } catch (error) {
+        throw new CliError((error as Error).message);
+      }
+    });
+    io.out(`Rewrapped ${report.rewrapped} project data keys under key ${report.keyId}`);
+    // Keys wrapped by a ring key this ring lacks: whoever holds that key must rewrap them before it is dropped.
+    for (const key of report.unopened) io.err(`left as it was: ${key.reason}`);
   },
 };

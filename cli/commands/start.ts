@@ -93,7 +93,7 @@ export const start: CliCommand = {
       stack.worker = await startWorker(config, logger, secretBox);
       // The API starts tests and redeliveries on the worker's own connection, so Temporal hands their first workflow
       // task straight to this worker (eager start) instead of through the task queue.
-      const temporal = temporalClientOn(stack.worker.worker.connection!, config);
+      const temporal = temporalClientOn(stack.worker.worker.connection!, config, stack.worker.payloadCodec);
       stack.api = await startApi(config, logger, { temporal, eagerStart: true, secretBox });
       io.out(banner(config.PORT, stack.dev.uiUrl, config.DATA_DIR));
       await stack.worker.run;

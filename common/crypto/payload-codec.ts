@@ -9,6 +9,7 @@ import {
   type DataConverter,
   type Payload,
   type PayloadCodec,
+  type SerializationContext,
 } from '@temporalio/common';
 import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal } from './aes-gcm';
 import type { Config } from '../config';
@@ -17,6 +18,8 @@ import { isDevelopment } from '../node-env';
 import { UNENCRYPTED_PAYLOAD_KEY, type UnencryptedPayload } from '../contract/sealing/unencrypted';
 import type { Logger } from '../telemetry/logger';
 import { readOrCreateDevSecret } from './secrets';
+import { DataKeyUnavailableError, ProjectDataKeys, type DataKey, type DataKeyStore } from './data-keys';
+import { isSafeId } from '../contract/ids';
 
 /** The `encoding` of an encrypted payload (Temporal's convention, shown as such in the UI without the codec). */
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
@@ -49,11 +52,29 @@ export interface EncryptionCodecOptions {
    * Unset (clients, the codec endpoint): such a payload passes through decode unchanged.
    */
   markUnencrypted?: { allowed: boolean };
+  /**
+   * Envelope encryption: a project's payloads are sealed under its own data key (wrapped by the ring, kept in the
+   * service's database), so destroying that key makes every copy unreadable. Unset (a client without the database):
+   * everything is sealed under the ring key, and payloads sealed under a data key cannot be opened.
+   */
+  dataKeys?: ProjectDataKeys;
 }
+
+/** Which project data key sealed a payload (envelope encryption); a payload sealed by the ring key names that instead. */
+export const DATA_KEY_ID_METADATA_KEY = 'encryption-data-key-id';
+
+/** How many workflows' projects a process remembers (learned from what it decoded), most recent first. */
+export const PROJECT_MEMORY = 100_000;
 
 /**
  * AES-256-GCM per payload: the whole payload (metadata and data) is sealed under a random 12-byte nonce; the result
- * carries only `encoding: binary/encrypted` and the key id. The key id is authenticated (AAD), so it cannot be swapped.
+ * carries only `encoding: binary/encrypted` and the key's id. The key id is authenticated (AAD), so it cannot be swapped.
+ *
+ * With data keys (options.dataKeys), the key is the project's: the project a payload belongs to is the one its value
+ * names (an event's input, an attempt's arguments carry `projectId`), else the one this process last saw the same
+ * workflow's payloads sealed for (Temporal's serialization context names the workflow). A payload of no known project
+ * (a workflow of the service's own, an unencrypted start) is sealed under the ring key as before.
+ *
  * Payloads that are not encrypted (a foreign client's plain `temporal workflow start`) pass through decode unchanged,
  * or, in the worker, become an UnencryptedPayload marker (options.markUnencrypted).
  */
@@ -61,62 +82,126 @@ export class EncryptionCodec implements PayloadCodec {
   private readonly byId: Map<string, Buffer>;
   private readonly current: PayloadKey;
   private readonly markUnencrypted?: { allowed: boolean };
+  private readonly dataKeys?: ProjectDataKeys;
+  /** Workflow id → project, as this process sealed or opened its payloads (bounded, oldest forgotten first). */
+  private readonly projects = new Map<string, string>();
 
   constructor(ring: PayloadKey[], options: EncryptionCodecOptions = {}) {
     if (ring.length === 0) throw new Error('an encryption codec needs at least one key');
     this.current = ring[0]!;
     this.byId = new Map(ring.map(({ id, key }) => [id, key]));
     this.markUnencrypted = options.markUnencrypted;
+    this.dataKeys = options.dataKeys;
   }
 
-  // A throw inside the executor becomes a rejection, as callers of a codec expect.
-  encode(payloads: Payload[]): Promise<Payload[]> {
-    return new Promise((resolve) => resolve(payloads.map((payload) => this.encrypt(payload))));
+  async encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    const dataKey = await this.dataKeyFor(payloads, context?.workflowId);
+    if (dataKey) return payloads.map((payload) => seal(payload, dataKey.id, dataKey.key, DATA_KEY_ID_METADATA_KEY));
+    return payloads.map((payload) => seal(payload, this.current.id, this.current.key, KEY_ID_METADATA_KEY));
   }
 
-  decode(payloads: Payload[]): Promise<Payload[]> {
-    return new Promise((resolve) => resolve(payloads.map((payload) => this.decrypt(payload))));
+  async decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    const opened: Payload[] = [];
+    for (const payload of payloads) opened.push(await this.decrypt(payload, context?.workflowId));
+    return opened;
   }
 
-  private encrypt(payload: Payload): Payload {
-    const { id, key } = this.current;
-    const { nonce, ciphertext, tag } = gcmSeal(key, serialize(payload), Buffer.from(id, 'utf8'));
-    return {
-      metadata: {
-        [METADATA_ENCODING_KEY]: Buffer.from(ENCRYPTED_ENCODING),
-        [KEY_ID_METADATA_KEY]: Buffer.from(id),
-      },
-      data: Buffer.concat([nonce, ciphertext, tag]),
-    };
+  /** The data key of the payloads' project, when there are data keys and a project is known. */
+  private async dataKeyFor(payloads: Payload[], workflowId: string | undefined): Promise<DataKey | undefined> {
+    if (!this.dataKeys) return undefined;
+    const projectId =
+      projectNamedBy(payloads) ?? (workflowId === undefined ? undefined : this.projects.get(workflowId));
+    if (projectId === undefined) return undefined;
+    this.remember(workflowId, projectId);
+    return this.dataKeys.forProject(projectId);
   }
 
-  private decrypt(payload: Payload): Payload {
+  private remember(workflowId: string | undefined, projectId: string): void {
+    if (workflowId === undefined) return;
+    this.projects.delete(workflowId);
+    this.projects.set(workflowId, projectId);
+    if (this.projects.size > PROJECT_MEMORY) this.projects.delete(this.projects.keys().next().value!);
+  }
+
+  private async decrypt(payload: Payload, workflowId: string | undefined): Promise<Payload> {
     const encoding = payload.metadata?.[METADATA_ENCODING_KEY];
     if (!encoding || Buffer.from(encoding).toString() !== ENCRYPTED_ENCODING)
       return this.markUnencrypted ? unencryptedMarker(payload, this.markUnencrypted.allowed) : payload;
-    const idBytes = payload.metadata?.[KEY_ID_METADATA_KEY];
-    const id = idBytes ? Buffer.from(idBytes).toString() : '';
+    const dataKeyId = metadataText(payload, DATA_KEY_ID_METADATA_KEY);
+    if (dataKeyId !== undefined) {
+      const dataKey = await this.openDataKey(dataKeyId);
+      this.remember(workflowId, dataKey.projectId);
+      return open(payload, dataKey.id, dataKey.key, `data key ${JSON.stringify(dataKeyId)}`);
+    }
+    const id = metadataText(payload, KEY_ID_METADATA_KEY) ?? '';
     const key = this.byId.get(id);
     if (!key)
       throw new PayloadDecryptionError(
         `Payload encrypted with key ${JSON.stringify(id)}, which is not in this process's PAYLOAD_ENCRYPTION_KEYS`,
       );
-    const data = Buffer.from(payload.data ?? new Uint8Array());
-    if (data.length < GCM_NONCE_BYTES + GCM_TAG_BYTES)
-      throw new PayloadDecryptionError(`Encrypted payload (key ${JSON.stringify(id)}) is truncated`);
-    try {
-      const sealed = {
-        nonce: data.subarray(0, GCM_NONCE_BYTES),
-        ciphertext: data.subarray(GCM_NONCE_BYTES, data.length - GCM_TAG_BYTES),
-        tag: data.subarray(data.length - GCM_TAG_BYTES),
-      };
-      return deserialize(gcmOpen(key, sealed, Buffer.from(id, 'utf8')));
-    } catch {
+    return open(payload, id, key, `key ${JSON.stringify(id)}`);
+  }
+
+  private async openDataKey(id: string): Promise<DataKey> {
+    if (!this.dataKeys)
       throw new PayloadDecryptionError(
-        `Encrypted payload (key ${JSON.stringify(id)}) failed authentication: wrong key or altered data`,
+        `Payload sealed under the project data key ${JSON.stringify(id)}; this process has no access to data keys ` +
+          "(it needs the service's database)",
       );
+    try {
+      return await this.dataKeys.byKeyId(id);
+    } catch (error) {
+      if (error instanceof DataKeyUnavailableError) throw new PayloadDecryptionError(error.message);
+      throw error;
     }
   }
+}
+
+const metadataText = (payload: Payload, name: string): string | undefined => {
+  const bytes = payload.metadata?.[name];
+  return bytes ? Buffer.from(bytes).toString() : undefined;
+};
+
+/** Seals one payload under `key`, named by `id` in the metadata entry `idKey`. */
+function seal(payload: Payload, id: string, key: Buffer, idKey: string): Payload {
+  const { nonce, ciphertext, tag } = gcmSeal(key, serialize(payload), Buffer.from(id, 'utf8'));
+  return {
+    metadata: { [METADATA_ENCODING_KEY]: Buffer.from(ENCRYPTED_ENCODING), [idKey]: Buffer.from(id) },
+    data: Buffer.concat([nonce, ciphertext, tag]),
+  };
+}
+
+/** Opens one sealed payload; the errors name the key (`what`), never any content. */
+function open(payload: Payload, id: string, key: Buffer, what: string): Payload {
+  const data = Buffer.from(payload.data ?? new Uint8Array());
+  if (data.length < GCM_NONCE_BYTES + GCM_TAG_BYTES)
+    throw new PayloadDecryptionError(`Encrypted payload (${what}) is truncated`);
+  try {
+    const sealed = {
+      nonce: data.subarray(0, GCM_NONCE_BYTES),
+      ciphertext: data.subarray(GCM_NONCE_BYTES, data.length - GCM_TAG_BYTES),
+      tag: data.subarray(data.length - GCM_TAG_BYTES),
+    };
+    return deserialize(gcmOpen(key, sealed, Buffer.from(id, 'utf8')));
+  } catch {
+    throw new PayloadDecryptionError(`Encrypted payload (${what}) failed authentication: wrong key or altered data`);
+  }
+}
+
+/** The project a JSON payload's value names at its top level (`projectId`), if any of the payloads does. */
+function projectNamedBy(payloads: Payload[]): string | undefined {
+  for (const payload of payloads) {
+    if (metadataText(payload, METADATA_ENCODING_KEY) !== 'json/plain' || !payload.data) continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(Buffer.from(payload.data).toString('utf8'));
+    } catch {
+      continue;
+    }
+    const projectId = (value as { projectId?: unknown } | null)?.projectId;
+    if (isSafeId(projectId)) return projectId;
+  }
+  return undefined;
 }
 
 /** The marker for a payload that arrived unencrypted: a JSON object the workflow recognises (contract/unencrypted). */
@@ -196,20 +281,28 @@ export const FAILURE_CONVERTER_PATH = require.resolve('../temporal/failure-conve
 export const unencryptedEventsAllowed = (config: Pick<Config, 'NODE_ENV' | 'ALLOW_UNENCRYPTED_EVENTS'>): boolean =>
   isDevelopment(config) || config.ALLOW_UNENCRYPTED_EVENTS === true;
 
-/** The worker's codec: the key ring, and unencrypted payloads marked as refused or allowed (unencryptedEventsAllowed). */
+/**
+ * The worker's codec: the key ring, and unencrypted payloads marked as refused or allowed (unencryptedEventsAllowed);
+ * with the database's data keys, each project's payloads under its own key.
+ */
 export function workerPayloadCodecFromConfig(
   config: Pick<Config, 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV' | 'ALLOW_UNENCRYPTED_EVENTS'>,
   logger?: Logger,
+  dataKeys?: DataKeyStore,
 ): EncryptionCodec {
-  return new EncryptionCodec(resolvePayloadKeys(config, logger), {
+  const ring = resolvePayloadKeys(config, logger);
+  return new EncryptionCodec(ring, {
     markUnencrypted: { allowed: unencryptedEventsAllowed(config) },
+    dataKeys: dataKeys && new ProjectDataKeys(ring, dataKeys),
   });
 }
 
-/** The codec every Temporal client of this service uses. */
+/** The codec every Temporal client of this service uses; with the database's data keys where the process has them. */
 export function payloadCodecFromConfig(
   config: Pick<Config, 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
   logger?: Logger,
+  dataKeys?: DataKeyStore,
 ): EncryptionCodec {
-  return new EncryptionCodec(resolvePayloadKeys(config, logger));
+  const ring = resolvePayloadKeys(config, logger);
+  return new EncryptionCodec(ring, { dataKeys: dataKeys && new ProjectDataKeys(ring, dataKeys) });
 }

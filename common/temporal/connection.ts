@@ -12,6 +12,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import { encryptedDataConverter, payloadCodecFromConfig } from '../crypto/payload-codec';
 import { fetchClientCredentialsToken, startTokenRefresher, type TokenRefresher, type TokenSettings } from './token';
 import { tracingEnabled } from '../telemetry/tracing';
+import { createDb, dataKeyStore } from '../../db';
 
 type TemporalSettings = Pick<
   Config,
@@ -80,28 +81,39 @@ export async function temporalTokenRefresher(
 export async function connectTemporalClient(
   config: TemporalSettings &
     Partial<TokenSettings> &
-    Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'>,
+    Pick<Config, 'TEMPORAL_NAMESPACE' | 'PAYLOAD_ENCRYPTION_KEYS' | 'DATA_DIR' | 'NODE_ENV'> &
+    Partial<Pick<Config, 'DATABASE_URL'>>,
   /** Added to the configured connection options (timeouts, channel arguments). */
   connectOptions: Partial<ConnectionOptions> = {},
-  /** Read from the configuration unless a caller that read it earlier (to fail at start) hands it over. */
-  payloadCodec: PayloadCodec = payloadCodecFromConfig(config),
+  /**
+   * Read from the configuration unless a caller that read it earlier (to fail at start) hands it over. From the
+   * configuration with DATABASE_URL, each project's payloads are sealed and opened with its data key (a pool of one
+   * connection, closed with the client's connection); without it, with the ring key only.
+   */
+  payloadCodec?: PayloadCodec,
 ): Promise<Client> {
   // A caller that keeps its own token source hands it over as connectOptions.apiKey.
   const tokens = connectOptions.apiKey ? undefined : await temporalTokenRefresher(config);
+  const keysDb = payloadCodec || !config.DATABASE_URL ? undefined : createDb(config.DATABASE_URL, { max: 1 });
+  const codec = payloadCodec ?? payloadCodecFromConfig(config, undefined, keysDb && dataKeyStore(keysDb));
   const connection = await Connection.connect({
     ...temporalConnectionOptions(config),
     // Read on every call, so each call carries the newest token.
     ...(tokens && { apiKey: () => tokens.current() }),
     ...connectOptions,
-  }).catch((error: unknown) => {
+  }).catch(async (error: unknown) => {
     tokens?.stop();
+    await keysDb?.destroy();
     throw error;
   });
-  if (tokens) {
+  if (tokens || keysDb) {
     const close = connection.close.bind(connection);
-    connection.close = () => (tokens.stop(), close());
+    connection.close = async () => {
+      tokens?.stop();
+      await Promise.all([close(), keysDb?.destroy()]);
+    };
   }
-  return temporalClientOn(connection, config, payloadCodec);
+  return temporalClientOn(connection, config, codec);
 }
 
 /**

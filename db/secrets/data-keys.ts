@@ -1,5 +1,7 @@
 // Each project's data key as stored: wrapped by the payload key ring (common/crypto/data-keys.ts wraps and unwraps;
 // the database never holds the ring, so never a usable key). A destroyed key keeps its row, without its bytes.
+import { unwrapDataKey, wrapDataKey, type DataKeyStore } from '../../common/crypto/data-keys';
+import type { RingKey } from '../../common/crypto/key-ring';
 import type { Db } from '../connection';
 
 export interface DataKeyRow {
@@ -76,11 +78,17 @@ export async function destroyProjectDataKeys(db: Db, projectId: string): Promise
   return rows.map((row) => row.id);
 }
 
-/** Live data keys not wrapped by this ring key (a rotation's rewrap reads them), at most `limit`, by id. */
-export async function dataKeysNotWrappedBy(db: Db, wrappingKeyId: string, limit = 1_000): Promise<DataKeyRow[]> {
+/** Live data keys not wrapped by this ring key (a rotation's rewrap reads them), ids after `after`, at most `limit`. */
+export async function dataKeysNotWrappedBy(
+  db: Db,
+  wrappingKeyId: string,
+  after = '',
+  limit = 1_000,
+): Promise<DataKeyRow[]> {
   const rows = await db(DATA_KEYS)
     .whereNull('destroyed_at')
     .whereNot({ wrapping_key_id: wrappingKeyId })
+    .where('id', '>', after)
     .orderBy('id')
     .limit(limit)
     .select<DataKeyColumns[]>();
@@ -98,4 +106,41 @@ export async function rewrapDataKey(
     .whereNull('destroyed_at')
     .update({ wrapped: wrapping.wrapped, wrapping_key_id: wrapping.wrappingKeyId });
   return updated > 0;
+}
+
+/** The store the payload codec reads its data keys from (common/crypto/data-keys.ts). */
+export const dataKeyStore = (db: Db): DataKeyStore => ({
+  live: (projectId) => liveProjectDataKey(db, projectId),
+  find: (id) => findDataKey(db, id),
+  insert: (key) => insertProjectDataKey(db, key),
+});
+
+/** What a rewrap did: keys wrapped again under `keyId`, and those left as they were because the ring cannot open them. */
+export interface RewrapReport {
+  keyId: string;
+  rewrapped: number;
+  unopened: { id: string; projectId: string; reason: string }[];
+}
+
+/**
+ * Wraps every live data key not yet under the newest ring key again under it (after a rotation of
+ * PAYLOAD_ENCRYPTION_KEYS, before an old key is dropped). A key the ring cannot open is left as it was and reported.
+ */
+export async function rewrapDataKeys(db: Db, ring: readonly RingKey[]): Promise<RewrapReport> {
+  const report: RewrapReport = { keyId: ring[0]!.id, rewrapped: 0, unopened: [] };
+  for (let after = ''; ;) {
+    const batch = await dataKeysNotWrappedBy(db, report.keyId, after);
+    if (batch.length === 0) return report;
+    for (const stored of batch) {
+      after = stored.id;
+      let key;
+      try {
+        key = unwrapDataKey(ring, stored);
+      } catch (error) {
+        report.unopened.push({ id: stored.id, projectId: stored.projectId, reason: (error as Error).message });
+        continue;
+      }
+      if (await rewrapDataKey(db, stored.id, wrapDataKey(ring[0]!, key))) report.rewrapped += 1;
+    }
+  }
 }

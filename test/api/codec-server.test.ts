@@ -8,12 +8,15 @@ import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { emitWebhookEvent } from '../../client';
 import { loadConfig, type Config } from '../../common/config';
 import {
+  DATA_KEY_ID_METADATA_KEY,
   EncryptionCodec,
   parsePayloadKeyRing,
   payloadToJson,
   type JsonPayload,
 } from '../../common/crypto/payload-codec';
 import { connectTemporalClient } from '../../common/temporal/connection';
+import { ProjectDataKeys } from '../../common/crypto/data-keys';
+import { dataKeyStore, findDataKey } from '../../db';
 import { temporalCliPath } from '../../dev/temporal-binaries';
 import { startWorker, type RunningWorker } from '../../worker/start';
 import type { deliverWebhookEvent } from '../../workflows';
@@ -111,8 +114,10 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
   const clients: Client[] = [];
   const api = useLocalApi(fx, () => ({
     codec: {
-      // The API after rotation: k2 encrypts, k1 still decrypts.
-      codec: new EncryptionCodec(parsePayloadKeyRing(`${k2},${k1}`)),
+      // The API after rotation: k2 encrypts, k1 still decrypts; each project's payloads under its data key.
+      codec: new EncryptionCodec(parsePayloadKeyRing(`${k2},${k1}`), {
+        dataKeys: new ProjectDataKeys(parsePayloadKeyRing(`${k2},${k1}`), dataKeyStore(fx.database.db)),
+      }),
       operators: { subjects: new Set([OPERATOR]), role: 'webhook-operator' },
       corsOrigins: [UI_ORIGIN],
     },
@@ -259,10 +264,12 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
         assert.equal(row.actor.callerAddress, undefined, 'never the operator’s address');
         assert.deepEqual((row.changes as { workflowIds: string[] }).workflowIds, [workflowId]);
       }
+      const dataKey = await store.liveProjectDataKey(fx.database.db, projectId);
       assert.deepEqual(rows[1]!.changes, {
         workflowIds: [workflowId],
         payloads: 1,
-        keyIds: ['k1'],
+        // The project's data key (wrapped by k1, the ring key the worker ran with).
+        keyIds: [dataKey?.id],
         namespace: 'default',
       });
     }
@@ -370,16 +377,20 @@ describe('payload encryption and the codec server (Temporal dev server, Postgres
     assert.deepEqual(leaked(readableText(await rawHistory(workflowId))), []);
   });
 
-  it('after rotation a client still reads old results and encrypts new events with the new key', async () => {
+  it('after rotation a client still reads old results and encrypts new events under a data key wrapped by the new key', async () => {
     const { workflowId } = await deliverEncrypted(k1);
     const rotated = await client(configWith(`${k2},${k1}`, uniqueTaskQueue('rotated')));
     const old = await rotated.workflow.getHandle(workflowId).result();
     assert.equal((old as { status: string }).status, 'delivered');
     const { workflowId: fresh } = await deliverEncrypted(`${k2},${k1}`);
-    const keyIds = historyPayloads(await rawHistory(fresh)).map((p) =>
-      Buffer.from(p.metadata!['encryption-key-id']!).toString(),
+    const keyIds = new Set(
+      historyPayloads(await rawHistory(fresh)).map((p) =>
+        Buffer.from(p.metadata![DATA_KEY_ID_METADATA_KEY]!).toString(),
+      ),
     );
-    assert.ok(keyIds.length > 0 && keyIds.every((id) => id === 'k2'), keyIds.join());
+    assert.equal(keyIds.size, 1, [...keyIds].join());
+    const stored = await findDataKey(fx.database.db, [...keyIds][0]!);
+    assert.equal(stored?.wrappingKeyId, 'k2');
   });
 
   it('a worker without the key fails the workflow task with a clear, non-leaking error, and delivers once given it', async () => {

@@ -9,10 +9,10 @@ import { startApi, type RunningApi } from '../../api';
 import { main as cli } from '../../cli/index';
 import { emitWebhookEvent } from '../../client/emit';
 import { loadConfig, type Config } from '../../common/config';
-import { KEY_ID_METADATA_KEY } from '../../common/crypto/payload-codec';
+import { DATA_KEY_ID_METADATA_KEY, KEY_ID_METADATA_KEY } from '../../common/crypto/payload-codec';
 import { verifyWebhookSignature } from '../../common/crypto/signature';
 import { connectTemporalClient } from '../../common/temporal/connection';
-import { addMember, addProject, findRegistration } from '../../db';
+import { addMember, addProject, findDataKey, findRegistration } from '../../db';
 import { startWorker, type RunningWorker } from '../../worker/start';
 import { fallEvent, newProjectId } from '../support/deliveries';
 import { useDeliveryFixture } from '../support/delivery-fixture';
@@ -145,11 +145,17 @@ describe('documented key procedures lose no delivery (Temporal dev server, API a
     return request;
   }
 
-  /** The key id under which the workflow's input sits in Temporal's history. */
-  async function inputKeyId(temporal: Client, workflowId: string): Promise<string> {
+  /**
+   * The ring key that protects the workflow's input in Temporal's history: the one that sealed it, or the one that wraps
+   * the project data key that sealed it (envelope encryption), with that data key's id.
+   */
+  async function inputKeyId(temporal: Client, workflowId: string): Promise<{ ringKey: string; dataKey?: string }> {
     const history = await temporal.workflow.getHandle(workflowId).fetchHistory();
     const input = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-    return Buffer.from(input?.metadata?.[KEY_ID_METADATA_KEY] ?? '').toString();
+    const dataKey = input?.metadata?.[DATA_KEY_ID_METADATA_KEY];
+    if (!dataKey) return { ringKey: Buffer.from(input?.metadata?.[KEY_ID_METADATA_KEY] ?? '').toString() };
+    const stored = await findDataKey(fx.database.db, Buffer.from(dataKey).toString());
+    return { ringKey: stored?.wrappingKeyId ?? '', dataKey: stored?.id };
   }
 
   it('WEBHOOK_SECRET_KEYS rotated during a signing-secret overlap: after reseal and dropping the old key, deliveries verify with both secrets', async () => {
@@ -231,8 +237,20 @@ describe('documented key procedures lose no delivery (Temporal dev server, API a
     const newClient = await client(after);
     const started = await emitWebhookEvent(newClient, fallEvent(projectId), { taskQueue });
     for (const workflowId of [retrying, waiting, started]) await delivered(newClient, workflowId);
-    assert.equal(await inputKeyId(newClient, retrying), 'p1');
-    assert.equal(await inputKeyId(newClient, started), 'p2', 'new histories are sealed with the new key');
+    // The project's data key sealed both; it stays wrapped by p1 until `webhooks data-keys rewrap` wraps it under p2.
+    const old = await inputKeyId(newClient, retrying);
+    assert.deepEqual(await inputKeyId(newClient, started), old);
+    assert.equal(old.ringKey, 'p1');
+    const out: string[] = [];
+    const env = { DATABASE_URL: fx.database.url, PAYLOAD_ENCRYPTION_KEYS: `${p2},${p1}` };
+    assert.equal(await cli(['data-keys', 'rewrap'], { env, out: (l) => out.push(l), err: () => undefined }), 0);
+    // Other tests' projects share this database: at least this one's key was rewrapped.
+    assert.match(out.join('\n'), /^Rewrapped [1-9]\d* project data keys under key p2$/);
+    assert.deepEqual(await inputKeyId(newClient, retrying), { ...old, ringKey: 'p2' });
+    // Only p2 now: both histories still open (their data key is wrapped by p2).
+    const only = environment(taskQueue, { PAYLOAD_ENCRYPTION_KEYS: p2 });
+    for (const workflowId of [retrying, started])
+      assert.equal((await (await client(only)).workflow.getHandle(workflowId).result()).status, 'delivered');
   });
 
   it('PAYLOAD_ENCRYPTION_KEYS rolled out in two steps: a worker not yet switched already decodes what a switched client sealed', async () => {
@@ -246,7 +264,7 @@ describe('documented key procedures lose no delivery (Temporal dev server, API a
     const switched = await client(environment(taskQueue, { PAYLOAD_ENCRYPTION_KEYS: `${p2},${p1}` }));
     const workflowId = await emitWebhookEvent(switched, fallEvent(projectId), { taskQueue });
     await delivered(switched, workflowId);
-    assert.equal(await inputKeyId(switched, workflowId), 'p2');
+    assert.equal((await inputKeyId(switched, workflowId)).ringKey, 'p2');
   });
 
   it('JWT_SECRET changed: old tokens get 401 at once, new ones work, and a delivery in flight is delivered', async () => {
