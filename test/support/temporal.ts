@@ -42,8 +42,11 @@ const existing = (path: string | undefined) => (path ? { executable: { type: 'ex
 export async function createLocalEnvironment({
   searchAttributes = true,
   dynamicConfig = {},
+  dbFilename,
 }: {
   searchAttributes?: boolean | 'without PersonHash';
+  /** Temporal's database as a SQLite file that outlives the server (a backup is a copy of it); in memory unless given. */
+  dbFilename?: string;
   /** More dynamic config values, `--dynamic-config-value KEY=VALUE` each (VALUE as JSON: a duration is `"1s"`). */
   dynamicConfig?: Record<string, string>;
 } = {}): Promise<TestWorkflowEnvironment> {
@@ -55,6 +58,7 @@ export async function createLocalEnvironment({
         server: {
           ...existing(temporalCliPath()),
           port,
+          ...(dbFilename && { dbFilename }),
           ...(searchAttributes !== false && {
             searchAttributes: searchAttributes === true ? SEARCH_ATTRIBUTE_KEYS : DELIVERY_SEARCH_ATTRIBUTE_KEYS,
           }),
