@@ -45,6 +45,7 @@ export default {
     'db/endpoints/notices.ts',
     'common/telemetry/prometheus-otlp.ts',
     'common/crypto/person-hash.ts',
+    'common/crypto/data-keys.ts',
   ],
   mochaOptions: {
     spec: [
@@ -90,6 +91,7 @@ export default {
       'test/api/codec-route.test.ts',
       'test/worker/unencrypted-guard.test.ts',
       'test/common/person-hash.test.ts',
+      'test/common/data-keys.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
