@@ -976,10 +976,16 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
       for (const api of [api1, api2])
         assert.equal((await call(api, 'GET', `/webhooks/project/${projectId}`)).status, 200, `${api.name}: new key`);
 
-      // 5. Once every delivery started under the old payload key is done, that key goes.
+      // 5. Once every delivery started under the old payload key is done, and every project's data key is wrapped
+      //    under the new one, the old key goes.
       await stopFlow();
       await untilDelivered(target, [...emitted], 120_000);
       stopFlow = startFlow();
+      // As the owner, who alone may change a data key's wrapping (compose's migrate service).
+      const rewrapped = await exec(process.execPath, [join(root, 'dist', 'cli', 'index.js'), 'data-keys', 'rewrap'], {
+        env: { PATH: process.env.PATH, ...api1.env, DATABASE_URL: database.urls.owner, LOG_LEVEL: 'warn' },
+      });
+      assert.match(rewrapped.stdout, /^Rewrapped [1-9]\d* project data keys under key p2$/m, rewrapped.stderr);
       await rollingRestart({ PAYLOAD_ENCRYPTION_KEYS: p2 });
       await stopFlow();
       await monitoring.connection.close();
