@@ -20,7 +20,7 @@ import { createSecretBox, generateWebhookSecret } from '../common/crypto/secrets
 import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../common/crypto/audit-keys';
 import { configureAuditTrail } from '../db';
 import { temporalCliPath } from '../dev/temporal-binaries';
-import { addMember, addProject, createDb, createRegistration, migrateToLatest } from '../db';
+import { addMember, addProject, createDb, createRegistration, dataKeyStore, migrateToLatest } from '../db';
 import { auditStage, auditStageProblems } from './audit';
 import { trailStage, trailStageProblems } from './trail';
 import { QUICK_SEARCH_GRID, SEARCH_GRID, engineSearch } from './engine-search';
@@ -256,18 +256,19 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   // With OTEL_* set, the bench's emits start the traces, sampled here (OTEL_TRACES_SAMPLER), as a monitoring system's.
   installTracing('webhooks-bench');
   const ctx: StageContext = {
-    // Encrypting like every production client, so the server stores and the worker decodes what it would in production.
+    // Encrypting like every production client, so the server stores and the worker decodes what it would in production:
+    // each event under its project's data key, as a monitoring system given the data keys seals it.
     client: new Client({
       ...tracingClientInterceptors(),
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       dataConverter: {
         payloadCodecs: [
-          payloadCodecFromConfig({
-            PAYLOAD_ENCRYPTION_KEYS: inputs.payloadKeys,
-            DATA_DIR: dataDir,
-            NODE_ENV: 'production',
-          }),
+          payloadCodecFromConfig(
+            { PAYLOAD_ENCRYPTION_KEYS: inputs.payloadKeys, DATA_DIR: dataDir, NODE_ENV: 'production' },
+            undefined,
+            dataKeyStore(db),
+          ),
         ],
       },
     }),
