@@ -15,24 +15,26 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   // Read at every start to check the schema is current (db/connection.ts); only `webhooks migrate` writes it.
   knex_migrations: { api: ['SELECT'], worker: ['SELECT'] },
   knex_migrations_lock: { api: [], worker: [] },
-  // Projects and members are the CLI's (the owner's); the API revokes portal links by bumping a generation.
-  projects: { api: ['SELECT', 'UPDATE'], worker: [] },
-  project_members: { api: ['SELECT'], worker: [] },
-  webhook_registrations: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'UPDATE'] },
+  // Projects and members are the CLI's (the owner's); the API revokes portal links by bumping a generation. A purge (a
+  // worker's activity) deletes a project's rows of these tables and of those below it names, the project's last.
+  projects: { api: ['SELECT', 'UPDATE'], worker: ['SELECT', 'DELETE'] },
+  project_members: { api: ['SELECT'], worker: ['SELECT', 'DELETE'] },
+  webhook_registrations: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'UPDATE', 'DELETE'] },
   deliveries: { api: ['SELECT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   delivery_attempts: { api: ['SELECT'], worker: ['SELECT', 'INSERT'] },
-  endpoint_health: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
+  endpoint_health: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   webhook_circuit_breakers: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   // A new registration takes over the waiters its project's deleted one left (db/endpoints/waiter-handover.ts).
   webhook_breaker_waiters: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   webhook_unregistered_waiters: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
-  webhook_send_limits: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: [] },
-  project_notification_contacts: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT'] },
-  project_notices: { api: [], worker: ['SELECT', 'INSERT', 'UPDATE'] },
+  // A purge deletes the project's send limits (the API's alone otherwise).
+  webhook_send_limits: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'DELETE'] },
+  project_notification_contacts: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
+  project_notices: { api: [], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   // Pause notices are queued by the action that pauses or resumes (API, or a worker's expiry) and sent by a worker.
   project_notice_outbox: { api: ['INSERT'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   // Live portal links, counted per project when one is made (their ids, never their tokens).
-  portal_links: { api: ['SELECT', 'INSERT', 'DELETE'], worker: [] },
+  portal_links: { api: ['SELECT', 'INSERT', 'DELETE'], worker: ['SELECT', 'DELETE'] },
   // Append-only: the chain is extended and read, never changed; pruning is the owner's (`webhooks audit prune`).
   audit_events: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'INSERT'] },
   // Each chain's head row orders its appends (INSERT … ON CONFLICT DO UPDATE); the trail's id is read, never written.
@@ -47,6 +49,9 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   // Each project's wrapped data key: made by whichever process first seals a payload of the project, read by every
   // codec; a purge (a worker's activity) destroys it. The owner rewraps them when the payload key ring rotates.
   project_data_keys: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
+  // A purge is recorded by the API or the CLI (with its audit row; a failed one is made pending again to be run again)
+  // and carried out by a worker's activities, which record what each step removed; nobody removes the record.
+  purges: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'UPDATE'] },
 };
 
 /** The role names of the configuration (DATABASE_API_ROLE, DATABASE_WORKER_ROLE); an unset one gets no grants. */
