@@ -13,6 +13,8 @@ export interface PurgeBatchJob {
   total: number;
   deleted: number;
   failed: number;
+  /** When the purge first saw it ended (ISO 8601). */
+  endedAt?: string;
 }
 
 export interface PurgeRow {
@@ -156,25 +158,44 @@ export async function setPurgeStep(db: Db, id: string, step: Exclude<PurgeRecord
     });
 }
 
-/**
- * Records one batch job as last seen (added when new), and the executions the purge's jobs deleted: the sum of their
- * deleted counts, so a job described again is counted once.
- */
+/** Records one batch job as last seen (added when new; when it ended kept from the first time it was seen ended). */
 export async function recordPurgeBatchJob(db: Db, id: string, job: PurgeBatchJob): Promise<PurgeRow> {
   return inTransaction(db, async (trx) => {
     const row = await trx(PURGES).where({ id }).forUpdate().first<PurgeColumns | undefined>();
     if (!row) throw new Error(`purge ${id} is not recorded`);
     const jobs = row.batch_jobs.some((known) => known.jobId === job.jobId)
-      ? row.batch_jobs.map((known) => (known.jobId === job.jobId ? job : known))
+      ? row.batch_jobs.map((known) =>
+          known.jobId === job.jobId ? { ...job, endedAt: known.endedAt ?? job.endedAt } : known,
+        )
       : [...row.batch_jobs, job];
     await trx(PURGES)
       .where({ id })
+      .update({ batch_jobs: JSON.stringify(jobs), updated_at: trx.fn.now() });
+    return (await findPurge(trx, id))!;
+  });
+}
+
+/**
+ * Records executions of the project found listed before a batch job deletes them (each once, however often found),
+ * and counts them all as the purge's executions deleted.
+ */
+export async function recordPurgeExecutions(
+  db: Db,
+  purgeId: string,
+  executions: readonly { workflowId: string; runId: string }[],
+): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    if (executions.length > 0)
+      await trx('purge_executions')
+        .insert(executions.map((e) => ({ purge_id: purgeId, workflow_id: e.workflowId, run_id: e.runId })))
+        .onConflict(['purge_id', 'workflow_id', 'run_id'])
+        .ignore();
+    await trx(PURGES)
+      .where({ id: purgeId })
       .update({
-        batch_jobs: JSON.stringify(jobs),
-        executions_deleted: jobs.reduce((sum, known) => sum + known.deleted, 0),
+        executions_deleted: trx('purge_executions').where({ purge_id: purgeId }).count('*'),
         updated_at: trx.fn.now(),
       });
-    return (await findPurge(trx, id))!;
   });
 }
 

@@ -52,6 +52,8 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   // A purge is recorded by the API or the CLI (with its audit row; a failed one is made pending again to be run again)
   // and carried out by a worker's activities, which record what each step removed; nobody removes the record.
   purges: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'UPDATE'] },
+  // The executions a purge found before its batch jobs deleted them, each counted once (the worker's alone).
+  purge_executions: { api: [], worker: ['SELECT', 'INSERT'] },
 };
 
 /** The role names of the configuration (DATABASE_API_ROLE, DATABASE_WORKER_ROLE); an unset one gets no grants. */

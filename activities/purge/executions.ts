@@ -49,6 +49,29 @@ export async function countProjectExecutions(temporal: PurgeTemporal, projectId:
   }
 }
 
+/** The project's executions Temporal lists now, `pageSize` at a time to `record` (heartbeating between pages). */
+export async function listProjectExecutions(
+  temporal: PurgeTemporal,
+  projectId: string,
+  record: (page: { workflowId: string; runId: string }[]) => Promise<void>,
+  pageSize = 1_000,
+): Promise<void> {
+  let page: { workflowId: string; runId: string }[] = [];
+  try {
+    for await (const execution of temporal.client.workflow.list({ query: projectQuery(projectId), pageSize })) {
+      page.push({ workflowId: execution.workflowId, runId: execution.runId });
+      if (page.length >= pageSize) {
+        await record(page);
+        page = [];
+      }
+    }
+  } catch (error) {
+    if (grpcCode(error) === INVALID_ARGUMENT) throw new ProjectIdNotSearchableError(temporal.namespace);
+    throw error;
+  }
+  await record(page);
+}
+
 /** Starts the batch job deleting the project's executions under this id; a job of that id started already is kept. */
 export async function startProjectDeletion(
   temporal: PurgeTemporal,

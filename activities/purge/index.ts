@@ -21,6 +21,7 @@ import {
   destroyProjectDataKeys,
   findPurge,
   recordPurgeBatchJob,
+  recordPurgeExecutions,
   recordPurgedDataKeys,
   setPurgeOutcomeAudit,
   setPurgeStep,
@@ -31,6 +32,7 @@ import {
   ProjectIdNotSearchableError,
   countProjectExecutions,
   describeProjectDeletion,
+  listProjectExecutions,
   startProjectDeletion,
   type PurgeTemporal,
 } from './executions';
@@ -44,6 +46,11 @@ export const PURGE_PROJECT_NOT_SEARCHABLE = 'PurgeProjectNotSearchable';
 
 /** How often a running batch job is described (each time with a heartbeat). */
 const JOB_POLL_MS = 500;
+/**
+ * How long after a batch job ended its deletions may still be listed (visibility lags): executions listed within it
+ * are looked at again later rather than given to a new job, which would count them deleted twice.
+ */
+export const VISIBILITY_SETTLE_MS = 3_000;
 
 export interface PurgeActivityDeps {
   db: Db;
@@ -113,8 +120,9 @@ export function createPurgeActivities({ db, temporal, logger, deliveryBatch }: P
         await startProjectDeletion(temporal, jobId, purge.projectId, `purge ${purge.id} of project ${purge.projectId}`);
         continue;
       }
-      await recordPurgeBatchJob(db, purge.id, described);
-      if (described.state !== 'running') return;
+      const ended = described.state !== 'running';
+      await recordPurgeBatchJob(db, purge.id, { ...described, ...(ended && { endedAt: new Date().toISOString() }) });
+      if (ended) return;
       await sleep(JOB_POLL_MS);
     }
   }
@@ -135,7 +143,14 @@ export function createPurgeActivities({ db, temporal, logger, deliveryBatch }: P
       try {
         const last = purge.batchJobs.at(-1);
         if (last && (last.state === 'starting' || last.state === 'running')) await awaitJob(purge, last.jobId);
-        if ((await countProjectExecutions(temporal, input.projectId)) > 0) {
+        const lastEnded = (await findPurge(db, purge.id))!.batchJobs.at(-1)?.endedAt;
+        const settled = !lastEnded || Date.now() - Date.parse(lastEnded) >= VISIBILITY_SETTLE_MS;
+        if (settled && (await countProjectExecutions(temporal, input.projectId)) > 0) {
+          // Counted before they go: a job's own count is of deletions asked, which a lagging listing repeats.
+          await listProjectExecutions(temporal, input.projectId, async (page) => {
+            await recordPurgeExecutions(db, purge.id, page);
+            heartbeat();
+          });
           const jobId = purgeBatchJobId(purge.id, purge.batchJobs.length + 1);
           purge = await recordPurgeBatchJob(db, purge.id, {
             jobId,

@@ -28,7 +28,8 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('delivery_rows_deleted').notNullable().defaultTo(0);
     t.bigInteger('attempts_deleted').notNullable().defaultTo(0);
     t.bigInteger('executions_deleted').notNullable().defaultTo(0);
-    // Temporal's batch deletion jobs: [{ jobId, state, total, deleted, failed }], each recorded before it is started.
+    // Temporal's batch deletion jobs: [{ jobId, state, total, deleted, failed, endedAt }], each recorded before it is
+    // started. executions_deleted counts the distinct executions found for them (purge_executions).
     t.jsonb('batch_jobs').notNullable().defaultTo('[]');
     // The project's data keys destroyed (their tombstones' ids in project_data_keys).
     t.specificType('data_keys_destroyed', 'text[]').notNullable().defaultTo('{}');
@@ -47,8 +48,18 @@ export async function up(knex: Knex): Promise<void> {
   );
   // One unfinished purge per project: two requests at once resume the same one.
   await knex.raw(`CREATE UNIQUE INDEX purges_unfinished ON purges (project_id) WHERE status <> 'completed'`);
+  // Each execution of the project a purge found listed before it started a batch job: counted once however many jobs
+  // a lagging listing hands it to (a job's own count is of deletions asked, not of executions gone).
+  await knex.schema.createTable('purge_executions', (t) => {
+    t.text('purge_id').notNullable().references('purges.id').onDelete('CASCADE');
+    t.text('workflow_id').notNullable();
+    t.text('run_id').notNullable();
+    t.timestamp('found_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+    t.primary(['purge_id', 'workflow_id', 'run_id']);
+  });
 }
 
 export async function down(knex: Knex): Promise<void> {
+  await knex.schema.dropTable('purge_executions');
   await knex.schema.dropTable('purges');
 }

@@ -324,6 +324,7 @@ describe('database roles: the API and the workers connect as roles of their own'
           deleted: 1,
           failed: 0,
         });
+        await store.recordPurgeExecutions(asWorker, purgeId, [{ workflowId: 'wf-purged', runId: 'r1' }]);
         await store.setPurgeStep(asWorker, purgeId, 'rows');
         await store.deleteProjectDeliveryRows(asWorker, purgeId, purged);
         await store.deleteProjectRows(asWorker, purgeId, purged);
