@@ -1,11 +1,14 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  ContinueAsNew,
+  continueAsNew,
   defineQuery,
   isCancellation,
   proxyActivities,
   setHandler,
   sleep,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { PurgeActivities } from '../activities/purge';
 import { PURGE_STATE_QUERY, noPurgeCounts, type PurgeProjectInput, type PurgeState } from '../common/purge';
@@ -69,7 +72,7 @@ export async function purgeProject(input: PurgeProjectInput): Promise<PurgeState
     Object.assign(state, await completePurge(input), { status: 'completed', step: 'done' });
     return state;
   } catch (error) {
-    if (isCancellation(error)) throw error;
+    if (error instanceof ContinueAsNew || isCancellation(error)) throw error;
     state.status = 'failed';
     await recordPurgeFailure(input, reasonOf(error));
     throw error;
@@ -83,6 +86,9 @@ async function deleteExecutions(input: PurgeProjectInput, state: PurgeState): Pr
     state.executionsDeleted = look.executionsDeleted;
     emptyLooks = look.remaining === 0 ? emptyLooks + 1 : 0;
     if (emptyLooks < PURGE_CONFIRMING_LOOKS) await sleep(LOOK_AGAIN_MS);
+    // A project whose executions keep coming (its events still sent) must not grow one history without bound: the
+    // purge goes on in a new run, from this step (each step is idempotent).
+    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof purgeProject>(input);
   }
 }
 

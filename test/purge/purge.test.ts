@@ -3,10 +3,16 @@
 // deleted, its data key destroyed, another project's deliveries and registration untouched; a purge stopped half-way,
 // failed or terminated, finishes when asked again and counts what it removed once.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
+import { temporal } from '@temporalio/proto';
 import { PURGE_STATE_QUERY, purgeWorkflowId, type PurgeState } from '../../common/purge';
 import * as store from '../../db';
 import { MEMBER, OPERATOR, fall, usePurgeSuite, type PurgeReply, type ProjectRows } from './fixture';
+
+/** RECORD_HISTORIES=1 saves the first test's purge history for test/workflows/replay.test.ts. */
+const HISTORY = join(__dirname, '..', 'fixtures', 'histories', 'purge-project-completed.binpb');
 
 /** What is left of a purged project: nothing, in any table (its data key only as a tombstone). */
 const NOTHING: ProjectRows = {
@@ -85,6 +91,10 @@ describe('purge of a whole project (Temporal dev server)', function () {
         { status: state.status, step: state.step, executionsDeleted: state.executionsDeleted },
         { status: 'completed', step: 'done', executionsDeleted: 3 },
       );
+      if (process.env.RECORD_HISTORIES === '1') {
+        const history = await s.fx.env.client.workflow.getHandle(purgeWorkflowId(id)).fetchHistory();
+        writeFileSync(HISTORY, temporal.api.history.v1.History.encode(history).finish());
+      }
       // The fall being retried was ended by the purge: no further attempt reached the receiver.
       await new Promise((resolve) => setTimeout(resolve, 500));
       assert.equal(s.fx.receiver.requests.length, requestsAtEnd);
