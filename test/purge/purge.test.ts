@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { temporal } from '@temporalio/proto';
-import { PURGE_STATE_QUERY, purgeWorkflowId, type PurgeState } from '../../common/purge';
+import { PURGE_STATE_QUERY, purgeWorkflowId, type PurgeProjectInput, type PurgeState } from '../../common/purge';
 import * as store from '../../db';
 import { MEMBER, OPERATOR, fall, usePurgeSuite, type PurgeReply, type ProjectRows } from './fixture';
 
@@ -162,6 +162,65 @@ describe('purge of a whole project (Temporal dev server)', function () {
             throw ApplicationFailure.create({ message: 'the database went away (a test)', nonRetryable: true });
           },
         }),
+      },
+    );
+  });
+
+  it('each step run twice, as after a worker lost before it reported, removes nothing more and counts nothing twice', async () => {
+    const { projectId } = await s.project();
+    const ranTwice = new Set<string>();
+    await s.withWorker(
+      async () => {
+        const runs = [await s.delivered(fall(projectId)), await s.delivered(fall(projectId))];
+        const id = await s.requestPurge(projectId);
+        const done = await s.purgeReaches(id, 'completed');
+        assert.deepEqual([...ranTwice].sort(), [
+          'completePurge',
+          'deleteProjectExecutions',
+          'deletePurgedProjectRows',
+          'destroyPurgedProjectKeys',
+        ]);
+        for (const run of runs) assert.equal(await s.described(run), false);
+        assert.deepEqual(await s.rowsOf(projectId), NOTHING);
+        assert.deepEqual(done.counts, {
+          executionsDeleted: 2,
+          registrationsDeleted: 1,
+          portalLinksDeleted: 1,
+          contactsDeleted: 1,
+          noticesDeleted: 1,
+          membersDeleted: 1,
+          deliveryRowsDeleted: 2,
+          attemptsDeleted: 2,
+          dataKeysDestroyed: 1,
+        });
+        const actions = (await store.purgeAuditEvents(s.db(), { id, projectId })).map((e) => e.action);
+        assert.deepEqual(actions, ['purge.request', 'purge.complete'], 'one outcome row');
+      },
+      {
+        wrapPurgeActivities: (activities) => {
+          // The step does its work, then the worker is lost before Temporal hears of it: the step is run again.
+          const twice =
+            <A extends unknown[], R>(name: string, step: (...args: A) => Promise<R>) =>
+            async (...args: A): Promise<R> => {
+              const result = await step(...args);
+              if (ranTwice.has(name)) return result;
+              ranTwice.add(name);
+              throw new Error(`worker lost before ${name} reported (a test)`);
+            };
+          return {
+            ...activities,
+            deleteProjectExecutions: twice('deleteProjectExecutions', (input: PurgeProjectInput) =>
+              activities.deleteProjectExecutions(input),
+            ),
+            deletePurgedProjectRows: twice('deletePurgedProjectRows', (input: PurgeProjectInput) =>
+              activities.deletePurgedProjectRows(input),
+            ),
+            destroyPurgedProjectKeys: twice('destroyPurgedProjectKeys', (input: PurgeProjectInput) =>
+              activities.destroyPurgedProjectKeys(input),
+            ),
+            completePurge: twice('completePurge', (input: PurgeProjectInput) => activities.completePurge(input)),
+          };
+        },
       },
     );
   });
