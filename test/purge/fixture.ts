@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Knex } from 'knex';
 import { createApp, type AppDeps } from '../../api/app';
 import { createPurgeStarter } from '../../api/purges/purges';
@@ -94,8 +95,11 @@ export interface ProjectRows {
  * A dev server that removes a deleted execution within a second or two (the history service acknowledges its transfer
  * queue every 30 s by default, history.transferProcessorUpdateAckInterval), with the search attributes registered.
  */
-export const purgeEnvironment = () =>
-  createLocalEnvironment({ dynamicConfig: { 'history.transferProcessorUpdateAckInterval': '"500ms"' } });
+export const purgeEnvironment = (searchAttributes = true) =>
+  createLocalEnvironment({
+    searchAttributes,
+    dynamicConfig: { 'history.transferProcessorUpdateAckInterval': '"500ms"' },
+  });
 
 /** Each retry 100-200 ms, given up after a minute: a fall a receiver refuses stays open for the test to watch. */
 export const retrying: ActivityConfig = { ...fastConfig, BREAKER_FAILURE_THRESHOLD: 10_000 };
@@ -104,8 +108,8 @@ export const retrying: ActivityConfig = { ...fastConfig, BREAKER_FAILURE_THRESHO
  * Mocha hooks and helpers of a purge suite (call inside a describe): one Temporal dev server, database and API per
  * suite, a fresh task queue per test. Read `taskQueue` inside tests only.
  */
-export function usePurgeSuite() {
-  const fx = useDeliveryFixture(purgeEnvironment);
+export function usePurgeSuite(createEnvironment: () => Promise<TestWorkflowEnvironment> = purgeEnvironment) {
+  const fx = useDeliveryFixture(createEnvironment);
   let api: LocalServer;
   let taskQueue: string;
   const appDeps = {} as AppDeps;
@@ -133,7 +137,7 @@ export function usePurgeSuite() {
   /** A real worker with the real activities (deliveries and purges) on this test's queue while `work` runs. */
   const withWorker = <T>(
     work: () => Promise<T>,
-    options: Pick<DeliveryWorkerOptions, 'wrapPurgeActivities' | 'purgeDeliveryBatch'> = {},
+    options: Pick<DeliveryWorkerOptions, 'wrapPurgeActivities' | 'purgeDeliveryBatch' | 'searchAttributes'> = {},
   ): Promise<T> => fx.runWorker(() => work(), { taskQueue, config: retrying, ...options });
 
   /**
