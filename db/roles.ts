@@ -22,6 +22,7 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   webhook_registrations: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'UPDATE', 'DELETE'] },
   deliveries: { api: ['SELECT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   delivery_attempts: { api: ['SELECT'], worker: ['SELECT', 'INSERT'] },
+  // DELETE: a purge removes the project's health row (no foreign key cascades it).
   endpoint_health: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   webhook_circuit_breakers: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   // A new registration takes over the waiters its project's deleted one left (db/endpoints/waiter-handover.ts).
@@ -29,11 +30,12 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   webhook_unregistered_waiters: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
   // A purge deletes the project's send limits (the API's alone otherwise).
   webhook_send_limits: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'DELETE'] },
+  // DELETE for the worker: a purge removes the project's contacts and the notices told, counting them.
   project_notification_contacts: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
   project_notices: { api: [], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   // Pause notices are queued by the action that pauses or resumes (API, or a worker's expiry) and sent by a worker.
   project_notice_outbox: { api: ['INSERT'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
-  // Live portal links, counted per project when one is made (their ids, never their tokens).
+  // Live portal links, counted per project when one is made (their ids, never their tokens); a purge deletes them.
   portal_links: { api: ['SELECT', 'INSERT', 'DELETE'], worker: ['SELECT', 'DELETE'] },
   // Append-only: the chain is extended and read, never changed; pruning is the owner's (`webhooks audit prune`).
   audit_events: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'INSERT'] },
