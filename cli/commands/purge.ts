@@ -52,7 +52,10 @@ async function confirm(io: CliIo, projectId: string): Promise<void> {
     `This destroys everything of project ${projectId} for good (Temporal histories, registration and secrets, ` +
       'contacts, portal links, members, delivery log, data keys). Type the project id again to confirm: ',
   );
-  if (typed === undefined) throw new UsageError('confirm by typing the project id on stdin, or pass --yes');
+  if (typed === undefined) {
+    io.err('');
+    throw new UsageError('confirm by typing the project id on stdin, or pass --yes');
+  }
   if (typed.trim() !== projectId)
     throw new CliError(`Not confirmed: what was typed is not ${projectId}; nothing was purged`);
 }

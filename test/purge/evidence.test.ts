@@ -174,6 +174,27 @@ describe('purge: audit rows, certificate, CLI and bad input (Temporal dev server
     });
   });
 
+  it('webhooks project purge run again after its purge failed: the same purge, run again from where it stopped', async () => {
+    const { projectId } = await s.project();
+    // No worker yet: the purge is recorded and its workflow waits; then it is made to have failed at its first step.
+    const started = await cli(['project', 'purge', projectId, '--yes', '--no-wait']);
+    assert.equal(started.code, 0, started.stderr);
+    const [id] = started.stdout.split('\t');
+    await s.fx.env.client.workflow.getHandle(purgeWorkflowId(id!)).terminate('a worker that never came (a test)');
+    await store.closePurge(s.db(), id!, { status: 'failed', failure: 'stopped by a test' });
+    await s.withWorker(async () => {
+      const again = await cli(['project', 'purge', projectId, '--yes']);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stderr, new RegExp(`purge ${id} had failed: run again from its step executions`));
+      const [line, ...json] = again.stdout.split('\n');
+      assert.equal(line, `${id}\tpending`);
+      const done = JSON.parse(json.join('\n')) as PurgeReply;
+      assert.deepEqual([done.id, done.status, done.failure], [id, 'completed', undefined]);
+      const actions = (await store.purgeAuditEvents(s.db(), { id: id!, projectId })).map((e) => e.action);
+      assert.deepEqual(actions, ['purge.request', 'purge.resume', 'purge.complete']);
+    });
+  });
+
   it('bad input changes nothing: an unknown project is a 404, a malformed id a 400, a member a 403; the CLI says the same', async () => {
     const { projectId } = await s.project();
     await s.withWorker(async () => {
