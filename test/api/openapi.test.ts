@@ -1012,6 +1012,9 @@ describe('openapi: the document at /openapi.json', () => {
       assert.equal(pending.status, 'pending');
       const refused = await expect(UPDATE, 409, { user: 'alice', body: { projectId: p, types: ['FALL_DETECTION'] } });
       assert.equal(refused.purgeId, id);
+      await expect(DELETE, 204, { path: at(DELETE.slice(7), p), user: 'alice' });
+      const unregistered = await expect(REGISTER, 409, { user: 'alice', body: body(p) });
+      assert.match(String(unregistered.detail), new RegExp(`Project ${p} is being purged \\(purge ${id}\\)`));
       await expect(CERTIFICATE, 409, { path: `/purges/${id}/certificate`, user: OPERATOR });
       await store.closePurge(t.db, id, { status: 'failed', failure: 'stopped by a test' });
       const resumed = await expect(REQUEST, 202, { user: OPERATOR, body: { projectId: p } });
