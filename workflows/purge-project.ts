@@ -48,10 +48,10 @@ export const PURGE_CONFIRMING_LOOKS = 3;
 const LOOK_AGAIN_MS = 1_000;
 
 /**
- * Purges one project: marks nothing new (the recorded purge itself refuses registrations), deletes every workflow
+ * Purges one project, whose recorded purge already refuses any new or changed registration: deletes every workflow
  * execution of the project from Temporal with batch jobs until several looks in a row find none, deletes its rows
  * from the database (the project's last), destroys its data keys, and records the purge completed with its audit row.
- * Each step is idempotent: run again after a failure, it finishes from where it stopped.
+ * Each step is idempotent: run again after a failure, it does again only what is left.
  */
 export async function purgeProject(input: PurgeProjectInput): Promise<PurgeState> {
   const state: PurgeState = {
