@@ -1,4 +1,5 @@
 // Purges of whole projects, what each removed, and the deletion of a project's rows. Kept after the project is gone.
+import type { PurgeCounts } from '../common/purge';
 import type { Db } from './connection';
 import type { AuditActor } from './audit/events';
 
@@ -100,6 +101,19 @@ const toPurge = (c: PurgeColumns): PurgeRow => ({
   requestAuditId: c.request_audit_id,
   outcomeAuditId: c.outcome_audit_id,
   failure: c.failure,
+});
+
+/** A purge's counts as its record holds them (the API's view, the activities' answers and the audit row alike). */
+export const purgeCounts = (row: PurgeRow): PurgeCounts => ({
+  executionsDeleted: row.executionsDeleted,
+  registrationsDeleted: row.registrationsDeleted,
+  portalLinksDeleted: row.portalLinksDeleted,
+  contactsDeleted: row.contactsDeleted,
+  noticesDeleted: row.noticesDeleted,
+  membersDeleted: row.membersDeleted,
+  deliveryRowsDeleted: row.deliveryRowsDeleted,
+  attemptsDeleted: row.attemptsDeleted,
+  dataKeysDestroyed: row.dataKeysDestroyed.length,
 });
 
 const inTransaction = <T>(db: Db, work: (trx: Db) => Promise<T>): Promise<T> =>

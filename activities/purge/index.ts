@@ -20,6 +20,7 @@ import {
   deleteProjectRows,
   destroyProjectDataKeys,
   findPurge,
+  purgeCounts,
   recordPurgeBatchJob,
   recordPurgeExecutions,
   recordPurgedDataKeys,
@@ -59,19 +60,6 @@ export interface PurgeActivityDeps {
   /** Delivery log rows one transaction deletes (PURGE_DELIVERY_BATCH unless given; tests take small ones). */
   deliveryBatch?: number;
 }
-
-/** A purge's counts as its record holds them. */
-export const purgeCountsOf = (row: PurgeRow): PurgeCounts => ({
-  executionsDeleted: row.executionsDeleted,
-  registrationsDeleted: row.registrationsDeleted,
-  portalLinksDeleted: row.portalLinksDeleted,
-  contactsDeleted: row.contactsDeleted,
-  noticesDeleted: row.noticesDeleted,
-  membersDeleted: row.membersDeleted,
-  deliveryRowsDeleted: row.deliveryRowsDeleted,
-  attemptsDeleted: row.attemptsDeleted,
-  dataKeysDestroyed: row.dataKeysDestroyed.length,
-});
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -195,8 +183,8 @@ export function createPurgeActivities({ db, temporal, logger, deliveryBatch }: P
       while ((await deleteProjectDeliveryRows(db, purge.id, purge.projectId, deliveryBatch)) > 0) heartbeat();
       await deleteProjectRows(db, purge.id, purge.projectId);
       const row = (await findPurge(db, purge.id))!;
-      logger.info({ purgeId: purge.id, ...purgeCountsOf(row) }, 'purge: rows');
-      return purgeCountsOf(row);
+      logger.info({ purgeId: purge.id, ...purgeCounts(row) }, 'purge: rows');
+      return purgeCounts(row);
     },
 
     /** The project's data keys destroyed (tombstones kept), their ids added to the purge's record. */
@@ -207,7 +195,7 @@ export function createPurgeActivities({ db, temporal, logger, deliveryBatch }: P
         await recordPurgedDataKeys(trx, purge.id, await destroyProjectDataKeys(trx, purge.projectId));
         return (await findPurge(trx, purge.id))!;
       });
-      return purgeCountsOf(row);
+      return purgeCounts(row);
     },
 
     /**
@@ -217,13 +205,13 @@ export function createPurgeActivities({ db, temporal, logger, deliveryBatch }: P
     async completePurge(input: PurgeProjectInput): Promise<PurgeCounts> {
       // Completed already (this activity retried after its transaction committed): the counts as recorded.
       const purge = await recordedPurge(input, 'refuse', 'allow');
-      if (purge.status === 'completed') return purgeCountsOf(purge);
+      if (purge.status === 'completed') return purgeCounts(purge);
       while ((await deleteProjectDeliveryRows(db, purge.id, purge.projectId, deliveryBatch)) > 0) heartbeat();
       return db.transaction(async (trx) => {
         const closed = await closePurge(trx, input.purgeId, { status: 'completed' });
         const row = closed ?? (await findPurge(trx, input.purgeId))!;
         if (closed) await recordOutcome(trx, closed, 'ok');
-        return purgeCountsOf(row);
+        return purgeCounts(row);
       });
     },
 
@@ -249,7 +237,7 @@ export function createPurgeActivities({ db, temporal, logger, deliveryBatch }: P
         purgeId: purge.id,
         status: purge.status,
         step: purge.step,
-        ...purgeCountsOf(purge),
+        ...purgeCounts(purge),
         dataKeysDestroyed: purge.dataKeysDestroyed,
         batchJobs: purge.batchJobs.map((job) => job.jobId),
         ...(purge.failure !== null && { failure: purge.failure }),

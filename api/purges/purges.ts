@@ -105,18 +105,6 @@ const NOT_ERASED = [
 
 const iso = (date: Date) => date.toISOString();
 
-const countsOf = (row: store.PurgeRow): PurgeCounts => ({
-  executionsDeleted: row.executionsDeleted,
-  registrationsDeleted: row.registrationsDeleted,
-  portalLinksDeleted: row.portalLinksDeleted,
-  contactsDeleted: row.contactsDeleted,
-  noticesDeleted: row.noticesDeleted,
-  membersDeleted: row.membersDeleted,
-  deliveryRowsDeleted: row.deliveryRowsDeleted,
-  attemptsDeleted: row.attemptsDeleted,
-  dataKeysDestroyed: row.dataKeysDestroyed.length,
-});
-
 function view(row: store.PurgeRow): PurgeView {
   return {
     id: row.id,
@@ -125,7 +113,7 @@ function view(row: store.PurgeRow): PurgeView {
     step: row.step,
     requestedAt: iso(row.requestedAt),
     ...(row.completedAt && { completedAt: iso(row.completedAt) }),
-    counts: countsOf(row),
+    counts: store.purgeCounts(row),
     ...(row.failure !== null && { failure: row.failure }),
   };
 }
@@ -234,7 +222,7 @@ export async function purgeCertificate(db: Knex, id: string): Promise<PurgeCerti
     requestedBy: { kind, ...(subject !== undefined && { subject }), ...(issuer !== undefined && { issuer }) },
     requestedAt: iso(row.requestedAt),
     completedAt: iso(row.completedAt),
-    counts: countsOf(row),
+    counts: store.purgeCounts(row),
     dataKeysDestroyed: row.dataKeysDestroyed,
     temporalBatchJobs: row.batchJobs.map(({ jobId, deleted, failed }) => ({ jobId, deleted, failed })),
     erased: ERASED,
