@@ -42,6 +42,11 @@ export interface PurgeCounts {
 export interface PurgeProjectInput {
   purgeId: string;
   projectId: string;
+  /**
+   * How long an attempt cut off by its execution's deletion may still write its log row (an attempt's deadline): the
+   * rows are deleted only after it. None when absent.
+   */
+  lateWritesMs?: number;
 }
 
 /** One look at the project's executions in Temporal: how many a visibility query still finds after the round. */

@@ -66,6 +66,8 @@ export async function purgeProject(input: PurgeProjectInput): Promise<PurgeState
     await checkPurgeRequest(input);
     await deleteExecutions(input, state);
     state.step = 'rows';
+    // An attempt in flight when its execution was deleted still ends, and writes its log row: the rows go after it.
+    if (input.lateWritesMs) await sleep(input.lateWritesMs);
     Object.assign(state, await deletePurgedProjectRows(input));
     state.step = 'data-keys';
     Object.assign(state, await destroyPurgedProjectKeys(input));

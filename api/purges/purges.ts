@@ -6,6 +6,7 @@ import type { Knex } from 'knex';
 import type { Client } from '@temporalio/client';
 import { WorkflowIdReusePolicy } from '@temporalio/common';
 import type { Config } from '../../common/config';
+import { attemptDeadlineMs } from '../../common/contract';
 import {
   PURGE_PROJECT_WORKFLOW_TYPE,
   purgeWorkflowId,
@@ -24,7 +25,7 @@ import { validatePurgeRequest } from './schemas';
  * Starts the job of a recorded purge, or leaves it running when it is: a purge started again runs under the same
  * workflow id. Rejects when Temporal would not start it (a new request is then rolled back).
  */
-export type PurgeStarter = (purge: PurgeProjectInput) => Promise<void>;
+export type PurgeStarter = (purge: Pick<PurgeProjectInput, 'purgeId' | 'projectId'>) => Promise<void>;
 
 /** What the purge routes and commands need: the database and the job's starter. */
 export interface PurgeDeps {
@@ -118,17 +119,21 @@ function view(row: store.PurgeRow): PurgeView {
   };
 }
 
-/** The operator's starter of `purgeProject` on the workers' queue, behind every delivery (lowest priority). */
+/**
+ * The operator's starter of `purgeProject` on the workers' queue, behind every delivery (lowest priority). Its rows
+ * are deleted an attempt's deadline (WEBHOOK_TIMEOUT_MS and its margin) after its executions, unless told otherwise.
+ */
 export function createPurgeStarter(
   temporal: Client | (() => Promise<Client>),
-  config: Pick<Config, 'TEMPORAL_TASK_QUEUE'>,
+  config: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'WEBHOOK_TIMEOUT_MS'>,
+  { lateWritesMs = attemptDeadlineMs(config.WEBHOOK_TIMEOUT_MS) }: { lateWritesMs?: number } = {},
 ): PurgeStarter {
   return async (input) => {
     const client = typeof temporal === 'function' ? await temporal() : temporal;
     await client.workflow.start(PURGE_PROJECT_WORKFLOW_TYPE, {
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       workflowId: purgeWorkflowId(input.purgeId),
-      args: [{ purgeId: input.purgeId, projectId: input.projectId } satisfies PurgeProjectInput],
+      args: [{ purgeId: input.purgeId, projectId: input.projectId, lateWritesMs } satisfies PurgeProjectInput],
       // Run again after it failed or was terminated; left as it is while it runs.
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
       workflowIdConflictPolicy: 'USE_EXISTING',

@@ -45,6 +45,8 @@ describe('purge: audit rows, certificate, CLI and bad input (Temporal dev server
         DATABASE_URL: s.fx.database.url,
         TEMPORAL_ADDRESS: s.fx.env.address,
         TEMPORAL_TASK_QUEUE: s.taskQueue,
+        // The shortest attempt there is: the CLI's purge waits its deadline (5.1 s) before deleting the rows.
+        WEBHOOK_TIMEOUT_MS: '100',
         ...testAuditEnv(digestDir),
       },
       out: (line) => void out.push(line),

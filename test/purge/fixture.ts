@@ -123,7 +123,15 @@ export function usePurgeSuite(createEnvironment: () => Promise<TestWorkflowEnvir
       sendTestEvent: () => Promise.reject(new Error('not used here')),
       operators: { subjects: new Set([OPERATOR]) },
       // Each test's worker polls its own queue: the purge's job goes there.
-      purges: { start: (purge) => createPurgeStarter(fx.env.client, { TEMPORAL_TASK_QUEUE: taskQueue })(purge) },
+      // An attempt's deadline there is short: the rows go half a second after the executions.
+      purges: {
+        start: (purge) =>
+          createPurgeStarter(
+            fx.env.client,
+            { TEMPORAL_TASK_QUEUE: taskQueue, WEBHOOK_TIMEOUT_MS: retrying.WEBHOOK_TIMEOUT_MS },
+            { lateWritesMs: 500 },
+          )(purge),
+      },
     } satisfies AppDeps);
     api = await listenLocal(createApp(appDeps).callback());
   });
