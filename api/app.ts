@@ -30,6 +30,8 @@ import {
 import { auditRouter } from './audit/router';
 import { erasuresRouter } from './erasures/router';
 import type { ErasureDeps } from './erasures/erasures';
+import { purgesRouter } from './purges/router';
+import type { PurgeDeps } from './purges/purges';
 import type { OperatorPolicy } from './auth/operator-policy';
 import { createPortalTokens, type PortalTokens } from './auth/portal-tokens';
 import { portalPageRouter, portalSessionsRouter } from './portal/router';
@@ -72,10 +74,12 @@ export interface AppDeps {
   pauseMaxHours?: number;
   /** Portal links: their signer (a key made per process when absent), PUBLIC_BASE_URL, PORTAL_FRAME_ANCESTORS, PORTAL_LINKS_PER_PROJECT. */
   portal?: { tokens?: PortalTokens; publicBaseUrl?: string; frameAncestors?: string[]; linksPerProject?: number };
-  /** Who reads the whole audit trail (GET /audit) and asks for erasures; the codec's operators when absent. */
+  /** Who reads the whole audit trail (GET /audit) and asks for erasures and purges; the codec's operators when absent. */
   operators?: OperatorPolicy;
   /** Erasure of a person's deliveries (POST /erasures): the person hash key and the job's starter; without it, 503. */
   erasures?: Omit<ErasureDeps, 'db'>;
+  /** The purge of a whole project (POST /purges): the job's starter; without it, 503. */
+  purges?: Omit<PurgeDeps, 'db'>;
   /** The bench's stand-in for the audit trail's append (bench/audit.ts), to measure the rows' cost; never configured. */
   auditWriter?: AuditWriter;
 }
@@ -150,6 +154,11 @@ export function createApp(deps: AppDeps): Koa {
     operators,
     ...(deps.erasures && { erasures: { db: deps.db, ...deps.erasures } }),
   });
+  const purges = purgesRouter({
+    db: deps.db,
+    operators,
+    ...(deps.purges && { purges: { db: deps.db, ...deps.purges } }),
+  });
   const portalTokens = deps.portal?.tokens ?? createPortalTokens([{ id: 'process', key: randomBytes(32) }]);
   const portalPage = portalPageRouter(deps.portal);
   const portalSessions = portalSessionsRouter({
@@ -170,6 +179,7 @@ export function createApp(deps: AppDeps): Koa {
       portalSessions,
       audit,
       erasures,
+      purges,
       ...(codec ? [codec] : []),
     ]),
   );
@@ -190,6 +200,7 @@ export function createApp(deps: AppDeps): Koa {
   app.use(portalSessions.routes());
   app.use(audit.routes());
   app.use(erasures.routes());
+  app.use(purges.routes());
   if (codec) app.use(codec.routes());
 
   // Only errors thrown outside the problem-details middleware land here.

@@ -27,6 +27,7 @@ import { createApp, type AppDeps } from './app';
 import { testSlotLeaseMs } from './http/send-limits';
 import { createRedeliveryStarter, createWorkflowEndWatcher } from './deliveries/redelivery';
 import { createErasureStarter } from './erasures/erasures';
+import { createPurgeStarter } from './purges/purges';
 import { createHttpServer } from './http/http-server';
 import { authOptionsFromConfig } from './auth/authenticate';
 import { readinessConnection, searchAttributesCheck } from './health/router';
@@ -136,6 +137,7 @@ export async function startApi(config: Config, logger: Logger, deps: StartApiDep
       pauseMaxHours: config.PAUSE_MAX_HOURS,
       codec: { codec: payloadCodec, ...codecAccessFromConfig(config) },
       erasures: { personHashKey, start: createErasureStarter(temporal, config) },
+      purges: { start: createPurgeStarter(temporal, config) },
       portal: {
         tokens: createPortalTokens(portalSigningKeys(keyRing)),
         publicBaseUrl: config.PUBLIC_BASE_URL,

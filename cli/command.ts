@@ -12,6 +12,8 @@ export interface CliIo {
   env: NodeJS.ProcessEnv;
   out: (line: string) => void;
   err: (line: string) => void;
+  /** Asks the operator (prompt on err) and resolves to the line typed; undefined when there is no input to read. */
+  readLine?: (prompt: string) => Promise<string | undefined>;
 }
 
 /** One operator command; `args` are the words after the command's name. Resolves to the exit code (0 when void). */

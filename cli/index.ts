@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // Operator CLI: `npm run cli -- <command>` or the `webhooks` bin.
+import { createInterface } from 'node:readline';
 import { ConfigError } from '../common/config';
 import { CliError, UsageError, type CliCommand, type CliIo } from './command';
 import { memberAdd, memberRemove } from './commands/member';
@@ -12,11 +13,13 @@ import { deliveriesList, deliveriesRecover, deliveriesRedeliver } from './comman
 import { dataKeysRewrap, secretsReseal } from './commands/secrets';
 import { auditDigest, auditExport, auditKeygen, auditPrune, auditPublicKey, auditVerify } from './commands/audit';
 import { erasureCertificateCommand, erasureRequest, erasureStatusCommand } from './commands/erasure';
+import { projectPurge, purgeCertificateCommand, purgeStatusCommand } from './commands/purge';
 
 /** Every command by its words; add one with one line. */
 export const commands: Record<string, CliCommand> = {
   migrate,
   'project add': projectAdd,
+  'project purge': projectPurge,
   'member add': memberAdd,
   'member remove': memberRemove,
   token,
@@ -36,6 +39,8 @@ export const commands: Record<string, CliCommand> = {
   'erasure request': erasureRequest,
   'erasure status': erasureStatusCommand,
   'erasure certificate': erasureCertificateCommand,
+  'purge status': purgeStatusCommand,
+  'purge certificate': purgeCertificateCommand,
 };
 
 export function usage(): string {
@@ -55,10 +60,29 @@ function findCommand(argv: string[]): { name: string; command: CliCommand; args:
   return undefined;
 }
 
+/** One line of stdin, the prompt on stderr; undefined when stdin ends first. */
+function readLine(prompt: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const lines = createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
+    let answered = false;
+    lines.once('line', (line) => {
+      answered = true;
+      resolve(line);
+      lines.close();
+    });
+    lines.once('close', () => {
+      if (!answered) resolve(undefined);
+    });
+    lines.setPrompt(prompt);
+    lines.prompt();
+  });
+}
+
 const processIo: CliIo = {
   env: process.env,
   out: (line) => process.stdout.write(line + '\n'),
   err: (line) => process.stderr.write(line + '\n'),
+  readLine,
 };
 
 /** Runs one command and resolves to the process exit code. */

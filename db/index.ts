@@ -18,3 +18,4 @@ export * from './audit/verify';
 export * from './roles';
 export * from './erasures';
 export * from './secrets/data-keys';
+export * from './purges';

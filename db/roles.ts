@@ -15,24 +15,28 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   // Read at every start to check the schema is current (db/connection.ts); only `webhooks migrate` writes it.
   knex_migrations: { api: ['SELECT'], worker: ['SELECT'] },
   knex_migrations_lock: { api: [], worker: [] },
-  // Projects and members are the CLI's (the owner's); the API revokes portal links by bumping a generation.
-  projects: { api: ['SELECT', 'UPDATE'], worker: [] },
-  project_members: { api: ['SELECT'], worker: [] },
-  webhook_registrations: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'UPDATE'] },
+  // Projects and members are the CLI's (the owner's); the API revokes portal links by bumping a generation. A purge (a
+  // worker's activity) deletes a project's rows of these tables and of those below it names, the project's last.
+  projects: { api: ['SELECT', 'UPDATE'], worker: ['SELECT', 'DELETE'] },
+  project_members: { api: ['SELECT'], worker: ['SELECT', 'DELETE'] },
+  webhook_registrations: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'UPDATE', 'DELETE'] },
   deliveries: { api: ['SELECT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   delivery_attempts: { api: ['SELECT'], worker: ['SELECT', 'INSERT'] },
-  endpoint_health: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
+  // DELETE: a purge removes the project's health row (no foreign key cascades it).
+  endpoint_health: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   webhook_circuit_breakers: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   // A new registration takes over the waiters its project's deleted one left (db/endpoints/waiter-handover.ts).
   webhook_breaker_waiters: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   webhook_unregistered_waiters: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
-  webhook_send_limits: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: [] },
-  project_notification_contacts: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT'] },
-  project_notices: { api: [], worker: ['SELECT', 'INSERT', 'UPDATE'] },
+  // A purge deletes the project's send limits (the API's alone otherwise).
+  webhook_send_limits: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'DELETE'] },
+  // DELETE for the worker: a purge removes the project's contacts and the notices told, counting them.
+  project_notification_contacts: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
+  project_notices: { api: [], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   // Pause notices are queued by the action that pauses or resumes (API, or a worker's expiry) and sent by a worker.
   project_notice_outbox: { api: ['INSERT'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
-  // Live portal links, counted per project when one is made (their ids, never their tokens).
-  portal_links: { api: ['SELECT', 'INSERT', 'DELETE'], worker: [] },
+  // Live portal links, counted per project when one is made (their ids, never their tokens); a purge deletes them.
+  portal_links: { api: ['SELECT', 'INSERT', 'DELETE'], worker: ['SELECT', 'DELETE'] },
   // Append-only: the chain is extended and read, never changed; pruning is the owner's (`webhooks audit prune`).
   audit_events: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'INSERT'] },
   // Each chain's head row orders its appends (INSERT … ON CONFLICT DO UPDATE); the trail's id is read, never written.
@@ -48,6 +52,11 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   // codec; a purge (a worker's activity) destroys them; `webhooks data-keys rewrap` (the owner) rewraps them under
   // the newest ring key after a rotation.
   project_data_keys: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
+  // A purge is recorded by the API or the CLI (with its audit row; a failed one is made pending again to be run again)
+  // and carried out by a worker's activities, which record what each step removed; nobody removes the record.
+  purges: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'UPDATE'] },
+  // The executions a purge found before its batch jobs deleted them, each counted once (the worker's alone).
+  purge_executions: { api: [], worker: ['SELECT', 'INSERT'] },
 };
 
 /** The role names of the configuration (DATABASE_API_ROLE, DATABASE_WORKER_ROLE); an unset one gets no grants. */

@@ -5,6 +5,7 @@ import { Client } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createWebhookHttpClient, egressProxy, proxyOrigin, traceHttpClient } from '../activities';
 import { createErasureActivities } from '../activities/erasure';
+import { createPurgeActivities } from '../activities/purge';
 import { temporalConnectionOptions, temporalTokenRefresher } from '../common/temporal/connection';
 import { isDevelopment, type Config } from '../common/config';
 import type { Logger } from '../common/telemetry/logger';
@@ -279,22 +280,29 @@ export async function startWorker(
           }),
       },
     });
+    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter });
     // Erasures run on the same queue: they find a person's delivery runs and delete the closed ones from Temporal.
     const erasureActivities = createErasureActivities({
       db,
       temporal: {
-        client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter }),
+        client,
         namespace: config.TEMPORAL_NAMESPACE,
         listByPersonHash: !isMissing(searchAttributes, [PersonHashKey.name]),
       },
       logger: logger.child({ component: 'erasure' }),
+    });
+    // So do purges: a project's executions deleted by Temporal's batch jobs, its rows, its data keys.
+    const purgeActivities = createPurgeActivities({
+      db,
+      temporal: { client, namespace: config.TEMPORAL_NAMESPACE },
+      logger: logger.child({ component: 'purge' }),
     });
     const worker = await Worker.create({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       ...source,
-      activities: { ...activities, ...erasureActivities },
+      activities: { ...activities, ...erasureActivities, ...purgeActivities },
       dataConverter,
       interceptors: {
         activity: [

@@ -86,6 +86,15 @@ export class RegistrationExistsError extends ApiError {
   }
 }
 
+/** A project whose purge has not completed takes no new or changed registration: its customer's data is being removed. */
+export class ProjectPurgingError extends ApiError {
+  constructor(projectId: string, purgeId: string) {
+    super(409, `Project ${projectId} is being purged (purge ${purgeId}): its webhook cannot be registered or changed`, {
+      purgeId,
+    });
+  }
+}
+
 /** The receiver did not acknowledge the TEST event; `detail` names its status or error. */
 export class TestDeliveryFailedError extends ApiError {
   constructor(detail: string, extensions: Record<string, unknown>) {

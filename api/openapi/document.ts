@@ -6,6 +6,7 @@ import { deliveryPaths, deliverySchemas } from '../deliveries/openapi';
 import { portalPaths, portalSchemas, portalTag } from '../portal/openapi';
 import { auditPaths, auditSchemas, auditTag } from '../audit/openapi';
 import { erasurePaths, erasureSchemas, erasuresTag } from '../erasures/openapi';
+import { purgePaths, purgeSchemas, purgesTag } from '../purges/openapi';
 import { codecDocument } from '../codec/openapi';
 import { healthPaths, healthSchemas } from '../health/openapi';
 import {
@@ -158,6 +159,7 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
       portalTag,
       auditTag,
       erasuresTag,
+      purgesTag,
       ...(options.codec ? [codecDocument.tag] : []),
     ],
     security: [{ bearerAuth: [] }],
@@ -169,6 +171,7 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
       ...noticePaths,
       ...auditPaths,
       ...erasurePaths,
+      ...purgePaths,
       ...(options.codec && codecDocument.paths),
       ...healthPaths,
       '/openapi.json': {
@@ -194,6 +197,7 @@ function buildDocument(options: OpenApiOptions): OpenApiDocument {
         ...noticeSchemas,
         ...auditSchemas,
         ...erasureSchemas,
+        ...purgeSchemas,
         ...(options.codec && codecDocument.schemas),
       },
       responses,

@@ -145,7 +145,10 @@ export const webhookPaths: Paths = {
         '401': ref('responses', 'Unauthorized'),
         '403': ref('responses', 'Forbidden'),
         '404': problemResponse('No project with id {id} was found.'),
-        '409': problemResponse('Webhook has already been registered previously.'),
+        '409': problemResponse(
+          'Webhook has already been registered previously; or the project is being purged (its `purgeId` named): ' +
+            'nothing is stored.',
+        ),
         '413': ref('responses', 'TooLarge'),
         '415': ref('responses', 'UnsupportedMediaType'),
         '503': ref('responses', 'Unavailable'),
@@ -177,6 +180,7 @@ export const webhookPaths: Paths = {
         '401': ref('responses', 'Unauthorized'),
         '403': ref('responses', 'Forbidden'),
         '404': problemResponse('No such project, or: Must register webhook before updating it.'),
+        '409': problemResponse('The project is being purged (its `purgeId` named): nothing is changed.'),
         '413': ref('responses', 'TooLarge'),
         '415': ref('responses', 'UnsupportedMediaType'),
         '503': ref('responses', 'Unavailable'),

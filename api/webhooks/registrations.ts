@@ -8,6 +8,7 @@ import {
   InvalidRequestError,
   NotMemberError,
   ProjectNotFoundError,
+  ProjectPurgingError,
   RegistrationExistsError,
   RegistrationNotFoundError,
   TestDeliveryFailedError,
@@ -89,6 +90,12 @@ export const view = (row: store.RegistrationRow): RegistrationView => ({
 export const noWebhook = (projectId: string) =>
   new RegistrationNotFoundError(`No webhook is registered for project ${projectId}`);
 
+/** A project being purged takes no new or changed registration (409 naming the purge). */
+async function refuseWhilePurging(db: Knex, projectId: string): Promise<void> {
+  const purge = await store.unfinishedPurge(db, projectId);
+  if (purge) throw new ProjectPurgingError(projectId, purge.id);
+}
+
 /** The project exists (else 404) and the user is one of its members (else 403), in that order. */
 export async function assertMember(db: Knex, projectId: string, userId: string): Promise<void> {
   const access = await store.projectAccess(db, projectId, userId);
@@ -103,6 +110,7 @@ export async function registerWebhook(
   actor: store.AuditActor,
 ): Promise<RegistrationView & { secret: string }> {
   await assertMember(deps.db, body.projectId, userId);
+  await refuseWhilePurging(deps.db, body.projectId);
   const created = await deps.db.transaction(async (trx) => {
     const made = await store.createRegistration(trx, deps.secretBox, {
       projectId: body.projectId,
@@ -142,6 +150,7 @@ export async function updateWebhook(
   actor: store.AuditActor,
 ): Promise<RegistrationView> {
   await assertMember(deps.db, body.projectId, userId);
+  await refuseWhilePurging(deps.db, body.projectId);
   await recheckPortalLink();
   return deps.db.transaction(async (trx) => {
     // Locked: the URL and types before are the ones this update replaces, whatever runs beside it.

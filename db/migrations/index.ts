@@ -22,6 +22,7 @@ import * as auditKeyedChain from './020_audit_keyed_chain';
 import * as personHash from './021_person_hash';
 import * as erasures from './022_erasures';
 import * as projectDataKeys from './023_project_data_keys';
+import * as purges from './024_purges';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -48,6 +49,7 @@ const migrations: Record<string, Knex.Migration> = {
   '021_person_hash': personHash,
   '022_erasures': erasures,
   '023_project_data_keys': projectDataKeys,
+  '024_purges': purges,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

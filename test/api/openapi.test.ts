@@ -40,7 +40,7 @@ const UNDOCUMENTED = new Set([
 /** What the brief and the handlers promise, per operation. */
 const EXPECTED_STATUSES: Record<string, string[]> = {
   'POST /webhooks/register': ['201', '400', '401', '403', '404', '409', '413', '415', '429', '503'],
-  'PATCH /webhooks': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'PATCH /webhooks': ['200', '400', '401', '403', '404', '409', '413', '415', '429', '503'],
   'GET /webhooks/project/{projectId}': ['200', '400', '401', '403', '404', '429', '503'],
   'DELETE /webhooks/project/{projectId}': ['204', '400', '401', '403', '404', '429', '503'],
   'POST /webhooks/test/project/{projectId}': ['200', '400', '401', '403', '404', '409', '429', '502', '503'],
@@ -99,6 +99,9 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'POST /erasures': ['202', '400', '401', '403', '413', '415', '429', '503'],
   'GET /erasures/{id}': ['200', '401', '403', '404', '429'],
   'GET /erasures/{id}/certificate': ['200', '401', '403', '404', '409', '429'],
+  'POST /purges': ['200', '202', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'GET /purges/{purgeId}': ['200', '401', '403', '404', '429'],
+  'GET /purges/{purgeId}/certificate': ['200', '401', '403', '404', '409', '429'],
 };
 
 /** The one subject the test app's operator policy lists. */
@@ -154,6 +157,8 @@ describe('openapi: the document at /openapi.json', () => {
   let redeliveryRetained = true;
   /** Whether an erasure's job starts, or Temporal is down (503, nothing recorded). */
   let erasureStarts = true;
+  /** Whether a purge's job starts, or Temporal is down (503, nothing recorded). */
+  let purgeStarts = true;
   const temporal = {
     workflowService: {
       getSystemInfo: () => (temporalUp ? Promise.resolve({}) : Promise.reject(new Error('UNAVAILABLE'))),
@@ -185,6 +190,9 @@ describe('openapi: the document at /openapi.json', () => {
       erasures: {
         personHashKey: randomBytes(32),
         start: () => (erasureStarts ? Promise.resolve() : Promise.reject(new DependencyUnavailableError('Temporal'))),
+      },
+      purges: {
+        start: () => (purgeStarts ? Promise.resolve() : Promise.reject(new DependencyUnavailableError('Temporal'))),
       },
     };
     appDeps.readiness = { temporal, searchAttributes };
@@ -413,7 +421,8 @@ describe('openapi: the document at /openapi.json', () => {
         path.startsWith('/webhooks') ||
         path.startsWith('/codec') ||
         path === '/audit' ||
-        path.startsWith('/erasures')
+        path.startsWith('/erasures') ||
+        path.startsWith('/purges')
       )
         assert.equal(security, undefined, operation);
       else assert.deepEqual(security, [], operation);
@@ -979,6 +988,61 @@ describe('openapi: the document at /openapi.json', () => {
       }
     });
 
+    it('purges: 202, 200, 400, 401, 403, 404, 409, 413, 415, 503; the project’s webhook is 409 while it is purged', async () => {
+      const REQUEST = 'POST /purges';
+      const STATUS = 'GET /purges/{purgeId}';
+      const CERTIFICATE = 'GET /purges/{purgeId}/certificate';
+      const p = await project('alice');
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const recorded = async () => (await t.db('purges').count<{ count: string }[]>('* as count'))[0]!.count;
+      const before = await recorded();
+      purgeStarts = false;
+      try {
+        await expect(REQUEST, 503, { user: OPERATOR, body: { projectId: p } });
+      } finally {
+        purgeStarts = true;
+      }
+      assert.equal(await recorded(), before, 'a job Temporal would not start leaves no record');
+      const accepted = await expect(REQUEST, 202, { user: OPERATOR, body: { projectId: p } });
+      const id = String(accepted.id);
+      assert.equal(accepted.status, 'pending');
+      const again = await expect(REQUEST, 200, { user: OPERATOR, body: { projectId: p } });
+      assert.equal(again.id, id, 'the pending purge, not another');
+      const pending = await expect(STATUS, 200, { path: `/purges/${id}`, user: OPERATOR });
+      assert.equal(pending.status, 'pending');
+      const refused = await expect(UPDATE, 409, { user: 'alice', body: { projectId: p, types: ['FALL_DETECTION'] } });
+      assert.equal(refused.purgeId, id);
+      await expect(DELETE, 204, { path: at(DELETE.slice(7), p), user: 'alice' });
+      const unregistered = await expect(REGISTER, 409, { user: 'alice', body: body(p) });
+      assert.match(String(unregistered.detail), new RegExp(`Project ${p} is being purged \\(purge ${id}\\)`));
+      await expect(CERTIFICATE, 409, { path: `/purges/${id}/certificate`, user: OPERATOR });
+      await store.closePurge(t.db, id, { status: 'failed', failure: 'stopped by a test' });
+      const resumed = await expect(REQUEST, 202, { user: OPERATOR, body: { projectId: p } });
+      assert.deepEqual([resumed.id, resumed.status], [id, 'pending']);
+      await store.closePurge(t.db, id, { status: 'completed' });
+      const certificate = await expect(CERTIFICATE, 200, { path: `/purges/${id}/certificate`, user: OPERATOR });
+      assert.equal(certificate.purgeId, id);
+      const invalid = await expect(REQUEST, 400, { user: OPERATOR, body: { projectId: 'not a project id' } });
+      assert.deepEqual(
+        (invalid.errors as { pointer: string }[]).map((e) => e.pointer),
+        ['/projectId'],
+      );
+      await expect(REQUEST, 400, { user: OPERATOR, raw: '{not json' });
+      await expect(REQUEST, 404, { user: OPERATOR, body: { projectId: 'no-such-project' } });
+      await expect(REQUEST, 401, { body: { projectId: p } });
+      await expect(REQUEST, 403, { user: 'alice', body: { projectId: p } });
+      await expect(REQUEST, 413, { user: OPERATOR, body: { projectId: 'A'.repeat(200_000) } });
+      await expect(REQUEST, 415, { user: OPERATOR, raw: 'projectId=x', contentType: 'text/plain' });
+      for (const [operation, path] of [
+        [STATUS, `/purges/${randomUUID()}`],
+        [CERTIFICATE, `/purges/${randomUUID()}/certificate`],
+      ] as const) {
+        await expect(operation, 404, { path, user: OPERATOR });
+        await expect(operation, 401, { path });
+        await expect(operation, 403, { path: path.replace(/[0-9a-f-]{36}/, id), user: 'alice' });
+      }
+    });
+
     it('every operation that refuses callers: 429 before it runs once the caller has used up its refusals', async () => {
       const p = await project('alice');
       const limited = await listenLocal(
@@ -997,7 +1061,8 @@ describe('openapi: the document at /openapi.json', () => {
           const path = operation
             .slice(method.length + 1)
             .replace('{projectId}', p)
-            .replace('{id}', 'evt-failed');
+            .replace('{id}', 'evt-failed')
+            .replace('{purgeId}', 'no-such-purge');
           const answer = await expect(operation, 429, {
             path,
             user: caller,

@@ -161,8 +161,11 @@ describe('database roles: the API and the workers connect as roles of their own'
     await refusesEach(asWorker, [
       ...TRAIL_REWRITES,
       `INSERT INTO project_members (project_id, user_id) VALUES ('${projectId}', 'mallory')`,
-      'DELETE FROM webhook_registrations',
-      'SELECT * FROM project_members',
+      // A purge deletes a project's rows; it never makes or changes one, nor removes a purge's record.
+      `INSERT INTO projects (id) VALUES ('${projectId}-2')`,
+      'UPDATE projects SET name = name',
+      'INSERT INTO webhook_registrations (id) VALUES (gen_random_uuid())',
+      'DELETE FROM purges',
     ]);
     await assert.rejects(store.addMember(asWorker, projectId, 'mallory'), refused);
     assert.equal((await store.verifyAuditChain(t.db, { digestDir: emptyDigestDir() })).fault, undefined);
@@ -201,10 +204,26 @@ describe('database roles: the API and the workers connect as roles of their own'
     const holder = randomUUID();
     const erasureId = randomUUID();
     const personHash = 'ab'.repeat(32);
+    const purgeId = randomUUID();
+    const purged = `roles-${randomUUID().slice(0, 8)}`;
+    await store.addProject(t.db, purged);
+    await store.addMember(t.db, purged, 'alice');
     const api: Record<string, () => Promise<unknown>> = {
       insertErasure: () =>
         store.insertErasure(asApi, { id: erasureId, personHash, requestedBy: { kind: 'member', subject: 'ops' } }),
       findErasure: () => store.findErasure(asApi, erasureId),
+      registerPurgedProject: () =>
+        store.createRegistration(asApi, secretBox, {
+          projectId: purged,
+          url: 'https://r.example/p',
+          types: ['FALL_DETECTION'],
+        }),
+      purgedProjectContacts: () =>
+        store.setNotificationContacts(asApi, purged, { url: 'https://n.example/', emails: ['ops@example.com'] }),
+      insertPurge: () =>
+        store.insertPurge(asApi, { id: purgeId, projectId: purged, requestedBy: { kind: 'member', subject: 'ops' } }),
+      unfinishedPurge: () => store.unfinishedPurge(asApi, purged),
+      reopenPurge: () => store.reopenPurge(asApi, purgeId),
       portalLinkState: () => store.portalLinkState(asApi, projectId, 'alice'),
       revokePortalLinks: () => store.revokePortalLinks(asApi, projectId),
       updateRegistration: () => store.updateRegistration(asApi, projectId, { types: ['FALL_DETECTION'] }),
@@ -297,6 +316,25 @@ describe('database roles: the API and the workers connect as roles of their own'
       recordErasureLook: () =>
         store.recordErasureLook(asWorker, erasureId, [{ workflowId: 'wf-erased', runId: 'r1', state: 'deleted' }], 1),
       unconfirmedErasureExecutions: () => store.unconfirmedErasureExecutions(asWorker, erasureId),
+      purgeProject: async () => {
+        await store.recordPurgeBatchJob(asWorker, purgeId, {
+          jobId: `purge-${purgeId}-1`,
+          state: 'completed',
+          total: 1,
+          deleted: 1,
+          failed: 0,
+        });
+        await store.recordPurgeExecutions(asWorker, purgeId, [{ workflowId: 'wf-purged', runId: 'r1' }]);
+        await store.setPurgeStep(asWorker, purgeId, 'rows');
+        await store.deleteProjectDeliveryRows(asWorker, purgeId, purged);
+        await store.deleteProjectRows(asWorker, purgeId, purged);
+        await store.recordPurgedDataKeys(asWorker, purgeId, await store.destroyProjectDataKeys(asWorker, purged));
+        await asWorker.transaction(async (trx) => {
+          await store.closePurge(trx, purgeId, { status: 'completed' });
+          const row = await store.appendAuditEvent(trx, { actor: { kind: 'system' }, action: 'x', outcome: 'ok' });
+          await store.setPurgeOutcomeAudit(trx, purgeId, row.id);
+        });
+      },
       closeErasure: () =>
         asWorker.transaction(async (trx) => {
           await store.closeErasure(trx, erasureId, { status: 'completed' });
@@ -315,6 +353,12 @@ describe('database roles: the API and the workers connect as roles of their own'
         if (claimed) await store.releaseRedelivery(asApi, claimed);
       },
       removeRegistration: () => store.removeRegistration(asApi, projectId),
+      purgeCertificate: async () => {
+        const purge = await store.findPurge(asApi, purgeId);
+        assert.equal(purge?.status, 'completed');
+        assert.equal(purge?.registrationsDeleted, 1);
+        await store.purgeAuditEvents(asApi, purge);
+      },
       erasureCertificate: async () => {
         const erasure = await store.findErasure(asApi, erasureId);
         await store.erasureAuditEvents(asApi, erasure!);

@@ -19,6 +19,7 @@ import type { Logger } from '../../common/telemetry/logger';
 import type { DeliveryOption } from '../../activities/delivery-options';
 import type { Notify } from '../../activities/notices';
 import { createErasureActivities } from '../../activities/erasure';
+import { createPurgeActivities, type PurgeActivities } from '../../activities/purge';
 import { Registrations, captureLogger, fastConfig } from './deliveries';
 import { createTestDatabase, type TestDatabase } from './postgres';
 import { startTestReceiver, type TestReceiver } from './receiver';
@@ -58,6 +59,10 @@ export interface DeliveryWorkerOptions {
   listByPersonHash?: boolean;
   /** How many of a person's log rows and runs one erasure look takes (LOOK_BATCH unless given). */
   erasureLookBatch?: number;
+  /** How many delivery log rows one transaction of a purge deletes (PURGE_DELIVERY_BATCH unless given). */
+  purgeDeliveryBatch?: number;
+  /** Wraps the real purge activities (a test failing a step once). */
+  wrapPurgeActivities?: (activities: PurgeActivities) => PurgeActivities;
 }
 
 /** What a delivery suite works with; filled in by the hooks, so read it inside tests and hooks only. */
@@ -107,6 +112,15 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
           logger: options.logger ?? captureLogger().logger,
           lookBatch: options.erasureLookBatch,
         }),
+        // And its purges.
+        ...(options.wrapPurgeActivities ?? ((activities) => activities))(
+          createPurgeActivities({
+            db: fixture.database.db,
+            temporal: { client: fixture.env.client, namespace: 'default' },
+            logger: options.logger ?? captureLogger().logger,
+            deliveryBatch: options.purgeDeliveryBatch,
+          }),
+        ),
         ...(options.wrapActivities ?? ((activities) => activities))(
           createActivities({
             db: fixture.database.db,
