@@ -339,8 +339,9 @@ describe('audit verify: keyed chains, signed digests and journals outside the da
   });
 
   it('keeps rows chained before migration 020 verifiable as the legacy chain, and names a row appended to it later', async () => {
-    // Back to the schema before the keyed chains, with rows as the audit-v1 writer chained them.
-    await t.db.migrate.down({ migrationSource });
+    // Back to the schema before the keyed chains, with rows as the audit-v1 writer chained them (the later migrations
+    // touch no audit table: only 020 is undone).
+    await t.db.migrate.down({ migrationSource, name: '020_audit_keyed_chain' });
     let prev = store.AUDIT_GENESIS_HASH;
     const legacyRow = (n: number, prevHash: string) => ({
       id: String(1000 + n),

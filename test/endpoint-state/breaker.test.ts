@@ -224,7 +224,7 @@ describe('circuit breaker per registration', function () {
         probeLeaseMs: 5_000,
         wakeLeaseMs: 600_000,
         intervalMs: 50,
-        dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
+        dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec(fx.database.db)] },
       };
       const failing = captureLogger();
       // Temporal unreachable: a connection closed under the resumer.

@@ -194,7 +194,7 @@ describe('Grafana dashboard against a running API and worker, in a real Promethe
     // Two waves a few scrapes apart, so the counters have risen between samples (a rate over one sample is none).
     const client = new Client({
       connection: env.connection,
-      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
+      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec(database.db)] },
     });
     const emit = (event: Parameters<typeof emitWebhookEvent>[1]) =>
       emitWebhookEvent(client, event, { eventId: randomUUID(), taskQueue });

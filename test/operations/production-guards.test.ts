@@ -31,6 +31,7 @@ import {
 import { createRedeliveryStarter, EventNotTrustedError } from '../../api/deliveries/redelivery';
 import { recoverAsOperator, redeliverAsOperator } from '../../api/deliveries/deliveries';
 import * as store from '../../db';
+import { ProjectDataKeys } from '../../common/crypto/data-keys';
 import { Registrations, USER, fallEvent, newProjectId } from '../support/deliveries';
 import type { TestDatabase } from '../support/postgres';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from '../support/receiver';
@@ -185,7 +186,13 @@ describe('standalone entry points: configured keys only, unless NODE_ENV=develop
 describe('a production worker refuses events not encrypted with the payload key', function () {
   this.timeout(240_000);
   const payloadKeys = generatePayloadKey();
-  const encrypting = () => encryptedDataConverter(new EncryptionCodec(parsePayloadKeyRing(payloadKeys)));
+  /** A client's data converter as the service's processes have it: the ring and the database's data keys. */
+  const encrypting = () =>
+    encryptedDataConverter(
+      new EncryptionCodec(parsePayloadKeyRing(payloadKeys), {
+        dataKeys: new ProjectDataKeys(parsePayloadKeyRing(payloadKeys), store.dataKeyStore(database.db)),
+      }),
+    );
   let env: TestWorkflowEnvironment;
   let database: TestDatabase;
   let registrations: Registrations;

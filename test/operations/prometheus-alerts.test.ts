@@ -114,7 +114,7 @@ describe('alerting rules in a real Prometheus scraping the API and a worker', fu
 
     const client = new Client({
       connection: env.connection,
-      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
+      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec(database.db)] },
     });
     await emitWebhookEvent(client, fallEvent(projectId), { eventId: randomUUID(), taskQueue });
     await receiver.waitForRequests(3, 30_000);

@@ -1,5 +1,7 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { PayloadCodec } from '@temporalio/common';
+import type { Knex } from 'knex';
+import { dataKeyStore } from '../../db';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { createApp, type AppDeps } from '../../api';
 import { listenLocal, type LocalServer } from './jwks-server';
@@ -76,13 +78,17 @@ export interface DeliveryFixture {
 }
 
 /**
- * The worker reads what the CLI and the API encrypt (they use the development key ring in DATA_DIR) and writes
- * plain payloads, so the tests' own Temporal client reads results and histories without the codec.
+ * The worker reads what the CLI and the API encrypt (they use the development key ring in DATA_DIR, and each
+ * project's data key in `db`) and writes plain payloads, so the tests' own Temporal client reads results and histories
+ * without the codec.
  */
-export const decodeOnlyPayloadCodec: PayloadCodec = {
-  encode: (payloads) => Promise.resolve(payloads),
-  decode: (payloads) => payloadCodecFromConfig(loadConfig({ NODE_ENV: 'development' })).decode(payloads),
-};
+export function decodeOnlyPayloadCodec(db: Knex): PayloadCodec {
+  const codec = payloadCodecFromConfig(loadConfig({ NODE_ENV: 'development' }), undefined, dataKeyStore(db));
+  return {
+    encode: (payloads) => Promise.resolve(payloads),
+    decode: (payloads, context) => codec.decode(payloads, context),
+  };
+}
 
 /** Mocha hooks of a delivery suite: one Temporal environment and database per suite, a fresh receiver per test. */
 export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflowEnvironment>): DeliveryFixture {
@@ -97,7 +103,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     });
     const worker = await Worker.create({
       connection: fixture.env.nativeConnection,
-      dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec] },
+      dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec(fixture.database.db)] },
       taskQueue,
       workflowBundle: await workflowBundle(),
       activities: {
@@ -145,7 +151,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       fixture.env.nativeConnection,
       {
         namespace: 'default',
-        dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
+        dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec(fixture.database.db)] },
         ratePerSecond: config.BREAKER_RESUME_RATE_PER_SECOND ?? ISOLATION_DEFAULTS.BREAKER_RESUME_RATE_PER_SECOND,
         probeLeaseMs: attemptDeadlineMs(config.WEBHOOK_TIMEOUT_MS),
         intervalMs: 200,

@@ -239,7 +239,11 @@ describe('tracing: a retried FALL_DETECTION in a real Jaeger', function () {
       'the attempt activity was scheduled with the trace context',
     );
     const workflowBundle = await bundleWorkflowCode({ ...workflowBundleOptions(), logger: new DefaultLogger('ERROR') });
-    const replay = { workflowBundle, dataConverter: tracedHistoryDataConverter(), sinks: workflowSpanSinks(undefined) };
+    const replay = {
+      workflowBundle,
+      dataConverter: tracedHistoryDataConverter(database.db),
+      sinks: workflowSpanSinks(undefined),
+    };
     await Worker.runReplayHistory(replay, history, workflowId);
     if (process.env.RECORD_HISTORIES === '1')
       writeFileSync(HISTORY, temporal.api.history.v1.History.encode(history).finish());

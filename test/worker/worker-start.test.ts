@@ -86,7 +86,7 @@ describe('the worker process, started through worker/start.ts', function () {
     // The worker seals its payloads with the development key ring (DATA_DIR): this client reads them.
     const client = new Client({
       connection: env.connection,
-      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec] },
+      dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec(database.db)] },
     });
     const eventId = `worker-start-${randomUUID()}`;
     await emitWebhookEvent(client, fallEvent(projectId), { eventId, taskQueue });

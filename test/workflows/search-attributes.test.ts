@@ -9,6 +9,7 @@ import { startApi, type RunningApi } from '../../api/server';
 import { loadConfig, type Config } from '../../common/config';
 import type { DeliverWebhookEventResult } from '../../common/contract';
 import { temporalClientOn } from '../../common/temporal/connection';
+import { payloadCodecFromConfig } from '../../common/crypto/payload-codec';
 import * as store from '../../db';
 import { startWorker, type RunningWorker } from '../../worker/start';
 import { USER, captureLogger, fallEvent, fallPayload, newProjectId } from '../support/deliveries';
@@ -47,6 +48,8 @@ describe('a namespace without the ProjectId and WebhookType search attributes (b
     const workerLog = captureLogger();
     let apiLog: ReturnType<typeof captureLogger>;
     const apis: RunningApi[] = [];
+    /** A client's codec as the service's processes have it: the ring and the database's data keys. */
+    const codec = () => payloadCodecFromConfig(config, undefined, store.dataKeyStore(fx.database.db));
 
     before(async () => {
       config = loadConfig(
@@ -78,7 +81,7 @@ describe('a namespace without the ProjectId and WebhookType search attributes (b
       const running = await startApi(settings, apiLog.logger, {
         secretBox: fx.registrations.secretBox,
         ...(eagerStart && {
-          temporal: temporalClientOn(worker.worker.connection!, settings),
+          temporal: temporalClientOn(worker.worker.connection!, settings, worker.payloadCodec),
           eagerStart: true,
         }),
       });
@@ -110,7 +113,7 @@ describe('a namespace without the ProjectId and WebhookType search attributes (b
 
     /** A fall delivered by the worker, started as a plain client would (without search attributes). */
     async function delivered(projectId: string): Promise<string> {
-      const client = temporalClientOn(fx.env.connection, config);
+      const client = temporalClientOn(fx.env.connection, config, codec());
       const workflowId = `webhook-event-${randomUUID()}`;
       const handle = await client.workflow.start('deliverWebhookEvent', {
         args: [fallEvent(projectId)],
@@ -122,7 +125,7 @@ describe('a namespace without the ProjectId and WebhookType search attributes (b
     }
 
     const result = (workflowId: string) =>
-      temporalClientOn(fx.env.connection, config)
+      temporalClientOn(fx.env.connection, config, codec())
         .workflow.getHandle(workflowId)
         .result() as Promise<DeliverWebhookEventResult>;
 
