@@ -3,6 +3,7 @@
 // limit, growth, API throughput, isolation, and on request a search of the engine settings, in one run on this machine;
 // with --dashboard, also the shipped Grafana dashboard's panels over the run (bench/dashboard.ts), drawn into a PNG.
 // Exits 1 when an event is unaccounted for.
+import type { Knex } from 'knex';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -97,6 +98,8 @@ interface RunInputs {
   /** What the run starts, stopped at the end whatever happens (stopAll). */
   processes: BenchProcess[];
   connection?: Connection;
+  /** The emitting client's reads of the projects' data keys. */
+  keysDb?: Knex;
   neighbour?: NeighbourReceiver;
   stack?: BenchStack;
   /** `--dashboard`: the PNG to write, and the Prometheus scraping the run for it. */
@@ -249,6 +252,8 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     temporalConnectionOptions({ ...config, TEMPORAL_ADDRESS: stack.temporalAddress }),
   );
   inputs.connection = connection;
+  const keysDb = createDb(stack.databaseUrl, { max: 2 });
+  inputs.keysDb = keysDb;
   const temporalServer = await connection.workflowService
     .getClusterInfo({})
     .then((info) => info.serverVersion || undefined)
@@ -267,7 +272,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
           payloadCodecFromConfig(
             { PAYLOAD_ENCRYPTION_KEYS: inputs.payloadKeys, DATA_DIR: dataDir, NODE_ENV: 'production' },
             undefined,
-            dataKeyStore(db),
+            dataKeyStore(keysDb),
           ),
         ],
       },
@@ -645,12 +650,13 @@ async function main(): Promise<number> {
 
 /** Closes the client, stops the services, the failing receiver and the stack; safe to call twice. */
 async function stopAll(inputs: RunInputs): Promise<void> {
-  const { connection, neighbour, stack } = inputs;
+  const { connection, keysDb, neighbour, stack } = inputs;
   const capture = inputs.dashboard?.capture;
   if (inputs.dashboard) inputs.dashboard.capture = undefined;
-  Object.assign(inputs, { connection: undefined, neighbour: undefined, stack: undefined });
+  Object.assign(inputs, { connection: undefined, keysDb: undefined, neighbour: undefined, stack: undefined });
   await capture?.stop().catch(() => undefined);
   await connection?.close().catch(() => undefined);
+  await keysDb?.destroy().catch(() => undefined);
   await Promise.all(inputs.processes.splice(0).map((child) => child.stop()));
   await neighbour?.stop().catch(() => undefined);
   await stack?.stop().catch(() => undefined);
