@@ -70,10 +70,11 @@ export const PROJECT_MEMORY = 100_000;
  * AES-256-GCM per payload: the whole payload (metadata and data) is sealed under a random 12-byte nonce; the result
  * carries only `encoding: binary/encrypted` and the key's id. The key id is authenticated (AAD), so it cannot be swapped.
  *
- * With data keys (options.dataKeys), the key is the project's: the project a payload belongs to is the one its value
- * names (an event's input, an attempt's arguments carry `projectId`), else the one this process last saw the same
- * workflow's payloads sealed for (Temporal's serialization context names the workflow). A payload of no known project
- * (a workflow of the service's own, an unencrypted start) is sealed under the ring key as before.
+ * With data keys (options.dataKeys), the key is the project's: the project a payload belongs to is the one a delivery's
+ * value names (an event's input, an attempt's arguments carry `projectId` and `webhookType`), else the one this process
+ * last saw the same workflow's payloads sealed for (Temporal's serialization context names the workflow). A payload of
+ * no known project (the service's own workflows: an erasure, a purge, whose inputs must outlive the project's key) is
+ * sealed under the ring key as before.
  *
  * Payloads that are not encrypted (a foreign client's plain `temporal workflow start`) pass through decode unchanged,
  * or, in the worker, become an UnencryptedPayload marker (options.markUnencrypted).
@@ -188,7 +189,11 @@ function open(payload: Payload, id: string, key: Buffer, what: string): Payload 
   }
 }
 
-/** The project a JSON payload's value names at its top level (`projectId`), if any of the payloads does. */
+/**
+ * The project a delivery's JSON value names at its top level (`projectId`, beside its `webhookType`), if any of the
+ * payloads does. A value with a project but no event type (a purge's input) names none: sealed under the project's key,
+ * the purge that destroys the key could no longer read its own history.
+ */
 function projectNamedBy(payloads: Payload[]): string | undefined {
   for (const payload of payloads) {
     if (metadataText(payload, METADATA_ENCODING_KEY) !== 'json/plain' || !payload.data) continue;
@@ -198,8 +203,8 @@ function projectNamedBy(payloads: Payload[]): string | undefined {
     } catch {
       continue;
     }
-    const projectId = (value as { projectId?: unknown } | null)?.projectId;
-    if (isSafeId(projectId)) return projectId;
+    const { projectId, webhookType } = (value ?? {}) as { projectId?: unknown; webhookType?: unknown };
+    if (isSafeId(projectId) && typeof webhookType === 'string') return projectId;
   }
   return undefined;
 }

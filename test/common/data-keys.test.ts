@@ -49,7 +49,12 @@ const ring = parsePayloadKeyRing(`${generatePayloadKey()},${generatePayloadKey(n
 const value = (payload: Payload) => defaultPayloadConverter.fromPayload<unknown>(payload);
 const text = (payload: Payload, key: string) => Buffer.from(payload.metadata?.[key] ?? new Uint8Array()).toString();
 const event = (projectId: unknown) =>
-  defaultPayloadConverter.toPayload({ projectId, userUUID: 'u-1', payload: { firstName: 'Pat' } });
+  defaultPayloadConverter.toPayload({
+    projectId,
+    webhookType: 'FALL_DETECTION',
+    userUUID: 'u-1',
+    payload: { firstName: 'Pat' },
+  });
 const result = () => defaultPayloadConverter.toPayload({ status: 'delivered' });
 const workflow = (workflowId: string) => ({ type: 'workflow' as const, namespace: 'default', workflowId });
 
@@ -105,12 +110,15 @@ describe('project data keys (envelope encryption in the payload codec)', () => {
     assert.equal(text(written!, DATA_KEY_ID_METADATA_KEY), text(input!, DATA_KEY_ID_METADATA_KEY));
   });
 
-  it('reads the project only from a JSON value’s own projectId in the safe alphabet', async () => {
+  it('reads the project only from a delivery’s JSON value: its own projectId in the safe alphabet, beside its type', async () => {
     const { codec } = envelope();
     for (const payload of [
       event('../etc'),
       event(42),
-      defaultPayloadConverter.toPayload({ nested: { projectId: 'proj-a' } }),
+      defaultPayloadConverter.toPayload({ nested: { projectId: 'proj-a', webhookType: 'FALL_DETECTION' } }),
+      // A purge's input names the project it removes: sealed under that project's key, it could not be read after.
+      defaultPayloadConverter.toPayload({ purgeId: 'p-1', projectId: 'proj-a' }),
+      defaultPayloadConverter.toPayload({ projectId: 'proj-a', webhookType: 7 }),
       { metadata: { encoding: Buffer.from('binary/plain') }, data: Buffer.from('{"projectId":"proj-a"}') },
       { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{not json') },
     ]) {

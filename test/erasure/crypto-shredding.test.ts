@@ -15,12 +15,15 @@ import { ProjectDataKeys } from '../../common/crypto/data-keys';
 import {
   DATA_KEY_ID_METADATA_KEY,
   EncryptionCodec,
+  KEY_ID_METADATA_KEY,
   PayloadDecryptionError,
   generatePayloadKey,
   parsePayloadKeyRing,
 } from '../../common/crypto/payload-codec';
 import { connectTemporalClient } from '../../common/temporal/connection';
-import { dataKeyStore, destroyProjectDataKeys, liveProjectDataKey } from '../../db';
+import { createPurgeStarter, requestPurge } from '../../api/purges/purges';
+import { purgeWorkflowId } from '../../common/purge';
+import { dataKeyStore, findPurge, liveProjectDataKey } from '../../db';
 import { startWorker } from '../../worker/start';
 import { Registrations, captureLogger, fallEvent, newProjectId } from '../support/deliveries';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
@@ -32,7 +35,7 @@ function copyDatabase(from: string, to: string): void {
   for (const suffix of ['', '-wal', '-shm']) if (existsSync(from + suffix)) copyFileSync(from + suffix, to + suffix);
 }
 
-describe('crypto-shredding: a purged project’s histories in a backup of Temporal’s database decode no more', function () {
+describe('crypto-shredding: a purged project’s histories in a backup of Temporal’s database decode no more (Temporal dev server)', function () {
   this.timeout(180_000);
   const folder = mkdtempSync(join(tmpdir(), 'temporal-backup-'));
   const live = join(folder, 'temporal.db');
@@ -85,7 +88,7 @@ describe('crypto-shredding: a purged project’s histories in a backup of Tempor
       (await freshCodec().decode([payload]))[0]!,
     );
 
-  it('a copy taken before the purge decodes the other project’s inputs and none of the purged one’s', async () => {
+  it('a copy taken before the purge (by the real worker) decodes the other project’s inputs and none of the purged one’s', async () => {
     const purged = newProjectId();
     const kept = newProjectId();
     for (const projectId of [purged, kept]) await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
@@ -122,8 +125,31 @@ describe('crypto-shredding: a purged project’s histories in a backup of Tempor
     env = undefined;
     copyDatabase(live, backup);
 
-    const destroyed = await destroyProjectDataKeys(database.db, purged);
-    assert.equal(destroyed.length, 1);
+    // The purge, on the live database again, by the real worker: its executions deleted, its data key destroyed.
+    const destroyedKey = (await liveProjectDataKey(database.db, purged))!.id;
+    env = await createLocalEnvironment({ dbFilename: live });
+    const after = configFor(env.address, taskQueue);
+    const purger = await startWorker(after, captureLogger().logger);
+    const operator = await connectTemporalClient(after);
+    try {
+      const { purge } = await requestPurge(
+        { db: database.db, start: createPurgeStarter(operator, after, { lateWritesMs: 0 }) },
+        { kind: 'cli', subject: 'ops-test' },
+        { projectId: purged },
+      );
+      const workflow = operator.workflow.getHandle(purgeWorkflowId(purge.id));
+      assert.equal((await workflow.result()).status, 'completed');
+      assert.deepEqual((await findPurge(database.db, purge.id))?.dataKeysDestroyed, [destroyedKey]);
+      // The purge's own input is sealed under the ring, not under the key it destroys: its history stays readable.
+      const input = await sealedInput(operator, purgeWorkflowId(purge.id));
+      assert.equal(Buffer.from(input.metadata![KEY_ID_METADATA_KEY]!).toString(), parsePayloadKeyRing(ring)[0]!.id);
+      assert.equal((await opened(input)).projectId, purged);
+    } finally {
+      await operator.connection.close();
+      await purger.shutdown();
+    }
+    await env.teardown();
+    env = undefined;
 
     // A fresh dev server on the copy: every history is still there; only the kept project's inputs decode.
     env = await createLocalEnvironment({ dbFilename: backup });
@@ -137,7 +163,7 @@ describe('crypto-shredding: a purged project’s histories in a backup of Tempor
           freshCodec().decode([input]),
           (error: unknown) =>
             error instanceof PayloadDecryptionError &&
-            error.message.includes(`data key "${destroyed[0]}" of project "${purged}", destroyed`) &&
+            error.message.includes(`data key "${destroyedKey}" of project "${purged}", destroyed`) &&
             !error.message.includes('Pat'),
         );
       }
