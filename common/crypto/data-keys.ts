@@ -37,6 +37,8 @@ export class DataKeyUnavailableError extends Error {
 /** How long an unwrapped key is kept in memory before the store is asked again (so a purge reaches running processes). */
 export const DATA_KEY_CACHE_MS = 60_000;
 
+// Stryker disable next-line StringLiteral: a module constant, read once when the module loads, which a mutant switched on
+// later cannot change (test/common/data-keys.test.ts checks the ids it makes)
 const DATA_KEY_ID_PREFIX = 'pdk_';
 
 /** The AAD of a wrapped key: its id and project, so a wrapped key moved to another row or project does not open. */
@@ -53,7 +55,7 @@ export function unwrapDataKey(ring: readonly RingKey[], stored: StoredDataKey): 
   const name = `data key ${JSON.stringify(stored.id)} of project ${JSON.stringify(stored.projectId)}`;
   if (stored.destroyedAt || !stored.wrapped || !stored.wrappingKeyId)
     throw new DataKeyUnavailableError(
-      `Payload sealed under ${name}, destroyed ${stored.destroyedAt?.toISOString() ?? ''} when the project was purged: ` +
+      `Payload sealed under ${name}, destroyed ${stored.destroyedAt?.toISOString()} when the project was purged: ` +
         'it can no longer be decoded by anyone',
     );
   const ringKey = ring.find(({ id }) => id === stored.wrappingKeyId);

@@ -58,6 +58,8 @@ export interface EncryptionCodecOptions {
    * everything is sealed under the ring key, and payloads sealed under a data key cannot be opened.
    */
   dataKeys?: ProjectDataKeys;
+  /** How many workflows' projects to remember (PROJECT_MEMORY unless given). */
+  projectMemory?: number;
 }
 
 /** Which project data key sealed a payload (envelope encryption); a payload sealed by the ring key names that instead. */
@@ -86,6 +88,7 @@ export class EncryptionCodec implements PayloadCodec {
   private readonly dataKeys?: ProjectDataKeys;
   /** Workflow id → project, as this process sealed or opened its payloads (bounded, oldest forgotten first). */
   private readonly projects = new Map<string, string>();
+  private readonly projectMemory: number;
 
   constructor(ring: PayloadKey[], options: EncryptionCodecOptions = {}) {
     if (ring.length === 0) throw new Error('an encryption codec needs at least one key');
@@ -93,6 +96,7 @@ export class EncryptionCodec implements PayloadCodec {
     this.byId = new Map(ring.map(({ id, key }) => [id, key]));
     this.markUnencrypted = options.markUnencrypted;
     this.dataKeys = options.dataKeys;
+    this.projectMemory = options.projectMemory ?? PROJECT_MEMORY;
   }
 
   async encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
@@ -121,7 +125,7 @@ export class EncryptionCodec implements PayloadCodec {
     if (workflowId === undefined) return;
     this.projects.delete(workflowId);
     this.projects.set(workflowId, projectId);
-    if (this.projects.size > PROJECT_MEMORY) this.projects.delete(this.projects.keys().next().value!);
+    if (this.projects.size > this.projectMemory) this.projects.delete(this.projects.keys().next().value!);
   }
 
   private async decrypt(payload: Payload, workflowId: string | undefined): Promise<Payload> {

@@ -17,6 +17,7 @@ import {
   PayloadDecryptionError,
   generatePayloadKey,
   parsePayloadKeyRing,
+  payloadCodecFromConfig,
 } from '../../common/crypto/payload-codec';
 
 /** The store as the database keeps it, in memory, counting what is asked of it. */
@@ -119,7 +120,10 @@ describe('project data keys (envelope encryption in the payload codec)', () => {
       // A purge's input names the project it removes: sealed under that project's key, it could not be read after.
       defaultPayloadConverter.toPayload({ purgeId: 'p-1', projectId: 'proj-a' }),
       defaultPayloadConverter.toPayload({ projectId: 'proj-a', webhookType: 7 }),
-      { metadata: { encoding: Buffer.from('binary/plain') }, data: Buffer.from('{"projectId":"proj-a"}') },
+      {
+        metadata: { encoding: Buffer.from('binary/plain') },
+        data: Buffer.from('{"projectId":"proj-a","webhookType":"FALL_DETECTION"}'),
+      },
       { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{not json') },
     ]) {
       const [sealed] = await codec.encode([payload]);
@@ -171,13 +175,58 @@ describe('project data keys (envelope encryption in the payload codec)', () => {
   it('refuses a data-key payload in a process without data keys, and altered ciphertext', async () => {
     const { store, codec } = envelope();
     const [sealed] = await codec.encode([event('proj-a')]);
-    await assert.rejects(new EncryptionCodec(ring).decode([sealed!]), /no access to data keys/);
+    await assert.rejects(
+      new EncryptionCodec(ring).decode([sealed!]),
+      /^PayloadDecryptionError: Payload sealed under the project data key "pdk_[0-9a-f]{24}"; this process has no access to data keys \(it needs the service's database\)$/,
+    );
     const data = Buffer.from(sealed!.data!);
     data[20] = data[20]! ^ 1;
     await assert.rejects(
       envelope(store).codec.decode([{ ...sealed!, data }]),
       /Encrypted payload \(data key "pdk_[0-9a-f]{24}"\) failed authentication/,
     );
+  });
+
+  it('remembers the projects of the most recent workflows only, as many as it is told', async () => {
+    const store = new MemoryStore();
+    const codec = new EncryptionCodec(ring, { dataKeys: new ProjectDataKeys(ring, store), projectMemory: 2 });
+    const [input] = await codec.encode([event('proj-a')], workflow('wf-1'));
+    const dataKeyId = text(input!, DATA_KEY_ID_METADATA_KEY);
+    await codec.encode([event('proj-a')], workflow('wf-2'));
+    const sealedFor = async (workflowId: string) =>
+      text((await codec.encode([result()], workflow(workflowId)))[0]!, DATA_KEY_ID_METADATA_KEY);
+    assert.equal(await sealedFor('wf-1'), dataKeyId, 'two remembered');
+    // wf-1 was used last: a third workflow makes wf-2 the one forgotten.
+    await codec.encode([event('proj-a')], workflow('wf-3'));
+    assert.equal(await sealedFor('wf-1'), dataKeyId);
+    assert.equal(await sealedFor('wf-2'), '', 'forgotten: under the ring');
+  });
+
+  it('asks the store again after a failed lookup: a failure is not kept', async () => {
+    const store = new MemoryStore();
+    const [sealed] = await envelope(store).codec.encode([event('proj-a')]);
+    const flaky = Object.assign(Object.create(store) as MemoryStore, {
+      failures: 1,
+      find(this: MemoryStore & { failures: number }, id: string) {
+        if (this.failures-- > 0) return Promise.reject(new Error('database unavailable'));
+        return store.find(id);
+      },
+    });
+    const { codec } = envelope(flaky);
+    await assert.rejects(codec.decode([sealed!]), /database unavailable/);
+    assert.deepEqual(value((await codec.decode([sealed!]))[0]!), value(event('proj-a')));
+  });
+
+  it('payloadCodecFromConfig with a store seals each project under its key; without one, under the ring', async () => {
+    const config = {
+      PAYLOAD_ENCRYPTION_KEYS: generatePayloadKey(),
+      DATA_DIR: '.data',
+      NODE_ENV: 'production' as const,
+    };
+    const [withKeys] = await payloadCodecFromConfig(config, undefined, new MemoryStore()).encode([event('proj-a')]);
+    assert.match(text(withKeys!, DATA_KEY_ID_METADATA_KEY), /^pdk_/);
+    const [ringOnly] = await payloadCodecFromConfig(config).encode([event('proj-a')]);
+    assert.equal(text(ringOnly!, DATA_KEY_ID_METADATA_KEY), '');
   });
 
   it('needs a ring', () => {
