@@ -1,6 +1,6 @@
 // Erasure requests, what each found, and the person's delivery log rows it removes. The person is their keyed hash only.
 import type { Db } from './connection';
-import type { AuditActor } from './audit/events';
+import { auditEvidence, type AuditActor, type AuditEvidence } from './audit/events';
 
 export type ErasureRecordStatus = 'pending' | 'waiting-for-open-deliveries' | 'completed' | 'failed';
 /** A delivery run an erasure found: still running, deleted from Temporal, or already gone when it looked. */
@@ -224,18 +224,8 @@ export async function deletedErasureExecutions(
 export async function erasureAuditEvents(
   db: Db,
   erasure: Pick<ErasureRow, 'requestAuditId' | 'outcomeAuditId'>,
-): Promise<{ id: string; at: string; action: string; outcome: string; hash: string }[]> {
+): Promise<AuditEvidence[]> {
   const ids = [erasure.requestAuditId, erasure.outcomeAuditId].filter((id): id is string => id !== null);
   if (ids.length === 0) return [];
-  const rows = await db('audit_events')
-    .whereIn('id', ids)
-    .orderBy('id')
-    .select<{ id: string; at: string; action: string; outcome: string; hash: string }[]>(
-      db.raw('id::text AS id'),
-      db.raw(`to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`),
-      'action',
-      'outcome',
-      'hash',
-    );
-  return rows;
+  return auditEvidence(db, (query) => query.whereIn('id', ids));
 }

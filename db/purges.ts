@@ -1,7 +1,7 @@
 // Purges of whole projects, what each removed, and the deletion of a project's rows. Kept after the project is gone.
 import type { PurgeCounts } from '../common/purge';
 import type { Db } from './connection';
-import type { AuditActor } from './audit/events';
+import { auditEvidence, type AuditActor, type AuditEvidence } from './audit/events';
 
 export type PurgeRecordStatus = 'pending' | 'completed' | 'failed';
 export type PurgeRecordStep = 'executions' | 'rows' | 'data-keys' | 'done';
@@ -321,20 +321,11 @@ export async function setPurgeOutcomeAudit(db: Db, id: string, auditId: string):
  * The audit rows of a purge (every `purge.*` row of its project naming it): id, time, action, outcome and chain hash,
  * in order.
  */
-export async function purgeAuditEvents(
-  db: Db,
-  purge: Pick<PurgeRow, 'id' | 'projectId'>,
-): Promise<{ id: string; at: string; action: string; outcome: string; hash: string }[]> {
-  return db('audit_events')
-    .where({ project_id: purge.projectId })
-    .where('action', 'like', 'purge.%')
-    .whereRaw(`changes->>'purgeId' = ?`, [purge.id])
-    .orderBy('id')
-    .select<{ id: string; at: string; action: string; outcome: string; hash: string }[]>(
-      db.raw('id::text AS id'),
-      db.raw(`to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`),
-      'action',
-      'outcome',
-      'hash',
-    );
+export async function purgeAuditEvents(db: Db, purge: Pick<PurgeRow, 'id' | 'projectId'>): Promise<AuditEvidence[]> {
+  return auditEvidence(db, (query) =>
+    query
+      .where({ project_id: purge.projectId })
+      .where('action', 'like', 'purge.%')
+      .whereRaw(`changes->>'purgeId' = ?`, [purge.id]),
+  );
 }

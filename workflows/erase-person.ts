@@ -1,6 +1,4 @@
 import {
-  ActivityFailure,
-  ApplicationFailure,
   ContinueAsNew,
   continueAsNew,
   defineQuery,
@@ -10,6 +8,7 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
+import { reasonOf } from './failure-reason';
 import type { ErasureActivities } from '../activities/erasure';
 import {
   ERASURE_STATE_QUERY,
@@ -98,11 +97,4 @@ export async function erasePerson(input: ErasePersonInput): Promise<ErasureState
     await recordErasureFailure(input, reasonOf(error));
     throw error;
   }
-}
-
-/** The failure in words for the record and its audit row: the activity's own message, never a stack. */
-function reasonOf(error: unknown): string {
-  const cause = error instanceof ActivityFailure ? error.cause : error;
-  if (cause instanceof ApplicationFailure || cause instanceof Error) return cause.message;
-  return String(cause);
 }

@@ -1,6 +1,4 @@
 import {
-  ActivityFailure,
-  ApplicationFailure,
   ContinueAsNew,
   continueAsNew,
   defineQuery,
@@ -10,6 +8,7 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
+import { reasonOf } from './failure-reason';
 import type { PurgeActivities } from '../activities/purge';
 import { PURGE_STATE_QUERY, noPurgeCounts, type PurgeProjectInput, type PurgeState } from '../common/purge';
 
@@ -92,11 +91,4 @@ async function deleteExecutions(input: PurgeProjectInput, state: PurgeState): Pr
     // purge goes on in a new run, from this step (each step is idempotent).
     if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof purgeProject>(input);
   }
-}
-
-/** The failure in words for the record and its audit row: the activity's own message, never a stack. */
-function reasonOf(error: unknown): string {
-  const cause = error instanceof ActivityFailure ? error.cause : error;
-  if (cause instanceof ApplicationFailure || cause instanceof Error) return cause.message;
-  return String(cause);
 }

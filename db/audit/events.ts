@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Db } from '../connection';
 import { writeAuditDigest } from './digests';
 import { canonicalJson, chainingKey, hmacHex, journalCommittedRow, sha256Hex } from './chain';
@@ -312,4 +313,29 @@ export async function pruneAuditEvents(
   });
   await writeAuditDigest(db, 'prune', { before: cutoff.toISOString(), removed, by: operator.subject ?? null });
   return { removed, chains };
+}
+
+/** An audit row as a certificate of destruction names it: id, time (UTC, ISO 8601), action, outcome, chain hash. */
+export interface AuditEvidence {
+  id: string;
+  at: string;
+  action: string;
+  outcome: string;
+  hash: string;
+}
+
+/** The audit rows `where` picks, as evidence, in the order they were appended. */
+export function auditEvidence(
+  db: Db,
+  where: (query: Knex.QueryBuilder) => Knex.QueryBuilder,
+): Promise<AuditEvidence[]> {
+  return where(db('audit_events'))
+    .orderBy('id')
+    .select<AuditEvidence[]>(
+      db.raw('id::text AS id'),
+      db.raw(`to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`),
+      'action',
+      'outcome',
+      'hash',
+    );
 }
