@@ -315,6 +315,9 @@ describe('a production worker refuses events not encrypted with the payload key'
       receiver.fallback = { status: 500 };
       const first = await start(client, fallEvent(projectId), taskQueue);
       await receiver.waitForRequests(1);
+      // The first failure must have opened the breaker before the second delivery starts, or the second one would
+      // send its own request rather than wait (a slow CI machine once let it through).
+      await waitForOpenBreaker();
       const waiting = await start(client, fallEvent(projectId), taskQueue);
       // A plain resumeDelivery, as a client without the key would send it: ignored, logged and counted.
       await waitForWaiter(waiting.workflowId);
@@ -347,6 +350,20 @@ describe('a production worker refuses events not encrypted with the payload key'
       assert.equal(encodings.filter((e) => e !== ENCRYPTED_ENCODING).length, 1, 'only the test’s plain signal');
     } finally {
       await worker.stop();
+    }
+
+    async function waitForOpenBreaker(): Promise<void> {
+      for (let i = 0; i < 200; i += 1) {
+        const open = await database
+          .db('webhook_circuit_breakers as b')
+          .join('webhook_registrations as r', 'r.id', 'b.registration_id')
+          .where('r.project_id', projectId)
+          .where('b.open_until', '>', database.db.fn.now())
+          .first();
+        if (open) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.fail('the first failure never opened the breaker');
     }
 
     async function waitForWaiter(workflowId: string): Promise<void> {

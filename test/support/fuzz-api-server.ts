@@ -1,7 +1,8 @@
 // The API as the fuzzer sees it: a real PostgreSQL (DATABASE_URL, else an embedded one) holding real ids to reach every
 // operation past a 404 (a project with a registration and a failed delivery, a spare project to register and delete),
-// a caller who is a member of both and an operator (for /codec), and no Temporal (the test endpoint, redeliver and
-// recover then answer their documented 503). Prints one JSON line: the base URL, a token and the ids.
+// a completed erasure and purge), a caller who is a member of both and an operator (for /codec, erasures and purges),
+// and no Temporal (the test endpoint, redeliver, recover, and requests of an erasure or a purge then answer their
+// documented 503). Prints one JSON line: the base URL, a token and the ids.
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,9 +16,13 @@ import { createSecretBox } from '../../common/crypto/secrets';
 import {
   addMember,
   addProject,
+  closeErasure,
+  closePurge,
   createDb,
   createRegistration,
   createScratchDatabase,
+  insertErasure,
+  insertPurge,
   markDeliveryFailed,
   migrateToLatest,
   recordDeliveryAttempt,
@@ -31,6 +36,9 @@ export const FUZZ_PROJECT = 'fuzz-project';
 export const FUZZ_SPARE_PROJECT = 'fuzz-spare-project';
 export const FUZZ_DELIVERY = 'fuzz-delivery-1';
 export const FUZZ_USER = 'fuzz-user';
+/** A completed erasure and a completed purge (of a project gone since), so their status and certificate are read. */
+export const FUZZ_ERASURE = '3f2b8c1e-9a4d-4c6b-8e2f-1a2b3c4d5e6f';
+export const FUZZ_PURGE = '8d0a6c4e-2b1f-4e3a-9c5d-7f6e5d4c3b2a';
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'webhooks-fuzz-'));
@@ -55,6 +63,11 @@ async function main(): Promise<void> {
   await recordDeliveryAttempt(db, key, { runAttempt: 1, statusCode: 500, durationMs: 12, error, delivered: false });
   await recordEndpointFailure(db, FUZZ_PROJECT, error);
   await markDeliveryFailed(db, key, error);
+  const requestedBy = { kind: 'cli' } as const;
+  await insertErasure(db, { id: FUZZ_ERASURE, personHash: 'a'.repeat(64), requestedBy });
+  await closeErasure(db, FUZZ_ERASURE, { status: 'completed' });
+  await insertPurge(db, { id: FUZZ_PURGE, projectId: 'fuzz-purged-project', requestedBy });
+  await closePurge(db, FUZZ_PURGE, { status: 'completed' });
   await db.destroy();
 
   const secret = randomBytes(32).toString('hex');
@@ -88,6 +101,8 @@ async function main(): Promise<void> {
     projectId: FUZZ_PROJECT,
     spareProjectId: FUZZ_SPARE_PROJECT,
     deliveryId: FUZZ_DELIVERY,
+    erasureId: FUZZ_ERASURE,
+    purgeId: FUZZ_PURGE,
   };
   process.stdout.write(`${JSON.stringify(started)}\n`);
 
