@@ -12,7 +12,7 @@ import {
 } from '../common/contract';
 import type { Logger } from '../common/telemetry/logger';
 import { registrationSecretAad, type SecretBox } from '../common/crypto/secrets';
-import { signPayload, standardWebhookSignatureHeader } from '../common/crypto/signature';
+import { asymmetricSignatureHeader, signPayload, standardWebhookSignatureHeader } from '../common/crypto/signature';
 import {
   HTTPS_REQUIRED,
   parseWebhookUrl,
@@ -26,6 +26,7 @@ import {
   forgetAttemptedWaiter,
   forgetUnregisteredWaiter,
   isPaused,
+  openSigningKeys,
   type Db,
   type RegistrationRow,
 } from '../db';
@@ -193,27 +194,43 @@ function receiverUrl(registration: RegistrationRow, policy: WebhookUrlPolicy): U
   });
 }
 
+/** What signs an attempt: the secrets, and under v1a the Ed25519 private keys (PKCS #8 PEM); each newest first. */
+interface SigningMaterial {
+  secrets: [current: string, ...previous: string[]];
+  privateKeys: string[];
+}
+
 /**
- * The signing secrets, newest first: the current one, and the one a rotation replaced while its overlap lasts.
- * Retryable when one cannot be opened: another worker (or this one, given the right WEBHOOK_SECRET_KEY) may open it.
- * A previous secret found expired is erased here (the worker's sweep erases the ones no delivery reads).
+ * The signing secrets, newest first: the current one, and the one a rotation replaced while its overlap lasts; under
+ * v1a the same for the Ed25519 private keys. Retryable when one cannot be opened: another worker (or this one, given
+ * the right WEBHOOK_SECRET_KEY) may open it. A previous secret or key found expired is erased here (the worker's sweep
+ * erases the ones no delivery reads).
  */
 async function openSecrets(
   db: Db,
   secretBox: SecretBox,
   registration: RegistrationRow,
   { log }: AttemptContext,
-): Promise<[current: string, ...previous: string[]]> {
+): Promise<SigningMaterial> {
   const { previousSecretSealed, previousSecretExpiresAt } = registration;
-  const overlapping = previousSecretSealed !== null && (previousSecretExpiresAt?.getTime() ?? 0) > Date.now();
-  if (previousSecretSealed !== null && !overlapping)
+  const now = Date.now();
+  const overlapping = previousSecretSealed !== null && (previousSecretExpiresAt?.getTime() ?? 0) > now;
+  const keyOverlapping = (registration.previousSigningKeyExpiresAt?.getTime() ?? 0) > now;
+  const expired =
+    (previousSecretSealed !== null && !overlapping) ||
+    (registration.previousSigningKeySealed !== null && !keyOverlapping);
+  if (expired)
     await eraseExpiredPreviousSecrets(db, registration.id).catch((error: unknown) =>
       log.warn({ err: error }, 'could not erase an expired previous webhook secret; the sweep will'),
     );
   const open = (sealed: string) => secretBox.open(sealed, registrationSecretAad(registration.id));
   try {
     const current = open(registration.secretSealed);
-    return overlapping ? [current, open(previousSecretSealed)] : [current];
+    return {
+      secrets: overlapping ? [current, open(previousSecretSealed)] : [current],
+      privateKeys:
+        registration.signatureScheme === 'v1a' ? openSigningKeys(secretBox, registration, keyOverlapping) : [],
+    };
   } catch {
     log.error('cannot open the webhook secret: is WEBHOOK_SECRET_KEY the one the registration was sealed with?');
     throw ApplicationFailure.create({
@@ -226,10 +243,11 @@ async function openSecrets(
 /**
  * Spec sections 5 and 6: X-Timestamp of this attempt and X-Signature over `{timestamp}.{body}` with the newest secret;
  * and Standard Webhooks: webhook-id, webhook-timestamp (the same instant, in seconds) and webhook-signature with every
- * active secret, so a receiver still holding the replaced secret keeps verifying during a rotation's overlap.
+ * active secret, so a receiver still holding the replaced secret keeps verifying during a rotation's overlap; under
+ * v1a, first a `v1a` Ed25519 signature with every active key pair, so a receiver holding only the public key verifies.
  */
 function signedHeaders(
-  secrets: readonly [current: string, ...previous: string[]],
+  { secrets, privateKeys }: SigningMaterial,
   webhookId: string,
   body: string,
 ): Record<string, string> {
@@ -244,7 +262,10 @@ function signedHeaders(
     'x-webhook-id': webhookId,
     'webhook-id': webhookId,
     'webhook-timestamp': timestampSeconds,
-    'webhook-signature': standardWebhookSignatureHeader(secrets, webhookId, timestampSeconds, body),
+    'webhook-signature':
+      privateKeys.length > 0
+        ? asymmetricSignatureHeader(privateKeys, secrets, webhookId, timestampSeconds, body)
+        : standardWebhookSignatureHeader(secrets, webhookId, timestampSeconds, body),
   };
 }
 

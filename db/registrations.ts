@@ -7,8 +7,10 @@ import {
   registrationClientKeyAad,
   registrationHeadersAad,
   registrationSecretAad,
+  registrationSigningKeyAad,
   type SecretBox,
 } from '../common/crypto/secrets';
+import { generateSigningKeyPair, type SignatureScheme } from '../common/crypto/signature';
 import type { Db } from './connection';
 import { adoptWaiters, setAsideWaiters } from './endpoints/waiter-handover';
 
@@ -31,6 +33,16 @@ export interface RegistrationRow {
   pausedUntil: Date | null;
   /** The client certificate presented to the receiver (mutual TLS), its key sealed; null when there is none. */
   clientCertificate: StoredClientCertificate | null;
+  /** `v1` (HMAC only) or `v1a` (Ed25519 too); with v1a the key pair below, else both null. */
+  signatureScheme: SignatureScheme;
+  /** The Ed25519 private key (PKCS #8 PEM), sealed with registrationSigningKeyAad; null under v1. */
+  signingKeySealed: string | null;
+  /** Its public key as receivers are given it (`whpk_…`); null under v1. */
+  signingPublicKey: string | null;
+  /** The key pair a rotation replaced, sealed like the current one, while its overlap lasts; null once it is erased. */
+  previousSigningKeySealed: string | null;
+  previousSigningPublicKey: string | null;
+  previousSigningKeyExpiresAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -64,6 +76,12 @@ interface Columns {
   client_certificate_subject: string | null;
   client_certificate_not_after: Date | null;
   client_certificate_fingerprint: string | null;
+  signature_scheme: SignatureScheme;
+  signing_key_sealed: string | null;
+  signing_public_key: string | null;
+  previous_signing_key_sealed: string | null;
+  previous_signing_public_key: string | null;
+  previous_signing_key_expires_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -92,6 +110,12 @@ const toRow = (c: Columns): RegistrationRow => ({
           fingerprint: c.client_certificate_fingerprint ?? '',
         }
       : null,
+  signatureScheme: c.signature_scheme ?? 'v1',
+  signingKeySealed: c.signing_key_sealed ?? null,
+  signingPublicKey: c.signing_public_key ?? null,
+  previousSigningKeySealed: c.previous_signing_key_sealed ?? null,
+  previousSigningPublicKey: c.previous_signing_public_key ?? null,
+  previousSigningKeyExpiresAt: c.previous_signing_key_expires_at ?? null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -112,7 +136,8 @@ export async function insertRegistration(
   db: Db,
   registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'> &
     Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>> &
-    Partial<ClientCertificateColumns>,
+    Partial<ClientCertificateColumns> &
+    Partial<SigningKeyColumns>,
 ): Promise<RegistrationRow | undefined> {
   const [columns] = await db<Columns>(TABLE)
     .insert({
@@ -124,6 +149,7 @@ export async function insertRegistration(
       custom_header_names: registration.customHeaderNames ?? [],
       custom_headers_sealed: registration.customHeadersSealed ?? null,
       ...clientCertificateColumns(registration),
+      ...(registration.signatureScheme && signingKeyColumns(registration as SigningKeyColumns)),
     })
     .onConflict('project_id')
     .ignore()
@@ -142,11 +168,12 @@ export async function createRegistration(
   fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'> & {
     headers?: CustomHeaders;
     clientCertificate?: ClientCertificateChange;
+    signatureScheme?: SignatureScheme;
   },
   secret: string = generateWebhookSecret(),
 ): Promise<{ row: RegistrationRow; secret: string } | undefined> {
   const id = randomUUID();
-  const { headers, clientCertificate, ...registration } = fields;
+  const { headers, clientCertificate, signatureScheme, ...registration } = fields;
   const row = await db.transaction(async (trx) => {
     const inserted = await insertRegistration(trx, {
       ...registration,
@@ -154,6 +181,7 @@ export async function createRegistration(
       secretSealed: secretBox.seal(secret, registrationSecretAad(id)),
       ...sealCustomHeaders(secretBox, id, headers ?? {}),
       ...(clientCertificate && { clientCertificate: sealClientCertificate(secretBox, id, clientCertificate) }),
+      ...(signatureScheme && newSigningKeys(secretBox, id, signatureScheme)),
     });
     if (inserted) await adoptWaiters(trx, inserted.id, inserted.projectId);
     return inserted;
@@ -162,8 +190,9 @@ export async function createRegistration(
 }
 
 /**
- * Updates url and/or types, replaces the custom headers when `headers` is given (`{}` removes them all) and the client
- * certificate when `clientCertificate` is (null removes it); returns undefined when the project has no registration.
+ * Updates url and/or types, replaces the custom headers when `headers` is given (`{}` removes them all), the client
+ * certificate when `clientCertificate` is (null removes it), and the signature scheme when `signing` is (v1a: a new
+ * key pair; v1: the pairs erased); returns undefined when the project has no registration.
  */
 export async function updateRegistration(
   db: Db,
@@ -171,8 +200,9 @@ export async function updateRegistration(
   changes: { url?: string; types?: SubscribableType[] },
   headers?: { secretBox: SecretBox; values: CustomHeaders },
   clientCertificate?: { secretBox: SecretBox; value: ClientCertificateChange | null },
+  signing?: { secretBox: SecretBox; scheme: SignatureScheme },
 ): Promise<RegistrationRow | undefined> {
-  if (!headers && !clientCertificate) {
+  if (!headers && !clientCertificate && !signing) {
     const [columns] = await db<Columns>(TABLE)
       .where({ project_id: projectId })
       .update({ ...changes, updated_at: db.fn.now() })
@@ -196,6 +226,7 @@ export async function updateRegistration(
           custom_headers_sealed: sealed.customHeadersSealed,
         }),
         ...(clientCertificate && clientCertificateColumns({ clientCertificate: certificate ?? null })),
+        ...(signing && signingKeyColumns(newSigningKeys(signing.secretBox, current.id, signing.scheme))),
         updated_at: trx.fn.now(),
       })
       .returning('*');
@@ -257,6 +288,47 @@ export function openClientKey(
   row: RegistrationRow & { clientCertificate: StoredClientCertificate },
 ): string {
   return secretBox.open(row.clientCertificate.keySealed, registrationClientKeyAad(row.id));
+}
+
+type SigningKeyColumns = Pick<
+  RegistrationRow,
+  | 'signatureScheme'
+  | 'signingKeySealed'
+  | 'signingPublicKey'
+  | 'previousSigningKeySealed'
+  | 'previousSigningPublicKey'
+  | 'previousSigningKeyExpiresAt'
+>;
+
+/** The signing columns of a scheme just chosen: v1a a new key pair sealed to the row, v1 none; no previous pair. */
+function newSigningKeys(secretBox: SecretBox, registrationId: string, scheme: SignatureScheme): SigningKeyColumns {
+  const pair = scheme === 'v1a' ? generateSigningKeyPair() : undefined;
+  return {
+    signatureScheme: scheme,
+    signingKeySealed: pair ? secretBox.seal(pair.privateKeyPem, registrationSigningKeyAad(registrationId)) : null,
+    signingPublicKey: pair?.publicKey ?? null,
+    previousSigningKeySealed: null,
+    previousSigningPublicKey: null,
+    previousSigningKeyExpiresAt: null,
+  };
+}
+
+function signingKeyColumns(k: SigningKeyColumns) {
+  return {
+    signature_scheme: k.signatureScheme,
+    signing_key_sealed: k.signingKeySealed,
+    signing_public_key: k.signingPublicKey,
+    previous_signing_key_sealed: k.previousSigningKeySealed,
+    previous_signing_public_key: k.previousSigningPublicKey,
+    previous_signing_key_expires_at: k.previousSigningKeyExpiresAt,
+  };
+}
+
+/** A registration's Ed25519 private keys, opened (PKCS #8 PEM), newest first. Throws when one cannot be. */
+export function openSigningKeys(secretBox: SecretBox, row: RegistrationRow, withPrevious: boolean): string[] {
+  const aad = registrationSigningKeyAad(row.id);
+  const sealed = [row.signingKeySealed, withPrevious ? row.previousSigningKeySealed : null];
+  return sealed.filter((value): value is string => value !== null).map((value) => secretBox.open(value, aad));
 }
 
 /** Deletes the project's registration; returns false when there was none. */

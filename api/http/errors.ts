@@ -80,6 +80,13 @@ export class WebhookPausedError extends ApiError {
   }
 }
 
+/** A key pair rotation asked of a webhook that signs with the secret only. */
+export class SignatureSchemeConflictError extends ApiError {
+  constructor() {
+    super(409, 'The webhook signs with v1 (HMAC) only: choose signatureScheme v1a before rotating its signing key');
+  }
+}
+
 export class RegistrationExistsError extends ApiError {
   constructor() {
     super(409, 'Webhook has already been registered previously');

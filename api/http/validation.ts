@@ -42,7 +42,10 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
     if (error.keyword === 'if') continue;
     const pointer = error.instancePath || '/';
     if (error.keyword === 'anyOf')
-      result.push({ pointer, detail: 'must have at least one of url, types, headers and clientCertificate' });
+      result.push({
+        pointer,
+        detail: 'must have at least one of url, types, headers, clientCertificate and signatureScheme',
+      });
     else if (error.keyword === 'pattern' && pointer === '/projectId')
       result.push({ pointer, detail: `must be ${SAFE_ID_RULE}` });
     else if (error.keyword === 'additionalProperties')

@@ -2,6 +2,7 @@ import { projectIdSchema } from '../http/validation';
 import {
   registerWebhookBodySchema,
   rotateSecretBodySchema,
+  signatureSchemeSchema,
   updateWebhookBodySchema,
   webhookTypesSchema,
   webhookUrlSchema,
@@ -14,6 +15,15 @@ import { bodyOf, json, problemResponse, projectIdParameter, ref, type Paths } fr
 export const webhooksTag = { name: 'webhooks', description: 'Project webhook registration, management and test.' };
 
 const timestampSchema = { type: 'string', format: 'date-time' } as const;
+
+/** Standard Webhooks' form of an Ed25519 public key: `whpk_` and base64 of its raw 32 bytes. */
+const publicKeySchema = {
+  type: 'string',
+  pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+  description:
+    'Ed25519 public key (Standard Webhooks: `whpk_` and base64 of the raw 32-byte key): verifies the `v1a` entries ' +
+    'of webhook-signature, over `{webhook-id}.{webhook-timestamp}.{body}`. Not a secret; its private key is never shown.',
+} as const;
 
 const registrationProperties = {
   _id: { type: 'string', format: 'uuid', description: 'Identifier of the registration, assigned by the service.' },
@@ -48,6 +58,23 @@ const registrationProperties = {
     },
     required: ['subject', 'notAfter', 'fingerprint'],
     additionalProperties: false,
+  },
+  signatureScheme: signatureSchemeSchema,
+  publicKey: {
+    ...publicKeySchema,
+    type: ['string', 'null'],
+    description: `Under v1a: ${publicKeySchema.description} null under v1.`,
+  },
+  previousPublicKey: {
+    ...publicKeySchema,
+    type: ['string', 'null'],
+    description:
+      'The public key a rotation of the key pair replaced, while it still signs beside the new one; else null.',
+  },
+  previousPublicKeyExpiresAt: {
+    type: ['string', 'null'],
+    format: 'date-time',
+    description: 'When the replaced key pair stops signing (and is erased); null when there is none.',
   },
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
@@ -95,6 +122,31 @@ const rotatedSecretSchema = {
     },
   },
   required: ['secret', 'previousSecretExpiresAt'],
+  additionalProperties: false,
+} as const;
+
+const rotatedSigningKeySchema = {
+  type: 'object',
+  description: 'The new Ed25519 public key, and the replaced one while it keeps signing.',
+  properties: {
+    publicKey: {
+      ...publicKeySchema,
+      description: 'The new public key: signs a v1a entry of every delivery from now on.',
+    },
+    previousPublicKey: {
+      ...publicKeySchema,
+      type: ['string', 'null'],
+      description:
+        'The replaced public key, signing a second v1a entry until previousPublicKeyExpiresAt; null without overlap.',
+    },
+    previousPublicKeyExpiresAt: {
+      type: 'string',
+      format: 'date-time',
+      description:
+        'When deliveries stop carrying a signature with the replaced key pair (now when overlapSeconds is 0).',
+    },
+  },
+  required: ['publicKey', 'previousPublicKey', 'previousPublicKeyExpiresAt'],
   additionalProperties: false,
 } as const;
 
@@ -158,7 +210,7 @@ export const webhookPaths: Paths = {
   '/webhooks': {
     patch: {
       operationId: 'updateWebhook',
-      summary: 'Change the URL, the event types and/or the custom headers of a project’s webhook',
+      summary: 'Change the URL, the event types, the custom headers and/or the signature scheme of a project’s webhook',
       description:
         'The project is named in the body; the secret stays the same. `headers`, when given, replaces the whole ' +
         'set of custom headers (`{}` removes them all); omitted, the headers stay as they are. Custom headers and ' +
@@ -166,7 +218,8 @@ export const webhookPaths: Paths = {
         'come with `headers` and `clientCertificate` again (or `{}` and null to remove them) when the webhook has ' +
         'them, else 400; a `url` on the same origin keeps them. A body that changes nothing (the same url, types, ' +
         'certificate) writes nothing (no audit row, `updatedAt` unchanged) and answers 200 with the registration; ' +
-        '`headers` given are always written anew (comparing sealed values would disclose them).',
+        '`headers` given are always written anew (comparing sealed values would disclose them). `signatureScheme` ' +
+        '`v1a` on a v1 webhook makes a new Ed25519 key pair (its public key in the answer), `v1` erases the pair.',
       tags: ['webhooks'],
       requestBody: bodyOf('UpdateWebhookBody'),
       responses: {
@@ -244,6 +297,31 @@ export const webhookPaths: Paths = {
       },
     },
   },
+  '/webhooks/project/{projectId}/signing-key/rotate': {
+    post: {
+      operationId: 'rotateWebhookSigningKey',
+      summary: 'Replace the Ed25519 key pair of a v1a webhook, with an overlap',
+      description:
+        'A new key pair signs every delivery from now on. During the overlap webhook-signature carries a `v1a` ' +
+        'entry with the new and one with the replaced key pair (the registration shows both public keys); ' +
+        'afterwards only the new one signs and the replaced private key is erased. The secret, X-Signature and the ' +
+        '`v1` entries are unchanged. The body is optional.',
+      tags: ['webhooks'],
+      parameters: [projectIdParameter],
+      requestBody: { required: false, content: json(ref('schemas', 'RotateSecretBody')) },
+      responses: {
+        '200': { description: 'Rotated.', content: json(ref('schemas', 'RotatedSigningKey')) },
+        '400': ref('responses', 'InvalidBody'),
+        '401': ref('responses', 'Unauthorized'),
+        '403': ref('responses', 'Forbidden'),
+        '404': problemResponse('No such project, or it has no webhook.'),
+        '409': problemResponse('The webhook signs with v1 (HMAC) only: it has no key pair to rotate.'),
+        '413': ref('responses', 'TooLarge'),
+        '415': ref('responses', 'UnsupportedMediaType'),
+        '503': ref('responses', 'Unavailable'),
+      },
+    },
+  },
   '/webhooks/test/project/{projectId}': {
     post: {
       operationId: 'testWebhook',
@@ -284,6 +362,7 @@ export const webhookSchemas = {
   UpdateWebhookBody: updateWebhookBodySchema,
   RotateSecretBody: rotateSecretBodySchema,
   RotatedSecret: rotatedSecretSchema,
+  RotatedSigningKey: rotatedSigningKeySchema,
   Registration: registrationSchema,
   RegistrationWithSecret: registrationWithSecretSchema,
   TestDelivery: testDeliverySchema,

@@ -10,6 +10,7 @@ import {
   ProjectNotFoundError,
   ProjectPurgingError,
   RegistrationExistsError,
+  SignatureSchemeConflictError,
   RegistrationNotFoundError,
   TestDeliveryFailedError,
   WebhookPausedError,
@@ -26,6 +27,7 @@ import type { ClientCertificateInfo, ClientCertificateUpload } from '../../commo
 import type { SubscribableType } from '../../common/contract';
 import type { CustomHeaders } from '../../common/registration/custom-headers';
 import { sameOrigin } from '../../common/registration/webhook-url';
+import type { SignatureScheme } from '../../common/crypto/signature';
 
 export interface RegistrationDeps {
   db: Knex;
@@ -46,6 +48,13 @@ export interface RegistrationView {
   pausedUntil: string | null;
   /** The client certificate presented to the receiver (mutual TLS): subject, expiry, fingerprint; never the key. */
   clientCertificate: ClientCertificateView | null;
+  /** `v1` (HMAC) or `v1a` (Ed25519 beside HMAC). */
+  signatureScheme: SignatureScheme;
+  /** Under v1a, the Ed25519 public key receivers verify with (whpk_…); null under v1. Its private key is never shown. */
+  publicKey: string | null;
+  /** The public key a rotation replaced, while it still signs, and when it stops; both null otherwise. */
+  previousPublicKey: string | null;
+  previousPublicKeyExpiresAt: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -66,6 +75,13 @@ export interface RotatedSecretView {
   previousSecretExpiresAt: string;
 }
 
+/** A key pair's rotation: the new public key, and the replaced one while it keeps signing. */
+export interface RotatedSigningKeyView {
+  publicKey: string;
+  previousPublicKey: string | null;
+  previousPublicKeyExpiresAt: string;
+}
+
 export interface TestDeliveryView {
   delivered: true;
   statusCode: number;
@@ -83,9 +99,22 @@ export const view = (row: store.RegistrationRow): RegistrationView => ({
   pausedAt: store.isPaused(row) ? row.pausedAt!.toISOString() : null,
   pausedUntil: store.isPaused(row) ? row.pausedUntil!.toISOString() : null,
   clientCertificate: certificateView(row.clientCertificate),
+  signatureScheme: row.signatureScheme,
+  publicKey: row.signingPublicKey,
+  ...previousPublicKeyView(row),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
+
+/** A replaced public key while its overlap lasts; one past its end no longer signs, erased or not yet. */
+function previousPublicKeyView(row: store.RegistrationRow) {
+  const expiresAt = row.previousSigningKeyExpiresAt;
+  const live = row.previousSigningPublicKey !== null && expiresAt !== null && expiresAt.getTime() > Date.now();
+  return {
+    previousPublicKey: live ? row.previousSigningPublicKey : null,
+    previousPublicKeyExpiresAt: live ? expiresAt.toISOString() : null,
+  };
+}
 
 export const noWebhook = (projectId: string) =>
   new RegistrationNotFoundError(`No webhook is registered for project ${projectId}`);
@@ -120,6 +149,7 @@ export async function registerWebhook(
       ...(body.clientCertificate && {
         clientCertificate: { upload: body.clientCertificate, info: certificateInfo(body.clientCertificate) },
       }),
+      ...(body.signatureScheme && { signatureScheme: body.signatureScheme }),
     });
     // The unique constraint decides between concurrent registrations.
     if (!made) throw new RegistrationExistsError();
@@ -135,6 +165,9 @@ export async function registerWebhook(
         ...(made.row.clientCertificate && {
           clientCertificate: { after: certificateView(made.row.clientCertificate) },
         }),
+        // The scheme always; the public key is no secret: the trail shows which one receivers were given.
+        signatureScheme: { after: made.row.signatureScheme },
+        ...(made.row.signingPublicKey && { publicKey: { after: made.row.signingPublicKey } }),
         secretRevealed: true,
       },
     });
@@ -167,7 +200,15 @@ export async function updateWebhook(
       secretBox: deps.secretBox,
       value: upload && { upload, info: certificateInfo(upload) },
     };
-    const row = await store.updateRegistration(trx, body.projectId, changes, headers, clientCertificate || undefined);
+    const signing = asked.signatureScheme && { secretBox: deps.secretBox, scheme: asked.signatureScheme };
+    const row = await store.updateRegistration(
+      trx,
+      body.projectId,
+      changes,
+      headers,
+      clientCertificate || undefined,
+      signing,
+    );
     if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
     await recordAudit(trx, actor, {
       action: 'webhook.update',
@@ -185,6 +226,11 @@ export async function updateWebhook(
             before: certificateView(before.clientCertificate),
             after: certificateView(row.clientCertificate),
           },
+        }),
+        // The scheme and the public key receivers verify with (a new pair for v1a, none for v1); a private key never.
+        ...(signing && {
+          signatureScheme: { before: before.signatureScheme, after: row.signatureScheme },
+          publicKey: { before: before.signingPublicKey, after: row.signingPublicKey },
         }),
       },
     });
@@ -236,6 +282,8 @@ function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
     ...(body.headers && !sameHeaders(body.headers) && { headers: body.headers }),
     ...(body.clientCertificate !== undefined &&
       !sameCertificate(body.clientCertificate) && { clientCertificate: body.clientCertificate }),
+    ...(body.signatureScheme !== undefined &&
+      body.signatureScheme !== before.signatureScheme && { signatureScheme: body.signatureScheme }),
   };
 }
 
@@ -292,6 +340,48 @@ export async function rotateWebhookSecret(
     return done;
   });
   return { secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString() };
+}
+
+/**
+ * Replaces the Ed25519 key pair of a v1a webhook; the replaced pair keeps signing beside it for the overlap, and its
+ * public key is shown until then. A v1 webhook has no pair to rotate (409).
+ */
+export async function rotateWebhookSigningKey(
+  deps: RegistrationDeps,
+  userId: string,
+  projectId: string,
+  body: RotateSecretBody,
+  actor: store.AuditActor,
+): Promise<RotatedSigningKeyView> {
+  await assertMember(deps.db, projectId, userId);
+  const overlapSeconds = body.overlapSeconds ?? DEFAULT_OVERLAP_SECONDS;
+  await recheckPortalLink();
+  const rotated = await deps.db.transaction(async (trx) => {
+    // Locked: the scheme read is the one the rotation applies to, and the public key before is the one replaced.
+    const before = await store.findRegistration(trx, projectId, { forUpdate: true });
+    if (!before) throw noWebhook(projectId);
+    const done =
+      before.signatureScheme === 'v1a'
+        ? await store.rotateRegistrationSigningKey(trx, deps.secretBox, before.id, overlapSeconds)
+        : undefined;
+    if (!done) throw new SignatureSchemeConflictError();
+    await recordAudit(trx, actor, {
+      action: 'webhook.signing-key.rotate',
+      projectId,
+      registrationId: before.id,
+      changes: {
+        overlapSeconds,
+        publicKey: { before: before.signingPublicKey, after: done.publicKey },
+        previousPublicKeyExpiresAt: done.previousPublicKeyExpiresAt.toISOString(),
+      },
+    });
+    return done;
+  });
+  return {
+    publicKey: rotated.publicKey,
+    previousPublicKey: rotated.previousPublicKey,
+    previousPublicKeyExpiresAt: rotated.previousPublicKeyExpiresAt.toISOString(),
+  };
 }
 
 /** Sends one TEST event through the delivery pipeline; a receiver that does not acknowledge it is a 502. */

@@ -58,6 +58,16 @@ export function webhooksRouter(deps: PauseDeps & { webhookUrlPolicy?: WebhookUrl
         auditActor(ctx),
       );
     },
+    rotateSigningKey: async (ctx: Context) => {
+      const body = validateRotateSecretBody(ctx.request.body ?? {});
+      ctx.body = await registrations.rotateWebhookSigningKey(
+        deps,
+        callerId(ctx.state),
+        projectIdParam(ctx.params.projectId),
+        body,
+        auditActor(ctx),
+      );
+    },
     pause: async (ctx: Context) => {
       const project = projectIdParam(ctx.params.projectId);
       ctx.body = await pauseWebhook(deps, callerId(ctx.state), project, ctx.request.body, auditActor(ctx));
@@ -91,6 +101,7 @@ export function webhooksRouter(deps: PauseDeps & { webhookUrlPolicy?: WebhookUrl
   router.delete('/project/:projectId', handlers.delete);
   router.post('/test/project/:projectId', portal('manage'), handlers.test);
   router.post('/project/:projectId/secret/rotate', portal('manage'), handlers.rotateSecret);
+  router.post('/project/:projectId/signing-key/rotate', portal('manage'), handlers.rotateSigningKey);
   router.post('/project/:projectId/pause', portal('manage'), handlers.pause);
   router.post('/project/:projectId/resume', portal('manage'), handlers.resume);
   router.get('/project/:projectId/notifications', portal('manage'), handlers.notices);

@@ -14,6 +14,7 @@ import {
   type ClientCertificateUpload,
 } from '../../common/registration/client-certificate';
 import { compileBody, projectIdSchema } from '../http/validation';
+import { SIGNATURE_SCHEMES, type SignatureScheme } from '../../common/crypto/signature';
 
 // The registration's request bodies: plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI
 // document shows the very objects ajv compiles.
@@ -72,12 +73,24 @@ export const clientCertificateSchema = {
     'The key is sealed at rest and never shown again; the registration shows the subject, notAfter and fingerprint.',
 } as const;
 
+export const signatureSchemeSchema = {
+  type: 'string',
+  enum: [...SIGNATURE_SCHEMES],
+  description:
+    'How webhook-signature is signed. `v1` (the default): HMAC-SHA256 with the secret. `v1a`: Standard Webhooks’ ' +
+    'asymmetric signatures too: the service makes an Ed25519 key pair, keeps the private key sealed and shows the ' +
+    'public key (`publicKey`, whpk_…); each delivery then carries `v1a,<base64 Ed25519>` entries before the `v1` ones, ' +
+    'so a receiver holding only the public key verifies. X-Signature stays HMAC with the secret either way. On PATCH, ' +
+    'v1a on a v1 webhook makes a new key pair, v1 erases the pair.',
+} as const;
+
 /** The fields register and update share. */
 const registrationFields = {
   projectId: projectIdSchema,
   url: webhookUrlSchema,
   types: webhookTypesSchema,
   headers: customHeadersSchema,
+  signatureScheme: signatureSchemeSchema,
 } as const;
 
 export const registerWebhookBodySchema = {
@@ -103,6 +116,7 @@ export const updateWebhookBodySchema = {
     { required: ['types'] },
     { required: ['headers'] },
     { required: ['clientCertificate'] },
+    { required: ['signatureScheme'] },
   ],
   additionalProperties: false,
 } as const;
@@ -135,6 +149,7 @@ export interface RegisterWebhookBody {
   types: SubscribableType[];
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload;
+  signatureScheme?: SignatureScheme;
 }
 
 export interface UpdateWebhookBody {
@@ -143,6 +158,7 @@ export interface UpdateWebhookBody {
   types?: SubscribableType[];
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload | null;
+  signatureScheme?: SignatureScheme;
 }
 
 export const validateRegisterBody = compileBody<RegisterWebhookBody>(registerWebhookBodySchema);

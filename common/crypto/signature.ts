@@ -1,4 +1,12 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import {
+  createHmac,
+  createPublicKey,
+  generateKeyPairSync,
+  sign,
+  timingSafeEqual,
+  verify,
+  type KeyObject,
+} from 'node:crypto';
 
 /** Spec section 5: the tolerance between the sender's and the receiver's clocks. */
 export const DEFAULT_SIGNATURE_TOLERANCE_MS = 300_000;
@@ -108,9 +116,13 @@ export interface VerifyStandardWebhookInput {
   toleranceMs?: number;
 }
 
-/** The Standard Webhooks check, with the reason a delivery was refused; any `v1` signature may match any secret. */
-export function checkStandardWebhook(input: VerifyStandardWebhookInput): SignatureCheck {
-  const { headers, rawBody } = input;
+/** The three Standard Webhooks headers, checked for presence and timestamp; the reason when they do not pass. */
+type StandardHeaders =
+  | { valid: true; webhookId: string; timestamp: string; signatures: string[] }
+  | Extract<SignatureCheck, { valid: false }>;
+
+function standardHeaders(input: Omit<VerifyStandardWebhookInput, 'secret'>): StandardHeaders {
+  const { headers } = input;
   const webhookId = headers['webhook-id'];
   const timestamp = headers['webhook-timestamp'];
   const signatures = headers['webhook-signature'];
@@ -120,12 +132,23 @@ export function checkStandardWebhook(input: VerifyStandardWebhookInput): Signatu
   const now = input.now ?? Date.now();
   if (Math.abs(now - Number(timestamp) * 1000) > (input.toleranceMs ?? DEFAULT_SIGNATURE_TOLERANCE_MS))
     return { valid: false, reason: 'stale-timestamp' };
-  const received = signatures
-    .split(' ')
-    .filter((versioned) => versioned.startsWith('v1,'))
-    .map((versioned) => Buffer.from(versioned.slice(3), 'utf8'));
+  return { valid: true, webhookId, timestamp, signatures: signatures.split(' ') };
+}
+
+/** The signatures of one version (`v1`, `v1a`) in webhook-signature, without their prefix; others are ignored. */
+const entriesOf = (signatures: readonly string[], version: string): string[] =>
+  signatures
+    .filter((versioned) => versioned.startsWith(`${version},`))
+    .map((versioned) => versioned.slice(version.length + 1));
+
+/** The Standard Webhooks check, with the reason a delivery was refused; any `v1` signature may match any secret. */
+export function checkStandardWebhook(input: VerifyStandardWebhookInput): SignatureCheck {
+  const checked = standardHeaders(input);
+  if (!checked.valid) return checked;
+  const { webhookId, timestamp } = checked;
+  const received = entriesOf(checked.signatures, 'v1').map((signature) => Buffer.from(signature, 'utf8'));
   const matches = secretList(input.secret).some((secret) => {
-    const expected = Buffer.from(signStandardWebhook(secret, webhookId, timestamp, rawBody).slice(3), 'utf8');
+    const expected = Buffer.from(signStandardWebhook(secret, webhookId, timestamp, input.rawBody).slice(3), 'utf8');
     return received.some((signature) => sameBytes(signature, expected));
   });
   return matches ? { valid: true } : { valid: false, reason: 'bad-signature' };
@@ -134,4 +157,98 @@ export function checkStandardWebhook(input: VerifyStandardWebhookInput): Signatu
 /** Standard Webhooks for receivers: true only when webhook-timestamp is within the tolerance and a signature matches. */
 export function verifyStandardWebhook(input: VerifyStandardWebhookInput): boolean {
   return checkStandardWebhook(input).valid;
+}
+
+// Standard Webhooks' asymmetric signatures: `v1a,<base64 Ed25519 signature>` over the same message, the public key
+// given to receivers as `whpk_` + base64 of its raw 32 bytes. A receiver holding only that key verifies; no secret.
+
+/** A registration's scheme of webhook-signature: `v1` HMAC with the secret, or `v1a` Ed25519 (with v1 beside it). */
+export const SIGNATURE_SCHEMES = ['v1', 'v1a'] as const;
+export type SignatureScheme = (typeof SIGNATURE_SCHEMES)[number];
+
+const PUBLIC_KEY_PREFIX = 'whpk_';
+const ED25519_PUBLIC_KEY_BYTES = 32;
+const ED25519_SIGNATURE_BYTES = 64;
+
+/** The public key as Standard Webhooks gives it to receivers: `whpk_` and standard base64 of its raw 32 bytes. */
+export function standardWebhookPublicKey(publicKey: KeyObject): string {
+  const { x } = publicKey.export({ format: 'jwk' });
+  if (publicKey.asymmetricKeyType !== 'ed25519' || typeof x !== 'string') throw new Error('not an Ed25519 public key');
+  return PUBLIC_KEY_PREFIX + Buffer.from(x, 'base64url').toString('base64');
+}
+
+/** The Ed25519 key of a `whpk_…` string (the prefix may be left out); throws unless it is 32 bytes of base64. */
+export function parseStandardWebhookPublicKey(text: string): KeyObject {
+  const encoded = text.startsWith(PUBLIC_KEY_PREFIX) ? text.slice(PUBLIC_KEY_PREFIX.length) : text;
+  const raw = Buffer.from(encoded, 'base64');
+  if (raw.length !== ED25519_PUBLIC_KEY_BYTES || raw.toString('base64') !== encoded)
+    throw new Error(`an Ed25519 public key is ${PUBLIC_KEY_PREFIX} and base64 of ${ED25519_PUBLIC_KEY_BYTES} bytes`);
+  return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') }, format: 'jwk' });
+}
+
+/** A new Ed25519 key pair: the private key as PKCS #8 PEM (to seal), the public key as receivers are given it. */
+export function generateSigningKeyPair(): { privateKeyPem: string; publicKey: string } {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  return {
+    privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+    publicKey: standardWebhookPublicKey(publicKey),
+  };
+}
+
+/** The message both versions sign: `{webhook-id}.{webhook-timestamp}.{body}`. */
+const standardMessage = (webhookId: string, timestampSeconds: string | number, body: string | Buffer): Buffer =>
+  Buffer.concat([Buffer.from(`${webhookId}.${timestampSeconds}.`, 'utf8'), Buffer.from(body)]);
+
+/** One `v1a,<base64>` Ed25519 signature of a Standard Webhooks message. */
+export function signStandardWebhookV1a(
+  privateKey: KeyObject | string,
+  webhookId: string,
+  timestampSeconds: string | number,
+  body: string | Buffer,
+): string {
+  return `v1a,${sign(null, standardMessage(webhookId, timestampSeconds, body), privateKey).toString('base64')}`;
+}
+
+/**
+ * webhook-signature for a registration signing with Ed25519: one `v1a` signature per active key pair, newest first,
+ * then one `v1` per active secret (a receiver verifying either version finds its own; none needs the other's key).
+ */
+export function asymmetricSignatureHeader(
+  privateKeys: readonly (KeyObject | string)[],
+  secrets: readonly string[],
+  webhookId: string,
+  timestampSeconds: string | number,
+  body: string | Buffer,
+): string {
+  return [
+    ...privateKeys.map((key) => signStandardWebhookV1a(key, webhookId, timestampSeconds, body)),
+    standardWebhookSignatureHeader(secrets, webhookId, timestampSeconds, body),
+  ]
+    .filter((entry) => entry !== '')
+    .join(' ');
+}
+
+export interface VerifyStandardWebhookV1aInput extends Omit<VerifyStandardWebhookInput, 'secret'> {
+  /** The webhook's public key (whpk_…), or both while a rotation of the key pair overlaps. */
+  publicKey: string | readonly string[];
+}
+
+/** The v1a check for receivers, with the reason a delivery was refused; `v1` entries are ignored, never needed. */
+export function checkStandardWebhookV1a(input: VerifyStandardWebhookV1aInput): SignatureCheck {
+  const keys = (typeof input.publicKey === 'string' ? [input.publicKey] : input.publicKey).map(
+    parseStandardWebhookPublicKey,
+  );
+  const checked = standardHeaders(input);
+  if (!checked.valid) return checked;
+  const message = standardMessage(checked.webhookId, checked.timestamp, input.rawBody);
+  const received = entriesOf(checked.signatures, 'v1a')
+    .map((signature) => Buffer.from(signature, 'base64'))
+    .filter((signature) => signature.length === ED25519_SIGNATURE_BYTES);
+  const matches = keys.some((key) => received.some((signature) => verify(null, message, key, signature)));
+  return matches ? { valid: true } : { valid: false, reason: 'bad-signature' };
+}
+
+/** Standard Webhooks v1a for receivers: true only when the timestamp is within the tolerance and a v1a entry verifies. */
+export function verifyStandardWebhookV1a(input: VerifyStandardWebhookV1aInput): boolean {
+  return checkStandardWebhookV1a(input).valid;
 }

@@ -1,4 +1,10 @@
-import { generateWebhookSecret, registrationSecretAad, type SecretBox } from '../../common/crypto/secrets';
+import {
+  generateWebhookSecret,
+  registrationSecretAad,
+  registrationSigningKeyAad,
+  type SecretBox,
+} from '../../common/crypto/secrets';
+import { generateSigningKeyPair } from '../../common/crypto/signature';
 import type { Db } from '../connection';
 import { appendAuditEvent } from '../audit/events';
 import { findRegistration } from '../registrations';
@@ -50,25 +56,90 @@ export async function rotateRegistrationSecret(
   return row && { secret, previousSecretExpiresAt: row.expires_at, registrationId: registration.id };
 }
 
+export interface RotatedSigningKey {
+  /** The new public key (whpk_…); its private key is sealed and never leaves the service. */
+  publicKey: string;
+  /** The public key replaced, while it keeps signing; null without an overlap. */
+  previousPublicKey: string | null;
+  /** When the replaced key pair stops signing deliveries (the rotation's own time when there is no overlap). */
+  previousPublicKeyExpiresAt: Date;
+}
+
 /**
- * Erases previous secrets whose overlap is over, of one registration or of all; returns how many were erased. Each
- * overlap's end is an automatic action: one `system` audit row per registration, in the erase's transaction.
+ * Gives a v1a registration a new Ed25519 key pair; the current pair becomes the previous one for `overlapSeconds`
+ * (none when 0), as rotateRegistrationSecret does for the secret: one UPDATE, a rotation during an overlap keeps only
+ * the pair it replaces. Undefined when the registration is gone or does not sign with v1a.
+ */
+export async function rotateRegistrationSigningKey(
+  db: Db,
+  secretBox: SecretBox,
+  registrationId: string,
+  overlapSeconds: number,
+): Promise<RotatedSigningKey | undefined> {
+  const pair = generateSigningKeyPair();
+  const overlap = overlapSeconds > 0;
+  const { rows } = await db.raw<{ rows: { expires_at: Date; previous_public_key: string | null }[] }>(
+    `UPDATE ${TABLE} SET
+       previous_signing_key_sealed = CASE WHEN :overlap THEN signing_key_sealed END,
+       previous_signing_public_key = CASE WHEN :overlap THEN signing_public_key END,
+       previous_signing_key_expires_at = CASE WHEN :overlap THEN now() + make_interval(secs => :overlapSeconds) END,
+       signing_key_sealed = :sealed,
+       signing_public_key = :publicKey,
+       updated_at = now()
+     WHERE id = :id AND signature_scheme = 'v1a'
+     RETURNING coalesce(previous_signing_key_expires_at, now()) AS expires_at,
+       previous_signing_public_key AS previous_public_key`,
+    {
+      overlap,
+      overlapSeconds,
+      sealed: secretBox.seal(pair.privateKeyPem, registrationSigningKeyAad(registrationId)),
+      publicKey: pair.publicKey,
+      id: registrationId,
+    },
+  );
+  const [row] = rows;
+  return (
+    row && {
+      publicKey: pair.publicKey,
+      previousPublicKey: row.previous_public_key,
+      previousPublicKeyExpiresAt: row.expires_at,
+    }
+  );
+}
+
+/**
+ * Erases previous secrets and previous signing key pairs whose overlap is over, of one registration or of all; returns
+ * how many were erased. Each overlap's end is an automatic action: one `system` audit row per registration and kind,
+ * in the erase's transaction.
  */
 export async function eraseExpiredPreviousSecrets(db: Db, registrationId?: string): Promise<number> {
   return db.transaction(async (trx) => {
-    const expired = trx(TABLE).where('previous_secret_expires_at', '<=', trx.fn.now());
-    const scoped = registrationId === undefined ? expired : expired.andWhere({ id: registrationId });
-    const erased = await scoped
+    const expired = (column: string) => {
+      const query = trx(TABLE).where(column, '<=', trx.fn.now());
+      return registrationId === undefined ? query : query.andWhere({ id: registrationId });
+    };
+    const secrets = await expired('previous_secret_expires_at')
       .update({ previous_secret_sealed: null, previous_secret_expires_at: null })
       .returning<{ id: string; project_id: string }[]>(['id', 'project_id']);
-    for (const row of erased)
+    const keys = await expired('previous_signing_key_expires_at')
+      .update({
+        previous_signing_key_sealed: null,
+        previous_signing_public_key: null,
+        previous_signing_key_expires_at: null,
+      })
+      .returning<{ id: string; project_id: string }[]>(['id', 'project_id']);
+    const ended = [
+      ...secrets.map((row) => ({ row, action: 'webhook.secret.overlap-ended' })),
+      ...keys.map((row) => ({ row, action: 'webhook.signing-key.overlap-ended' })),
+    ];
+    for (const { row, action } of ended)
       await appendAuditEvent(trx, {
         actor: { kind: 'system' },
-        action: 'webhook.secret.overlap-ended',
+        action,
         outcome: 'ok',
         projectId: row.project_id,
         registrationId: row.id,
       });
-    return erased.length;
+    return ended.length;
   });
 }

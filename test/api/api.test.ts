@@ -495,7 +495,7 @@ describe('api: webhook management', () => {
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { projectId: p } }),
         400,
-        /at least one of url, types, headers and clientCertificate/,
+        /at least one of url, types, headers, clientCertificate and signatureScheme/,
       );
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { url: 'https://x.example/' } }),

@@ -49,6 +49,18 @@ const EXPECTED_STATUSES: Record<string, string[]> = {
   'GET /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '429', '503'],
   'PUT /webhooks/project/{projectId}/notifications': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
   'POST /webhooks/project/{projectId}/secret/rotate': ['200', '400', '401', '403', '404', '413', '415', '429', '503'],
+  'POST /webhooks/project/{projectId}/signing-key/rotate': [
+    '200',
+    '400',
+    '401',
+    '403',
+    '404',
+    '409',
+    '413',
+    '415',
+    '429',
+    '503',
+  ],
   'GET /healthz': ['200'],
   'GET /readyz': ['200', '503'],
   'GET /openapi.json': ['200'],
@@ -574,6 +586,29 @@ describe('openapi: the document at /openapi.json', () => {
       await expect(REGISTER, 201, { user: 'alice', body: body(p) });
       const rotated = await expect(ROTATE, 200, { path, user: 'alice', body: { overlapSeconds: 60 } });
       assert.match(String(rotated.secret), /^whsec_/);
+      await expect(ROTATE, 200, { path, user: 'alice' });
+      await expect(ROTATE, 400, { path, user: 'alice', body: { overlapSeconds: 604_801 } });
+      await expect(ROTATE, 401, { path });
+      await expect(ROTATE, 403, { path, user: 'mallory' });
+      await expect(ROTATE, 413, { path, user: 'alice', body: { pad: 'x'.repeat(200_000) } });
+      await expect(ROTATE, 415, { path, user: 'alice', raw: 'overlapSeconds=0', contentType: 'text/plain' });
+    });
+
+    it('rotate signing key: 200, 400, 401, 403, 404, 409, 413, 415', async () => {
+      const ROTATE = 'POST /webhooks/project/{projectId}/signing-key/rotate';
+      const p = await project('alice');
+      const path = at(ROTATE.slice(5), p);
+      await expect(ROTATE, 404, { path, user: 'alice' });
+      await expect(REGISTER, 201, { user: 'alice', body: body(p) });
+      const conflict = await expect(ROTATE, 409, { path, user: 'alice' });
+      assert.match(String(conflict.detail), /signatureScheme v1a/);
+      const patched = await expect('PATCH /webhooks', 200, {
+        user: 'alice',
+        body: { projectId: p, signatureScheme: 'v1a' },
+      });
+      assert.match(String(patched.publicKey), /^whpk_/);
+      const rotated = await expect(ROTATE, 200, { path, user: 'alice', body: { overlapSeconds: 60 } });
+      assert.equal(rotated.previousPublicKey, patched.publicKey);
       await expect(ROTATE, 200, { path, user: 'alice' });
       await expect(ROTATE, 400, { path, user: 'alice', body: { overlapSeconds: 604_801 } });
       await expect(ROTATE, 401, { path });
