@@ -241,9 +241,14 @@ export function checkStandardWebhookV1a(input: VerifyStandardWebhookV1aInput): S
   const checked = standardHeaders(input);
   if (!checked.valid) return checked;
   const message = standardMessage(checked.webhookId, checked.timestamp, input.rawBody);
+  // Canonical base64 of 64 bytes only: Node's decoder would skip junk after the padding.
   const received = entriesOf(checked.signatures, 'v1a')
-    .map((signature) => Buffer.from(signature, 'base64'))
-    .filter((signature) => signature.length === ED25519_SIGNATURE_BYTES);
+    .map((encoded) => ({ encoded, signature: Buffer.from(encoded, 'base64') }))
+    .filter(
+      ({ encoded, signature }) =>
+        signature.length === ED25519_SIGNATURE_BYTES && signature.toString('base64') === encoded,
+    )
+    .map(({ signature }) => signature);
   const matches = keys.some((key) => received.some((signature) => verify(null, message, key, signature)));
   return matches ? { valid: true } : { valid: false, reason: 'bad-signature' };
 }

@@ -698,6 +698,8 @@ describe('openapi: the document at /openapi.json', () => {
         const ROTATE = 'POST /webhooks/project/{projectId}/secret/rotate';
         const SESSIONS = '/webhooks/project/{projectId}/portal-sessions';
         await expect(ROTATE, 503, { base, path: at(ROTATE.slice(5), p), user: 'alice', body: {} });
+        const ROTATE_KEY = 'POST /webhooks/project/{projectId}/signing-key/rotate';
+        await expect(ROTATE_KEY, 503, { base, path: at(ROTATE_KEY.slice(5), p), user: 'alice', body: {} });
         const notifications = `/webhooks/project/${p}/notifications`;
         await expect('GET /webhooks/project/{projectId}/notifications', 503, {
           base,
