@@ -29,9 +29,12 @@ export {
   verifyStandardWebhook,
   checkStandardWebhook,
   signStandardWebhook,
+  verifyStandardWebhookV1a,
+  checkStandardWebhookV1a,
   type SignatureCheck,
   type VerifyWebhookSignatureInput,
   type VerifyStandardWebhookInput,
+  type VerifyStandardWebhookV1aInput,
   type WebhookSecrets,
 } from '../common/crypto/signature';
 export * from '../common/contract/events';
