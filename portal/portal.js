@@ -222,6 +222,8 @@
       ['Event types', r ? r.types.join(', ') : '—'],
       ['Deliveries', pauseText(r)],
       ['Client certificate', certificateText(r, hl)],
+      ['Signature scheme', schemeText(r)],
+      ['Public key', publicKeyView(r)],
       ['Health', hl.state],
       ['Circuit breaker', breakerText(hl.breaker)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
@@ -254,6 +256,54 @@
       time(c.notAfter),
       expiry && expiry.warning ? h('strong', { class: 'warning', role: 'alert' }, ` ${expiry.warning}`) : null,
     );
+  }
+
+  /** How webhook-signature is signed, in words. */
+  function schemeText(r) {
+    if (!r) return '—';
+    return r.signatureScheme === 'v1a'
+      ? h('span', { 'data-scheme': 'v1a' }, 'v1a: Ed25519 (verify with the public key), and v1 HMAC with the secret')
+      : h('span', { 'data-scheme': 'v1' }, 'v1: HMAC-SHA256 with the secret');
+  }
+
+  /** The public key receivers verify v1a with (not a secret: any link sees it), copyable; the replaced one while it signs. */
+  function publicKeyView(r) {
+    if (!r || !r.publicKey) return 'none (v1 signs with the secret only)';
+    const key = (value, id, label) => {
+      const field = h('input', { type: 'text', readonly: true, value, id, 'aria-label': label, class: 'key' });
+      return h(
+        'div',
+        { class: 'row' },
+        field,
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'secondary',
+            'data-focus': `copy-${id}`,
+            onclick: async (event) => {
+              field.select();
+              try {
+                await navigator.clipboard.writeText(value);
+                event.target.textContent = `Copy ${label.toLowerCase()} (copied)`;
+              } catch {
+                event.target.textContent = `Copy ${label.toLowerCase()} (press Ctrl+C)`;
+              }
+            },
+          },
+          `Copy ${label.toLowerCase()}`,
+        ),
+      );
+    };
+    return [
+      key(r.publicKey, 'public-key', 'Public key'),
+      r.previousPublicKey
+        ? [
+            h('p', {}, 'The replaced key still signs until ', time(r.previousPublicKeyExpiresAt), ':'),
+            key(r.previousPublicKey, 'previous-public-key', 'Previous public key'),
+          ]
+        : null,
+    ];
   }
 
   /** Whether a pause holds the deliveries, in words. */
@@ -420,8 +470,67 @@
         h('button', { type: 'submit', 'data-focus': 'rotate' }, 'Rotate secret'),
       ),
       state.newSecret ? newSecretView(state.newSecret) : null,
+      signatureSchemeView(r),
       certificateUploadView(),
       state.contacts ? contactsView(state.contacts) : null,
+    ];
+  }
+
+  /** Chooses the signature scheme (v1a makes an Ed25519 key pair) and, under v1a, rotates the key pair with an overlap. */
+  function signatureSchemeView(r) {
+    const scheme = h(
+      'select',
+      { name: 'signatureScheme', 'data-focus': 'signature-scheme' },
+      h('option', { value: 'v1', selected: r.signatureScheme === 'v1' }, 'v1: HMAC with the secret'),
+      h('option', { value: 'v1a', selected: r.signatureScheme === 'v1a' }, 'v1a: Ed25519 public key, and v1'),
+    );
+    const overlap = h('input', { type: 'number', min: '0', max: '168', value: '24', 'data-focus': 'key-overlap' });
+    return [
+      h(
+        'form',
+        {
+          'aria-label': 'Signature scheme',
+          onsubmit: (event) => {
+            event.preventDefault();
+            void act(
+              async () => {
+                state.registration = await api('PATCH', '/webhooks', {
+                  projectId: state.claims.prj,
+                  signatureScheme: scheme.value,
+                });
+              },
+              () =>
+                state.registration.signatureScheme === 'v1a'
+                  ? 'Deliveries are signed with Ed25519 too: give your receiver the public key.'
+                  : 'Deliveries are signed with the secret only; the key pair was erased.',
+            );
+          },
+        },
+        h('label', {}, 'Signature scheme', scheme),
+        h('button', { type: 'submit', 'data-focus': 'save-scheme' }, 'Save signature scheme'),
+      ),
+      r.signatureScheme === 'v1a'
+        ? h(
+            'form',
+            {
+              'aria-label': 'Rotate signing key',
+              onsubmit: (event) => {
+                event.preventDefault();
+                void act(
+                  async () => {
+                    await api('POST', `${projectPath()}/signing-key/rotate`, {
+                      overlapSeconds: Math.round(Number(overlap.value) * 3600),
+                    });
+                    state.registration = await api('GET', projectPath());
+                  },
+                  () => 'A new key pair signs from now on; the endpoint shows its public key.',
+                );
+              },
+            },
+            h('label', {}, 'Overlap of the old key pair (hours)', overlap),
+            h('button', { type: 'submit', 'data-focus': 'rotate-key' }, 'Rotate signing key'),
+          )
+        : null,
     ];
   }
 
@@ -832,6 +941,8 @@
     'webhook.delete': 'Deleted the endpoint',
     'webhook.secret.rotate': 'Rotated the signing secret',
     'webhook.secret.overlap-ended': 'The old signing secret stopped signing',
+    'webhook.signing-key.rotate': 'Rotated the signing key pair',
+    'webhook.signing-key.overlap-ended': 'The old signing key pair stopped signing',
     'webhook.test': 'Sent a test event',
     'webhook.pause': 'Paused deliveries',
     'webhook.resume': 'Resumed deliveries',

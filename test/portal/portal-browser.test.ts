@@ -469,6 +469,44 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     await close(page);
   });
 
+  it('a manage link chooses v1a by keyboard: the endpoint shows the scheme and the copyable public key, and rotates it', async () => {
+    const { id: p } = await project();
+    const page = await open((await link(p)).url);
+    const scheme = page.locator('section[aria-labelledby="endpoint-title"] dt:text-is("Signature scheme") + dd');
+    await scheme.waitFor();
+    assert.match(await scheme.innerText(), /^v1: HMAC-SHA256 with the secret/);
+    await page.getByRole('combobox', { name: 'Signature scheme' }).selectOption('v1a');
+    await pressByKeyboard(page, 'Save signature scheme');
+    await page.getByText('Deliveries are signed with Ed25519 too: give your receiver the public key.').waitFor();
+    const row = (await store.findRegistration(fx.database.db, p))!;
+    assert.equal(row.signatureScheme, 'v1a');
+    assert.match(await scheme.innerText(), /^v1a: Ed25519/);
+    const shown = page.getByLabel('Public key', { exact: true });
+    assert.equal(await shown.inputValue(), row.signingPublicKey);
+    assert.match(row.signingPublicKey!, /^whpk_[A-Za-z0-9+/]{43}=$/);
+    await pressByKeyboard(page, 'Copy public key');
+    await page.getByRole('button', { name: 'Copy public key (copied)' }).waitFor();
+    assert.equal(await page.evaluate('navigator.clipboard.readText()'), row.signingPublicKey);
+    assert.doesNotMatch(await page.content(), /PRIVATE KEY/);
+    await assertAccessible(page, 'public key');
+
+    await pressByKeyboard(page, 'Rotate signing key');
+    await page.getByText('A new key pair signs from now on; the endpoint shows its public key.').waitFor();
+    const rotated = (await store.findRegistration(fx.database.db, p))!;
+    assert.equal(await page.getByLabel('Public key', { exact: true }).inputValue(), rotated.signingPublicKey);
+    assert.equal(await page.getByLabel('Previous public key').inputValue(), row.signingPublicKey);
+    await assertAccessible(page, 'rotated public key');
+    await close(page);
+
+    // A read-only link sees the public key too (it is no secret), and no form to change it.
+    const readOnly = await open((await link(p, { capabilities: ['read'] })).url);
+    await readOnly.getByLabel('Public key', { exact: true }).waitFor();
+    assert.equal(await readOnly.getByLabel('Public key', { exact: true }).inputValue(), rotated.signingPublicKey);
+    assert.equal(await readOnly.getByRole('form', { name: 'Signature scheme' }).count(), 0);
+    await assertAccessible(readOnly, 'read-only public key');
+    await close(readOnly);
+  });
+
   it('the endpoint shows the client certificate, and warns from 14 days before it expires', async () => {
     const { id: p } = await project();
     const notAfter = new Date(Date.now() + 10 * 86_400_000 + 3_600_000);
