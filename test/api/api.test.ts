@@ -168,8 +168,12 @@ describe('api: webhook management', () => {
         'headerNames',
         'pausedAt',
         'pausedUntil',
+        'previousPublicKey',
+        'previousPublicKeyExpiresAt',
         'projectId',
+        'publicKey',
         'secret',
+        'signatureScheme',
         'types',
         'updatedAt',
         'url',
@@ -178,6 +182,9 @@ describe('api: webhook management', () => {
       assert.equal(reply.body.projectId, p);
       assert.equal(reply.body.url, 'https://receiver.example/hooks');
       assert.deepEqual(reply.body.types, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+      // The default scheme is the spec's HMAC: no key pair.
+      assert.equal(reply.body.signatureScheme, 'v1');
+      assert.equal(reply.body.publicKey, null);
       assert.match(reply.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
       assert.ok(!Number.isNaN(Date.parse(reply.body.createdAt)));
       const row = (await rowOf(p))!;
@@ -435,7 +442,11 @@ describe('api: webhook management', () => {
         'headerNames',
         'pausedAt',
         'pausedUntil',
+        'previousPublicKey',
+        'previousPublicKeyExpiresAt',
         'projectId',
+        'publicKey',
+        'signatureScheme',
         'types',
         'updatedAt',
         'url',

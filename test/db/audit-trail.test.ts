@@ -143,6 +143,7 @@ describe('audit trail: one row per action, in its transaction, hash-chained', fu
     assert.deepEqual(reg.changes, {
       url: { after: urlInTrail('https://receiver.example/a') },
       types: { after: ['FALL_DETECTION'] },
+      signatureScheme: { after: 'v1' },
       secretRevealed: true,
     });
     // Never the secret, anywhere in the row.
