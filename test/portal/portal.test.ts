@@ -217,7 +217,9 @@ describe('portal links: made by members, scoped to one project and its capabilit
     const actions: [string, string, unknown?][] = [
       ['POST', `/webhooks/test/project/${p}`],
       ['POST', `/webhooks/project/${p}/secret/rotate`, { overlapSeconds: 60 }],
+      ['POST', `/webhooks/project/${p}/signing-key/rotate`, { overlapSeconds: 60 }],
       ['PATCH', '/webhooks', { projectId: p, types: ['VITAL_THRESHOLD'] }],
+      ['PATCH', '/webhooks', { projectId: p, signatureScheme: 'v1a' }],
       ['POST', `/webhooks/project/${p}/deliveries/recover`, { since: new Date(0).toISOString() }],
       ['POST', `/webhooks/project/${p}/deliveries/some-id/redeliver`],
     ];
