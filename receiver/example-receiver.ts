@@ -1,13 +1,22 @@
 // A runnable example receiver: `WEBHOOK_SECRET=whsec_… PORT=4000 npx tsx receiver/example-receiver.ts`.
 // It verifies each delivery against the raw body, answers 401 when the signature or timestamp is wrong and
 // 200 otherwise, and handles each webhook id once (the same event may arrive more than once). WEBHOOK_SECRET may
-// list several secrets, space- or comma-separated, to accept both sides of a rotation.
+// list several secrets, space- or comma-separated, to accept both sides of a rotation. With WEBHOOK_PUBLIC_KEY=whpk_…
+// instead (a v1a registration's public key; several likewise) it verifies the Ed25519 `v1a` signatures and holds no
+// secret.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { checkStandardWebhook, checkWebhookSignature, type WebhookSecrets } from '../common/crypto/signature';
+import {
+  checkStandardWebhook,
+  checkStandardWebhookV1a,
+  checkWebhookSignature,
+  type WebhookSecrets,
+} from '../common/crypto/signature';
 
 export interface ExampleReceiverOptions {
-  /** The secret, or during a rotation the old and the new one. */
+  /** The secret, or during a rotation the old and the new one (unused when `publicKey` is given). */
   secret: WebhookSecrets;
+  /** A v1a registration's public key (whpk_…), or both during a key rotation: only `v1a` signatures are checked. */
+  publicKey?: string | string[];
   /**
    * Which signature to check: Standard Webhooks' webhook-signature (default: it covers the webhook id and carries one
    * signature per active secret during a rotation) or the spec's X-Signature. Never either: a fallback to X-Signature
@@ -43,8 +52,9 @@ export function createExampleReceiver(options: ExampleReceiverOptions): Server {
     const handle = (rawBody: Buffer | undefined) => {
       if (!rawBody) return reply(413, 'body too large');
       // The bytes as received: never JSON.stringify(JSON.parse(...)).
-      const check =
-        options.scheme === 'spec'
+      const check = options.publicKey
+        ? checkStandardWebhookV1a({ publicKey: options.publicKey, headers: request.headers, rawBody })
+        : options.scheme === 'spec'
           ? checkWebhookSignature({
               secret: options.secret,
               timestamp: request.headers['x-timestamp'],
@@ -71,14 +81,18 @@ export function createExampleReceiver(options: ExampleReceiverOptions): Server {
 }
 
 if (require.main === module) {
-  const secret = process.env.WEBHOOK_SECRET;
-  if (!secret) {
-    process.stderr.write('Set WEBHOOK_SECRET to the secret returned by POST /webhooks/register\n');
+  const secret = process.env.WEBHOOK_SECRET ?? '';
+  const publicKey = process.env.WEBHOOK_PUBLIC_KEY?.split(/[\s,]+/).filter(Boolean);
+  if (!secret && !publicKey?.length) {
+    process.stderr.write(
+      'Set WEBHOOK_SECRET to the secret returned by POST /webhooks/register, or WEBHOOK_PUBLIC_KEY to its publicKey\n',
+    );
     process.exit(2);
   }
   const port = Number(process.env.PORT ?? 4000);
   const server = createExampleReceiver({
     secret: secret.split(/[\s,]+/).filter(Boolean),
+    ...(publicKey?.length && { publicKey }),
     scheme: process.env.WEBHOOK_SCHEME === 'spec' ? 'spec' : 'standard-webhooks',
     onEvent: ({ webhookId, body }) => process.stdout.write(`${webhookId} ${JSON.stringify(body)}\n`),
   });

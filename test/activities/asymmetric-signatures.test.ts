@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { Webhook } from 'standardwebhooks';
+import { createExampleReceiver } from '../../receiver/example-receiver';
 import { startSecretSweep } from '../../worker/secret-sweep';
 import { createSecretBox, registrationSecretAad, registrationSigningKeyAad } from '../../common/crypto/secrets';
 import type { deliverWebhookEvent } from '../../workflows';
@@ -210,6 +211,34 @@ describe('Ed25519 signatures, Standard Webhooks v1a (API in process, Temporal de
     const stringHeaders = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
     assert.deepEqual(new Webhook(secret).verify(request.rawBody, stringHeaders), fallPayload);
     assert.ok(independentSignatureValid(secret, { ...request, method: 'POST', path: '/', receivedAt: Date.now() }));
+  });
+
+  it('the example receiver with WEBHOOK_PUBLIC_KEY alone accepts a v1a delivery and refuses it with another key', async () => {
+    const { projectId, publicKey } = await registered();
+    receiver.state.publicKeys = [publicKey!];
+    const request = await deliverOne(projectId);
+    /** The status an example receiver holding these public keys (and a wrong secret) answers to the delivery. */
+    const answer = async (keys: string[], rawBody = request.rawBody) => {
+      const example = createExampleReceiver({ secret: [], publicKey: keys });
+      await new Promise<void>((resolve) => example.listen(0, '127.0.0.1', resolve));
+      try {
+        const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
+        delete headers['content-length'];
+        const response = await fetch(`http://127.0.0.1:${(example.address() as AddressInfo).port}/hook`, {
+          method: 'POST',
+          headers,
+          body: rawBody,
+        });
+        return response.status;
+      } finally {
+        await new Promise((resolve) => example.close(resolve));
+      }
+    };
+    const other = (await registered()).publicKey!;
+    assert.equal(await answer([publicKey!]), 200);
+    assert.equal(await answer([other, publicKey!]), 200);
+    assert.equal(await answer([other]), 401);
+    assert.equal(await answer([publicKey!], Buffer.from(request.rawBody.toString().replace('fall', 'fell'))), 401);
   });
 
   it('rotation: during the overlap both key pairs sign and GET shows both; afterwards the old one is gone and erased', async () => {

@@ -21,6 +21,8 @@ interface Body {
   url: string;
   types: string[];
   secret: string;
+  signatureScheme: string;
+  publicKey: string | null;
   createdAt: string;
   updatedAt: string;
   delivered: boolean;
