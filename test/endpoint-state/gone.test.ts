@@ -136,6 +136,7 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
           assert.equal(fx.receiver.requests.length, 1, 'the 410 ended the retries, and nothing else was sent');
           for (const handle of handles) assert.equal((await handle.describe()).status.name, 'RUNNING', 'none failed');
           const notice = await eventually('the contacts told', () => toldOf(projectId)[0]);
+          const health = (await call('GET', `/webhooks/project/${projectId}/health`)).body;
           const trail = (await call('GET', `/webhooks/project/${projectId}/audit`)).body.items as {
             action: string;
             actor: { kind: string };
@@ -144,16 +145,23 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
           const resumedAt = Date.now();
           const resumed = await call('POST', `/webhooks/project/${projectId}/resume`);
           const results = await Promise.all(handles.map((handle) => handle.result()));
-          return { held, notice, trail, resumed, resumedAt, results, handles };
+          return { held, health, notice, trail, resumed, resumedAt, results, handles };
         },
         { config },
       );
 
-      const { held, notice, trail, resumed, resumedAt, results, handles } = outcome;
+      const { held, health, notice, trail, resumed, resumedAt, results, handles } = outcome;
       // The registration says why and since when; the hold has no end of its own.
       assert.equal(typeof held.pausedAt, 'string');
       assert.equal(held.pausedUntil, null);
       assert.ok(Date.parse(String(held.pausedAt)) >= fx.receiver.requests[0]!.receivedAt - 1_000);
+      assert.deepEqual(health.held, {
+        reason: 'gone',
+        since: held.pausedAt,
+        until: null,
+        summary: `held: the receiver answered 410 Gone at ${String(held.pausedAt)}; nothing is sent until a member resumes`,
+      });
+      assert.equal(health.breaker && (health.breaker as { state: string }).state, 'closed', 'the breaker untouched');
       // The contacts' notice: signed with the webhook's secret, naming the status and the time.
       assert.equal(notice.request.headers['x-webhook-notice'], 'receiver-gone');
       assert.ok(independentSignatureValid(secret, notice.request), 'signed like a delivery');
