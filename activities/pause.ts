@@ -33,6 +33,9 @@ export function heldWaitMs(pausedUntil: Date | null, now: number, marginMs: numb
   return Math.max(1, untilEnd) + Math.max(0, Math.ceil(marginMs));
 }
 
+/** How long, at most, a delivery held by a receiver's 410 waits before it reads its registration again. */
+export const GONE_RECHECK_MS = 24 * 3_600_000;
+
 /**
  * The deferral that hands a held delivery's wait to its workflow. Made without an attempt (the webhook was paused
  * when read), or after the attempt the receiver answered 410 (`goneStatusCode`), which then counts as made.
@@ -81,11 +84,14 @@ export function createPauseHold({ db, config }: Pick<ActivityDeps, 'db' | 'confi
     await markHeld();
     held.log.info({ pausedUntil: held.pausedUntil?.toISOString() ?? 'until resumed' }, 'webhook paused: delivery held');
     // Listed, the resumer wakes it and the timer is a safety net; a workflow from before the waiter list waits on its
-    // timer alone, spread past the pause's end (a hold without an end: re-read after the safety net's wait).
+    // timer alone, spread past the pause's end. A hold without an end re-reads the registration once a day at most: a
+    // safety net against a lost resume signal that adds a few history events a day, however long the receiver is gone.
     const marginMs =
-      held.waitToken === undefined && held.pausedUntil !== null
-        ? Math.random() * spreadMs
-        : waitMaxMs * (0.5 + Math.random() / 2);
+      held.pausedUntil === null
+        ? GONE_RECHECK_MS * (0.5 + Math.random() / 2)
+        : held.waitToken === undefined
+          ? Math.random() * spreadMs
+          : waitMaxMs * (0.5 + Math.random() / 2);
     throw pausedDeferral(held.attempt, heldWaitMs(held.pausedUntil, now, marginMs), held.goneStatusCode);
   };
 }

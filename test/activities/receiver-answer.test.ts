@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { classifyStatus } from '../../activities/http/answer';
-import type { RetrySchedule } from '../../common/contract';
+import { heldWaitMs, pausedDeferral } from '../../activities/pause';
+import { slowedDeferral } from '../../activities/slow-down';
+import { DELIVERY_DEFERRED, type RetrySchedule } from '../../common/contract';
 
 describe('what a receiver’s status asks of the service (activities/http/answer.ts)', () => {
   const now = Date.parse('2026-01-01T00:00:00Z');
@@ -38,5 +40,33 @@ describe('what a receiver’s status asks of the service (activities/http/answer
   it('every other status is a plain failure, retried on the schedule: 500 behaves as before', () => {
     for (const status of [500, 501, 505, 400, 401, 403, 404, 408, 409, 411, 301, 302, 399, 100])
       assert.deepEqual(answer(status, '30'), { kind: 'failed' }, `${status}`);
+  });
+
+  it('a 410’s hold has no end: its wait is the margin alone, and its deferral names the status for a later give-up', () => {
+    assert.equal(heldWaitMs(null, 5_000, 43_200_000), 43_200_001);
+    assert.equal(heldWaitMs(null, 5_000, 0), 1);
+    const failure = pausedDeferral(3, 1_000, 410);
+    assert.deepEqual([failure.type, failure.nonRetryable], [DELIVERY_DEFERRED, true]);
+    const message = 'Receiver answered HTTP 410 Gone: deliveries held until a member resumes the webhook';
+    assert.equal(failure.message, message);
+    assert.deepEqual(failure.details, [
+      { reason: 'paused', waitMs: 1_000, attempt: 3, lastError: message, statusCode: 410 },
+    ]);
+    // A member's pause is unchanged.
+    assert.deepEqual(pausedDeferral(3, 1_000).details, [{ reason: 'paused', waitMs: 1_000, attempt: 3 }]);
+  });
+
+  it('an attempt deferred by the slow-down says so, with the status that asked for it', () => {
+    const failure = slowedDeferral(2, 3_000, 429);
+    assert.deepEqual([failure.type, failure.nonRetryable], [DELIVERY_DEFERRED, true]);
+    assert.deepEqual(failure.details, [
+      {
+        reason: 'slowed-down',
+        waitMs: 3_000,
+        attempt: 2,
+        lastError: 'Receiver answered HTTP 429: its deliveries wait',
+        statusCode: 429,
+      },
+    ]);
   });
 });
