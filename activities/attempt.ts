@@ -25,6 +25,7 @@ import {
   findRegistration,
   forgetAttemptedWaiter,
   forgetUnregisteredWaiter,
+  holdForGone,
   isPaused,
   openSigningKeys,
   type Db,
@@ -36,8 +37,9 @@ import { createEndpointGuard } from './breaker';
 import type { ActivityDeps } from './deps';
 import { createPrepareDelivery, DELIVERY_OPTIONS, type PreparedDelivery } from './delivery-options';
 import { ProxyUnavailableError, type ReceiverResponse } from './http/client';
-import { createPauseHold } from './pause';
-import { nextRetryDelay, parseRetryAfter } from './http/retry-after';
+import { createPauseHold, type HeldAttempt } from './pause';
+import { classifyStatus, type ReceiverAnswer } from './http/answer';
+import { createSlowDown, isSlowedDown } from './slow-down';
 import { ForbiddenTargetError } from './http/ssrf';
 
 /** Who this attempt is, for the X-Webhook-Id header and every log line. */
@@ -64,6 +66,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   };
   const throughEndpointGuard = createEndpointGuard(deps);
   const holdWhilePaused = createPauseHold(deps);
+  const slowDown = createSlowDown(deps);
   const prepareDelivery = createPrepareDelivery(deps, deps.deliveryOptions ?? DELIVERY_OPTIONS);
 
   return async function attempt(
@@ -101,19 +104,24 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       await deliveryLog.skipped(logKey, reason);
       throw ApplicationFailure.create({ type: FailureType.NotSubscribed, message: reason, nonRetryable: true });
     }
-    // Paused: nothing is sent; the delivery waits for the pause's end (read with the registration, no extra query).
+    const held: Omit<HeldAttempt, 'pausedUntil'> = {
+      registrationId: registration.id,
+      isTest: webhookType === 'TEST',
+      waitToken: input.waitToken,
+      priority: priorityKeyOf(webhookType),
+      ...context,
+    };
+    // Paused, or held since the receiver answered 410: nothing is sent; the delivery waits for the pause's end or the
+    // member's resume (read with the registration, no extra query).
     if (isPaused(registration))
-      await holdWhilePaused(
-        {
-          registrationId: registration.id,
-          pausedUntil: registration.pausedUntil!,
-          isTest: webhookType === 'TEST',
-          waitToken: input.waitToken,
-          priority: priorityKeyOf(webhookType),
-          ...context,
-        },
-        () => deliveryLog.held(logKey),
-      );
+      await holdWhilePaused({ ...held, pausedUntil: registration.pausedUntil }, () => deliveryLog.held(logKey));
+    // The receiver asked to slow down (this delivery or another): nothing is sent before then.
+    if (isSlowedDown(registration, held.isTest))
+      await slowDown.wait({
+        ...held,
+        slowedUntil: registration.slowedUntil!,
+        statusCode: registration.slowedStatusCode,
+      });
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
     // Custom headers, client certificate, route: what the registration's options add to this attempt's request.
@@ -140,7 +148,30 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
           unreachableFailure(error, url, elapsed(), context, config.WEBHOOK_TIMEOUT_MS, delivery),
         );
       }
-      return deliveryLog.attempt(logKey, () => classifyAnswer(response, url, elapsed(), context, retrySchedule));
+      const durationMs = elapsed();
+      const answer = classifyStatus(
+        response.statusCode,
+        response.retryAfter,
+        retrySchedule,
+        context.attempt,
+        Date.now(),
+      );
+      if (answer.kind === 'slow-down' && !held.isTest)
+        await slowDown.slowDown(registration.id, answer.slowForMs, response.statusCode, context.log);
+      const logged = deliveryLog.attempt(logKey, () => classifyAnswer(response, answer, url, durationMs, context));
+      if (answer.kind !== 'gone') return logged;
+      // 410: the attempt is logged failed; the delivery is held with the registration's others until a resume.
+      return logged.catch(async (failure: unknown) => {
+        const hold = await holdForGone(db, registration.id, response.statusCode);
+        if (hold?.started)
+          context.log.warn('receiver answered 410 Gone: the webhook’s deliveries are held until a member resumes');
+        if (!hold || held.isTest) throw failure;
+        // The attempt that got the 410 counts as made: the next one is the one after it.
+        return holdWhilePaused(
+          { ...held, pausedUntil: null, attempt: context.attempt + 1, goneStatusCode: response.statusCode },
+          () => deliveryLog.held(logKey),
+        );
+      });
     });
     // The first attempt waited for nothing; one after a wait lets the less urgent waiters go once it has ended.
     if ((input.waitToken ?? 1) <= 1) return posted;
@@ -316,23 +347,32 @@ function unreachableFailure(
   });
 }
 
-/** 2xx is delivered; any other status is retried, after at least the receiver's Retry-After on 429 and 503. */
+/**
+ * 2xx is delivered; 410 is not retried (the caller holds the delivery); any other status is retried, after at least the
+ * receiver's Retry-After on 429, 502, 503 and 504 (activities/http/answer.ts).
+ */
 function classifyAnswer(
   response: ReceiverResponse,
+  answer: ReceiverAnswer,
   url: URL,
   durationMs: number,
   { attempt, log }: AttemptContext,
-  retrySchedule: RetrySchedule,
 ): DeliveryAttemptOutcome {
   const { statusCode } = response;
-  if (statusCode >= 200 && statusCode < 300) {
+  if (answer.kind === 'delivered') {
     log.info({ statusCode, durationMs }, 'webhook delivered');
     return { status: 'delivered', attempt, statusCode, durationMs };
   }
-  const retryDelay =
-    statusCode === 429 || statusCode === 503
-      ? nextRetryDelay(retrySchedule, attempt, parseRetryAfter(response.retryAfter, Date.now()))
-      : undefined;
+  if (answer.kind === 'gone') {
+    log.warn({ host: url.host, statusCode, durationMs }, 'webhook delivery attempt failed: receiver gone');
+    throw ApplicationFailure.create({
+      type: FailureType.ReceiverGone,
+      message: `Receiver answered HTTP ${statusCode} Gone: deliveries held until a member resumes the webhook`,
+      nonRetryable: true,
+      details: [{ attempt, durationMs, statusCode } satisfies AttemptFailureDetails],
+    });
+  }
+  const retryDelay = answer.kind === 'slow-down' ? answer.retryDelayMs : undefined;
   log.warn(
     { host: url.host, statusCode, durationMs, nextRetryDelay: retryDelay },
     'webhook delivery attempt failed: receiver status',

@@ -25,6 +25,9 @@ const SUMMARIES: Record<NoticeCondition, string> = {
     'Deliveries to your webhook are paused: events are held, not sent, until the pause ends (pausedBy says who, ' +
     'pausedUntil when it ends by itself).',
   'pause-ended': 'The pause of your webhook ended (endedBy says how): the held events are being delivered.',
+  'receiver-gone':
+    'Your receiver answered 410 Gone: deliveries to your webhook are held, not sent and not failed, until a member ' +
+    'resumes them (pausedAt says since when).',
   'certificate-expiring':
     'The client certificate your webhook presents to your receiver expires soon (or has expired): upload its successor.',
 };

@@ -10,6 +10,8 @@ export * from './portal-sessions';
 export * from './endpoints/alert-state';
 export * from './audit/events';
 export * from './endpoints/pause';
+export * from './endpoints/gone';
+export * from './endpoints/slow-down';
 export * from './endpoints/waiter-handover';
 export * from './endpoints/notices';
 export * from './audit/chain';

@@ -12,6 +12,7 @@ import {
 } from '../common/crypto/secrets';
 import { generateSigningKeyPair, type SignatureScheme } from '../common/crypto/signature';
 import type { Db } from './connection';
+import type { PauseReason } from './endpoints/pause';
 import { adoptWaiters, setAsideWaiters } from './endpoints/waiter-handover';
 
 /** A stored webhook registration; the signing secret stays sealed (AES-256-GCM) at this layer. */
@@ -31,6 +32,11 @@ export interface RegistrationRow {
   /** When the current pause began and when it ends by itself; both null when not paused (db/endpoints/pause.ts). */
   pausedAt: Date | null;
   pausedUntil: Date | null;
+  /** Why the deliveries are held: null for a member's pause, 'gone' when the receiver answered 410 (no end of its own). */
+  pauseReason: PauseReason | null;
+  /** Until when the receiver asked to be left alone (429, 502, 503, 504), and with which status; null when it did not. */
+  slowedUntil: Date | null;
+  slowedStatusCode: number | null;
   /** The client certificate presented to the receiver (mutual TLS), its key sealed; null when there is none. */
   clientCertificate: StoredClientCertificate | null;
   /** `v1` (HMAC only) or `v1a` (Ed25519 too); with v1a the key pair below, else both null. */
@@ -71,6 +77,9 @@ interface Columns {
   custom_headers_sealed: string | null;
   paused_at: Date | null;
   paused_until: Date | null;
+  pause_reason: PauseReason | null;
+  slowed_until: Date | null;
+  slowed_status_code: number | null;
   client_certificate: string | null;
   client_key_sealed: string | null;
   client_certificate_subject: string | null;
@@ -100,6 +109,9 @@ const toRow = (c: Columns): RegistrationRow => ({
   customHeadersSealed: c.custom_headers_sealed,
   pausedAt: c.paused_at ?? null,
   pausedUntil: c.paused_until ?? null,
+  pauseReason: c.pause_reason ?? null,
+  slowedUntil: c.slowed_until ?? null,
+  slowedStatusCode: c.slowed_status_code ?? null,
   clientCertificate:
     c.client_certificate && c.client_key_sealed
       ? {

@@ -306,9 +306,25 @@
     ];
   }
 
-  /** Whether a pause holds the deliveries, in words. */
+  /** Whether a pause holds the deliveries, or the receiver asked to be left alone, in words. */
   function pauseText(r) {
     if (!r) return '—';
+    if (r.pauseReason === 'gone')
+      return h(
+        'span',
+        { 'data-pause': 'gone' },
+        'held: the receiver answered 410 Gone at ',
+        time(r.pausedAt),
+        '; nothing is sent, and nothing fails, until a member resumes',
+      );
+    if (!r.pausedUntil && r.slowedUntil)
+      return h(
+        'span',
+        { 'data-pause': 'slowed' },
+        'slowed down: the receiver asked to wait; deliveries go out again at ',
+        time(r.slowedUntil),
+        ', falls first',
+      );
     if (!r.pausedUntil) return h('span', { 'data-pause': 'running' }, 'sent as events occur');
     return h(
       'span',
@@ -418,7 +434,8 @@
       h(
         'div',
         { class: 'row' },
-        r.pausedUntil
+        // A pause, or the hold a 410 began (no end of its own): either way the member resumes.
+        r.pausedAt
           ? h(
               'button',
               {
@@ -947,6 +964,7 @@
     'webhook.pause': 'Paused deliveries',
     'webhook.resume': 'Resumed deliveries',
     'webhook.pause.expire': 'The pause ended by itself',
+    'webhook.gone': 'Held deliveries: the receiver answered 410 Gone',
     'notifications.update': 'Changed the notification contacts',
     'delivery.redeliver': 'Redelivered a delivery',
     'deliveries.recover': 'Recovered failed deliveries',

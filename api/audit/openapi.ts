@@ -50,7 +50,8 @@ const auditEventSchema = {
       type: 'string',
       description:
         'What was done, e.g. `webhook.update`, `portal-link.create`, `access.refused`, `codec.decode`, or the ' +
-        "service's own `breaker.open`, `breaker.half-open`, `breaker.close` (docs/operators.md#audit-trail lists them).",
+        "service's own `breaker.open`, `breaker.half-open`, `breaker.close`, `webhook.gone` (the receiver answered " +
+        '410: deliveries held until a resume) (docs/operators.md#audit-trail lists them).',
     },
     outcome: { enum: ['ok', 'refused', 'failed'] },
     projectId: { type: 'string' },

@@ -3,7 +3,7 @@ import * as store from '../../db';
 import { certificateExpiry } from '../../common/registration/client-certificate';
 import { UNAVAILABLE_RETRY_AFTER_S, unavailableDependency } from '../http/dependency-errors';
 import { ApiError } from '../http/errors';
-import { assertMember } from '../webhooks/registrations';
+import { assertMember, view as registrationView } from '../webhooks/registrations';
 import { recordAudit } from '../http/audited-actions';
 import { recheckPortalLink } from '../auth/authenticate';
 import {
@@ -71,6 +71,19 @@ export interface EndpointHealthView {
   breaker: BreakerView;
   /** The client certificate's expiry, with a warning from 14 days before; null without a certificate. */
   clientCertificate: CertificateExpiryView | null;
+  /** Why deliveries are held, when they are: a member's pause, or the receiver's 410 Gone; null otherwise. */
+  held: HeldView | null;
+  /** Until when the receiver asked to be left alone (429, 502, 503, 504); null when it did not. */
+  slowedUntil: string | null;
+}
+
+export interface HeldView {
+  reason: 'member' | 'gone';
+  since: string;
+  /** When a member's pause ends by itself; null for a 410's hold, which lasts until a member resumes. */
+  until: string | null;
+  /** In words, e.g. "held: the receiver answered 410 Gone at 2026-11-29T00:42:00.000Z". */
+  summary: string;
 }
 
 export interface CertificateExpiryView {
@@ -463,7 +476,7 @@ export async function getEndpointHealth(
 ): Promise<EndpointHealthView> {
   await assertMember(deps.db, projectId, userId);
   deps.readLimiter?.(projectId);
-  const [row, { breaker, clientCertificate }] = await Promise.all([
+  const [row, { breaker, clientCertificate, held, slowedUntil }] = await Promise.all([
     store.findEndpointHealth(deps.db, projectId),
     registrationHealth(deps.db, projectId),
   ]);
@@ -476,6 +489,8 @@ export async function getEndpointHealth(
       lastError: null,
       breaker,
       clientCertificate,
+      held,
+      slowedUntil,
     };
   return {
     state: row.consecutiveFailures > 0 ? 'failing' : 'healthy',
@@ -485,6 +500,8 @@ export async function getEndpointHealth(
     lastError: row.lastError,
     breaker,
     clientCertificate,
+    held,
+    slowedUntil,
   };
 }
 
@@ -495,7 +512,20 @@ async function registrationHealth(db: Knex, projectId: string) {
   return {
     breaker: await breakerOf(db, registration),
     clientCertificate: certificate ? certificateExpiryView(certificate.notAfter) : null,
+    held: registration ? heldView(registration) : null,
+    slowedUntil: registration ? registrationView(registration).slowedUntil : null,
   };
+}
+
+/** Why the registration's deliveries are held, as its view says it, in words too. */
+function heldView(registration: store.RegistrationRow): HeldView | null {
+  const { pausedAt, pausedUntil, pauseReason } = registrationView(registration);
+  if (pausedAt === null || pauseReason === null) return null;
+  const summary =
+    pauseReason === 'gone'
+      ? `held: the receiver answered 410 Gone at ${pausedAt}; nothing is sent until a member resumes`
+      : `held: paused at ${pausedAt} until ${pausedUntil ?? 'resumed'}`;
+  return { reason: pauseReason, since: pausedAt, until: pausedUntil, summary };
 }
 
 /** Where the certificate stands, in words from CLIENT_CERTIFICATE_WARNING_DAYS before it expires. */

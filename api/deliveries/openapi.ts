@@ -138,6 +138,26 @@ const endpointHealthSchema = {
       required: ['state', 'notAfter', 'daysLeft', 'warning'],
       additionalProperties: false,
     },
+    held: {
+      type: ['object', 'null'],
+      description:
+        'Why deliveries are held, while they are (null otherwise): member (a pause, until `until`) or gone (the ' +
+        'receiver answered 410 Gone at `since`: held until a member resumes, `until` null).',
+      properties: {
+        reason: { type: 'string', enum: ['member', 'gone'] },
+        since: { type: 'string', format: 'date-time' },
+        until: { type: ['string', 'null'], format: 'date-time' },
+        summary: { type: 'string', description: 'In words: "held: the receiver answered 410 Gone at …".' },
+      },
+      required: ['reason', 'since', 'until', 'summary'],
+      additionalProperties: false,
+    },
+    slowedUntil: {
+      type: ['string', 'null'],
+      format: 'date-time',
+      description:
+        'The receiver answered 429, 502, 503 or 504: no delivery is attempted before this time; null otherwise.',
+    },
   },
   required: [
     'state',
@@ -147,6 +167,8 @@ const endpointHealthSchema = {
     'lastError',
     'breaker',
     'clientCertificate',
+    'held',
+    'slowedUntil',
   ],
   additionalProperties: false,
 } as const;

@@ -146,7 +146,7 @@ export async function revokePortalSessions(
         ...(ended && {
           endedPause: {
             pausedAt: ended.pausedAt.toISOString(),
-            pausedUntil: ended.pausedUntil.toISOString(),
+            pausedUntil: ended.pausedUntil?.toISOString() ?? null,
             heldDeliveries: resumed.held,
           },
         }),

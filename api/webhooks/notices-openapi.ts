@@ -31,7 +31,8 @@ export const noticePaths: Paths = {
       operationId: 'setNotificationContacts',
       summary: 'Set who the service tells when the project’s endpoint fails or recovers',
       description:
-        'Notices: breaker-open, recovered, delivery-gave-up, pause-started, pause-ended, certificate-expiring; each ' +
+        'Notices: breaker-open, recovered, delivery-gave-up, pause-started, pause-ended, receiver-gone (the ' +
+        'receiver answered 410 Gone: deliveries held until a member resumes; every one), certificate-expiring; each ' +
         'at most once an hour per project (certificate-expiring once a day; every pause’s start and end, naming who ' +
         'paused or ended it and until when), never with a payload or a person’s data. The URL gets a JSON POST signed with the ' +
         'webhook’s secret like a delivery (X-Timestamp, X-Signature; X-Webhook-Notice names the condition); the ' +

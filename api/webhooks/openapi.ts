@@ -39,12 +39,30 @@ const registrationProperties = {
   pausedAt: {
     type: ['string', 'null'],
     format: 'date-time',
-    description: 'When the pause holding the deliveries began; null when the webhook is not paused.',
+    description:
+      'When the pause holding the deliveries began (for a hold the receiver’s 410 began: when the 410 came); null ' +
+      'when the webhook is not paused.',
   },
   pausedUntil: {
     type: ['string', 'null'],
     format: 'date-time',
-    description: 'When that pause ends by itself (PAUSE_MAX_HOURS at most); null when the webhook is not paused.',
+    description:
+      'When that pause ends by itself (PAUSE_MAX_HOURS at most); null when the webhook is not paused, and for a hold ' +
+      'the receiver’s 410 began, which has no end of its own: it lasts until a member resumes.',
+  },
+  pauseReason: {
+    type: ['string', 'null'],
+    enum: ['member', 'gone', null],
+    description:
+      'Why the deliveries are held: member (a member or a manage link paused the webhook), gone (the receiver ' +
+      'answered 410 Gone at pausedAt: held until a member resumes); null when the webhook is not paused.',
+  },
+  slowedUntil: {
+    type: ['string', 'null'],
+    format: 'date-time',
+    description:
+      'The receiver answered 429, 502, 503 or 504: no delivery is attempted before this time (its Retry-After, or ' +
+      'the retry schedule’s next interval when longer); the waiting ones then go out paced, falls first. Null otherwise.',
   },
   clientCertificate: {
     type: ['object', 'null'],

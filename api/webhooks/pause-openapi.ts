@@ -24,7 +24,8 @@ export const pausePaths: Paths = {
         'oldest first, at the breaker’s resume rate. A TEST is refused (409) while paused. Pausing a paused webhook ' +
         'changes nothing. The body is optional. The project’s notification contacts are told when a pause starts ' +
         '(pause-started: who paused it, until when) and ends (pause-ended: how). A pause a portal link started ends ' +
-        'when the project’s links are revoked.',
+        'when the project’s links are revoked. While a receiver’s 410 Gone holds the deliveries (pauseReason gone, no ' +
+        'end of its own) pausing changes nothing either.',
       tags: ['webhooks'],
       parameters: [projectIdParameter],
       requestBody: { required: false, content: json(ref('schemas', 'PauseBody')) },
@@ -42,13 +43,15 @@ export const pausePaths: Paths = {
       summary: 'Resume the project’s paused webhook: send the held deliveries',
       description:
         'The held deliveries go out, FALL_DETECTION before VITAL_THRESHOLD and oldest first, at ' +
-        'BREAKER_RESUME_RATE_PER_SECOND, each once. Resuming a webhook that is not paused changes nothing. The ' +
-        'notification contacts are told (pause-ended, naming who resumed it).',
+        'BREAKER_RESUME_RATE_PER_SECOND, each once. This also ends the hold a receiver’s 410 Gone began ' +
+        '(pauseReason gone), the delivery that got the 410 included: resume once the receiver is back. Resuming a ' +
+        'webhook that is not paused changes nothing. The notification contacts are told (pause-ended, naming who ' +
+        'resumed it).',
       tags: ['webhooks'],
       parameters: [projectIdParameter],
       responses: {
         '200': {
-          description: 'Not paused (pausedAt, pausedUntil null).',
+          description: 'Not paused (pausedAt, pausedUntil, pauseReason null).',
           content: json(ref('schemas', 'Registration')),
         },
         ...answers,

@@ -56,7 +56,8 @@ export async function pauseWebhook(
   return deps.db.transaction(async (trx) => {
     const paused = await store.pauseRegistration(trx, projectId, hours * 3_600_000, pausedBy(actor));
     if (!paused) throw noWebhook(projectId);
-    if (paused.started) {
+    // A pause that starts has an end; one under way is left as it is (a hold the receiver's 410 began has none).
+    if (paused.started && paused.pausedUntil) {
       await recordAudit(trx, actor, {
         action: 'webhook.pause',
         projectId,
@@ -100,7 +101,8 @@ export async function resumeWebhook(
         registrationId: resumed.registrationId,
         changes: {
           pausedAt: resumed.ended.pausedAt.toISOString(),
-          pausedUntil: resumed.ended.pausedUntil.toISOString(),
+          pausedUntil: resumed.ended.pausedUntil?.toISOString() ?? null,
+          ...(resumed.ended.reason && { pauseReason: resumed.ended.reason }),
           heldDeliveries: resumed.held,
         },
       });
@@ -137,7 +139,9 @@ export async function queuePauseEnded(
     facts: {
       endedBy,
       pausedAt: ended.pausedAt.toISOString(),
-      pausedUntil: ended.pausedUntil.toISOString(),
+      // A hold the receiver's 410 began has no end of its own: the notice names its reason instead.
+      ...(ended.pausedUntil !== null && { pausedUntil: ended.pausedUntil.toISOString() }),
+      ...(ended.reason && { pauseReason: ended.reason }),
       heldDeliveries,
     },
   });

@@ -43,9 +43,16 @@ export interface RegistrationView {
   types: string[];
   /** The names of the custom headers sent with every delivery; their values are never shown. */
   headerNames: string[];
-  /** While a pause holds the deliveries: when it began and when it ends by itself; null otherwise. */
+  /**
+   * While a pause holds the deliveries: when it began and when it ends by itself; null otherwise. A hold the receiver's
+   * 410 began has `pausedAt` (when the 410 came) and no end (`pausedUntil` null): it lasts until a member resumes.
+   */
   pausedAt: string | null;
   pausedUntil: string | null;
+  /** Why the deliveries are held: `member` (a member's or a manage link's pause), `gone` (the receiver answered 410). */
+  pauseReason: 'member' | 'gone' | null;
+  /** Until when the receiver asked to be left alone (429, 502, 503, 504): no delivery is attempted before; null. */
+  slowedUntil: string | null;
   /** The client certificate presented to the receiver (mutual TLS): subject, expiry, fingerprint; never the key. */
   clientCertificate: ClientCertificateView | null;
   /** `v1` (HMAC) or `v1a` (Ed25519 beside HMAC). */
@@ -97,7 +104,9 @@ export const view = (row: store.RegistrationRow): RegistrationView => ({
   headerNames: row.customHeaderNames,
   // A pause past its end is over, whether or not the worker's sweep has cleared it yet.
   pausedAt: store.isPaused(row) ? row.pausedAt!.toISOString() : null,
-  pausedUntil: store.isPaused(row) ? row.pausedUntil!.toISOString() : null,
+  pausedUntil: store.isPaused(row) ? (row.pausedUntil?.toISOString() ?? null) : null,
+  pauseReason: store.isPaused(row) ? (row.pauseReason ?? 'member') : null,
+  slowedUntil: row.slowedUntil && row.slowedUntil.getTime() > Date.now() ? row.slowedUntil.toISOString() : null,
   clientCertificate: certificateView(row.clientCertificate),
   signatureScheme: row.signatureScheme,
   publicKey: row.signingPublicKey,

@@ -12,6 +12,11 @@ export const FailureType = {
   InvalidUrl: 'InvalidWebhookUrl',
   /** Retryable: the receiver answered a status other than 2xx (3xx included: redirects are not followed). */
   ReceiverStatus: 'WebhookReceiverStatus',
+  /**
+   * Not retried: the receiver answered 410 Gone. The delivery is held with every other of its registration until a
+   * member resumes (the attempt hands its wait back as a `paused` deferral); a TEST fails with it.
+   */
+  ReceiverGone: 'WebhookReceiverGone',
   /** Retryable: timeout, refused connection, DNS failure, reset. */
   ReceiverUnreachable: 'WebhookReceiverUnreachable',
   /** Retryable: the egress proxy refused the tunnel (407, 403, 502, …) or could not be reached; not the receiver's. */

@@ -6,13 +6,17 @@ export interface NotificationContacts {
   emails: string[];
 }
 
-/** The conditions a project is told of, each at most once an hour (a certificate's end, once a day; a pause, each time). */
+/**
+ * The conditions a project is told of, each at most once an hour (a certificate's end, once a day; a pause, and a hold
+ * its receiver's 410 began, each time).
+ */
 export const NOTICE_CONDITIONS = [
   'breaker-open',
   'recovered',
   'delivery-gave-up',
   'pause-started',
   'pause-ended',
+  'receiver-gone',
   'certificate-expiring',
 ] as const;
 export type NoticeCondition = (typeof NOTICE_CONDITIONS)[number];
@@ -51,13 +55,13 @@ const HOUR_MS = 3_600_000;
 
 /**
  * How often a condition may be told: an hour, but a client certificate's coming end once a day (it stays true for up
- * to 14 days: hourly, it would be 336 notices), and every pause's start and end (a second pause within the hour must not
- * hold falls unannounced).
+ * to 14 days: hourly, it would be 336 notices), and every pause's start and end and every hold a 410 began (a second
+ * one within the hour must not hold falls unannounced).
  */
 export const noticeIntervalMs = (condition: NoticeCondition): number =>
   condition === 'certificate-expiring'
     ? 24 * HOUR_MS
-    : condition === 'pause-started' || condition === 'pause-ended'
+    : condition === 'pause-started' || condition === 'pause-ended' || condition === 'receiver-gone'
       ? 0
       : HOUR_MS;
 

@@ -14,11 +14,19 @@ const WAITERS = 'webhook_breaker_waiters';
 // Stryker disable next-line StringLiteral: read once at module load, which Stryker's mocha runner does not redo (a static mutant); an empty name fails every query
 const DELIVERIES = 'deliveries';
 
-/** A registration's pause as the API shows it. */
+/**
+ * Why a registration's deliveries are held when it is not a member's pause: `gone`, the receiver answered 410 Gone
+ * (db/endpoints/gone.ts). Such a hold has no end of its own (`paused_until` is NULL): it lasts until a member resumes.
+ */
+export type PauseReason = 'gone';
+
+/** A registration's pause as the API shows it; `pausedUntil` null and `reason` 'gone' for a hold the receiver's 410 began. */
 export interface PauseState {
   registrationId: string;
   pausedAt: Date;
-  pausedUntil: Date;
+  pausedUntil: Date | null;
+  /** Set for a hold the receiver's 410 began; absent for a member's pause. */
+  reason?: PauseReason;
 }
 
 /** Who started a pause: a member (their token's subject), or a portal link (its id, and the member who made it). */
@@ -28,20 +36,30 @@ export interface PausedBy {
   portalLinkId?: string;
 }
 
-/** Whether a registration read at `now` is paused: a pause whose end has passed is over, swept or not. */
-export const isPaused = (row: { pausedUntil: Date | null }, now = Date.now()): boolean =>
-  row.pausedUntil !== null && row.pausedUntil.getTime() > now;
+/**
+ * Whether a registration read at `now` is paused: a pause whose end has passed is over, swept or not; a hold the
+ * receiver's 410 began lasts until a resume.
+ */
+export const isPaused = (
+  row: { pausedUntil: Date | null; pauseReason?: PauseReason | null },
+  now = Date.now(),
+): boolean => row.pauseReason === 'gone' || (row.pausedUntil !== null && row.pausedUntil.getTime() > now);
+
+/** Under way in SQL, as isPaused says it: a hold without an end (the receiver's 410) or a pause whose end is ahead. */
+export const PAUSE_ONGOING = `(pause_reason IS NOT NULL OR coalesce(paused_until > now(), false))`;
 
 interface PauseColumns {
   id: string;
   paused_at: Date;
-  paused_until: Date;
+  paused_until: Date | null;
+  pause_reason?: PauseReason | null;
 }
 
 const toState = (c: PauseColumns): PauseState => ({
   registrationId: c.id,
   pausedAt: c.paused_at,
   pausedUntil: c.paused_until,
+  ...(c.pause_reason && { reason: c.pause_reason }),
 });
 
 /**
@@ -57,7 +75,7 @@ export async function pauseRegistration(
 ): Promise<(PauseState & { started: boolean }) | undefined> {
   const { rows } = await db.raw<{ rows: (PauseColumns & { started: boolean })[] }>(
     `WITH current AS (
-       SELECT id, paused_until > now() AS ongoing FROM ${REGISTRATIONS} WHERE project_id = :projectId FOR UPDATE
+       SELECT id, ${PAUSE_ONGOING} AS ongoing FROM ${REGISTRATIONS} WHERE project_id = :projectId FOR UPDATE
      )
      UPDATE ${REGISTRATIONS} r
         SET paused_at = CASE WHEN current.ongoing THEN r.paused_at ELSE now() END,
@@ -67,7 +85,7 @@ export async function pauseRegistration(
             updated_at = CASE WHEN current.ongoing THEN r.updated_at ELSE now() END
        FROM current
       WHERE r.id = current.id
-     RETURNING r.id, r.paused_at, r.paused_until, NOT coalesce(current.ongoing, false) AS started`,
+     RETURNING r.id, r.paused_at, r.paused_until, r.pause_reason, NOT coalesce(current.ongoing, false) AS started`,
     { projectId, forMs, pausedBy: pausedBy && JSON.stringify(pausedBy) },
   );
   const [row] = rows;
@@ -85,11 +103,12 @@ export async function resumeRegistration(
 ): Promise<{ registrationId: string; ended?: PauseState; held: number } | undefined> {
   return db.transaction(async (trx) => {
     const { rows } = await trx.raw<{ rows: (PauseColumns & { ongoing: boolean })[] }>(
-      `UPDATE ${REGISTRATIONS} r SET paused_at = NULL, paused_until = NULL,
-              updated_at = CASE WHEN before.paused_until IS NULL THEN r.updated_at ELSE now() END
+      `UPDATE ${REGISTRATIONS} r SET paused_at = NULL, paused_until = NULL, pause_reason = NULL,
+              updated_at = CASE WHEN before.paused_at IS NULL THEN r.updated_at ELSE now() END
          FROM ${REGISTRATIONS} before
         WHERE before.id = r.id AND r.project_id = ?
-       RETURNING r.id, before.paused_at, before.paused_until, coalesce(before.paused_until > now(), false) AS ongoing`,
+       RETURNING r.id, before.paused_at, before.paused_until, before.pause_reason,
+                 (before.pause_reason IS NOT NULL OR coalesce(before.paused_until > now(), false)) AS ongoing`,
       [projectId],
     );
     const [row] = rows;
@@ -141,10 +160,14 @@ export async function holdDelivery(
 ): Promise<void> {
   await db.raw(
     `WITH registration AS (
-       SELECT paused_until FROM ${REGISTRATIONS} WHERE id = :registrationId FOR SHARE
+       SELECT paused_until, pause_reason FROM ${REGISTRATIONS} WHERE id = :registrationId FOR SHARE
      )
      INSERT INTO ${WAITERS} AS w (registration_id, workflow_id, wait_token, eligible_at, priority)
-     SELECT :registrationId, :workflowId, :waitToken, GREATEST(now(), coalesce(paused_until, now())), :priority
+     SELECT :registrationId, :workflowId, :waitToken,
+            -- A hold without an end (the receiver's 410) is due only when a member resumes (releaseHeld).
+            CASE WHEN pause_reason IS NOT NULL THEN 'infinity'::timestamptz
+                 ELSE GREATEST(now(), coalesce(paused_until, now())) END,
+            :priority
        FROM registration
      ON CONFLICT (registration_id, workflow_id) DO UPDATE
         SET wait_token = excluded.wait_token, since = now(), eligible_at = excluded.eligible_at, woken_at = NULL,
@@ -158,7 +181,7 @@ export async function holdDelivery(
  * with its `webhook.pause.expire` audit row in the same transaction, and returns them for the operators' log and the
  * project's notice. Every worker may run it: each row is taken once.
  */
-export async function endExpiredPauses(db: Db): Promise<(PauseState & { projectId: string })[]> {
+export async function endExpiredPauses(db: Db): Promise<(PauseState & { pausedUntil: Date; projectId: string })[]> {
   return db.transaction(async (trx) => {
     const { rows } = await trx.raw<{ rows: (PauseColumns & { project_id: string })[] }>(
       `UPDATE ${REGISTRATIONS} r SET paused_at = NULL, paused_until = NULL, updated_at = now()
@@ -167,7 +190,7 @@ export async function endExpiredPauses(db: Db): Promise<(PauseState & { projectI
         WHERE r.id = before.id
        RETURNING r.id, r.project_id, before.paused_at, before.paused_until`,
     );
-    const ended = rows.map((row) => ({ ...toState(row), projectId: row.project_id }));
+    const ended = rows.map((row) => ({ ...toState(row), pausedUntil: row.paused_until!, projectId: row.project_id }));
     for (const pause of ended) {
       await releaseHeld(trx, pause.registrationId, pause.projectId);
       await appendAuditEvent(trx, {

@@ -230,7 +230,14 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     const busy = { status: 503, headers: { 'Retry-After': '5' } };
     receiver.script(busy, busy, busy);
     const delivery = await deliveryTo(receiver.url);
-    for (let i = 0; i < 3; i += 1) assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
+    for (let i = 0; i < 3; i += 1) {
+      assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
+      // Each 503 slows the endpoint down for its 5 s (activities/slow-down.ts): the next attempt comes after them.
+      await database
+        .db('webhook_registrations')
+        .where({ id: delivery.registrationId })
+        .update({ slowed_until: database.db.raw(`now() - interval '1 millisecond'`) });
+    }
     // BREAKER_OPEN_MS is 1 s: the receiver asked for 5.
     const { ms } = await database
       .db('webhook_circuit_breakers')

@@ -134,7 +134,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       assert.equal(details.reason, 'paused');
       assert.equal(details.attempt, 3, 'the attempt it would have been (1 earlier, run attempt 2): no request made');
       // The safety net: the pause's end and ½ to 1 BREAKER_WAIT_MAX_MS beyond, counted from when the attempt ran.
-      const [fromStart, fromEnd] = [pausedUntil.getTime() - before, pausedUntil.getTime() - Date.now()];
+      const [fromStart, fromEnd] = [pausedUntil!.getTime() - before, pausedUntil!.getTime() - Date.now()];
       assert.ok(
         details.waitMs >= fromEnd + 30_000 - 1_000 && details.waitMs <= fromStart + 60_000 + 1,
         `${details.waitMs}`,
@@ -143,7 +143,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       const [waiter, ...others] = await waitersOf(registrationId);
       assert.deepEqual(others, []);
       assert.deepEqual([waiter!.workflow_id, waiter!.wait_token, waiter!.priority], [workflowId, 4, 3]);
-      assert.equal(waiter!.eligible_at.getTime(), pausedUntil.getTime(), 'due when the pause ends');
+      assert.equal(waiter!.eligible_at.getTime(), pausedUntil!.getTime(), 'due when the pause ends');
       const logged = await store.findDelivery(database.db, projectId, workflowId);
       assert.deepEqual([logged?.status, logged?.attempts], ['held', 0]);
       assert.equal((await store.findEndpointHealth(database.db, projectId))?.consecutiveFailures ?? 0, 0);
@@ -160,7 +160,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       const before = Date.now();
       const { outcome, workflowId } = await attempt(projectId, 'FALL_DETECTION');
       const details = (outcome as ApplicationFailure).details?.[0] as DeliveryDeferredDetails;
-      const [fromStart, fromEnd] = [pausedUntil.getTime() - before, pausedUntil.getTime() - Date.now()];
+      const [fromStart, fromEnd] = [pausedUntil!.getTime() - before, pausedUntil!.getTime() - Date.now()];
       assert.ok(
         details.waitMs >= fromEnd - 1_000 && details.waitMs <= fromStart + 2_000 + 1,
         `spread: ${details.waitMs}`,
@@ -260,7 +260,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       const first = await store.pauseRegistration(database.db, projectId, 2 * HOUR);
       assert.ok(first?.started);
       assert.equal(first.registrationId, registrationId);
-      const length = first.pausedUntil.getTime() - first.pausedAt.getTime();
+      const length = first.pausedUntil!.getTime() - first.pausedAt.getTime();
       assert.ok(Math.abs(length - 2 * HOUR) < 5, `${length}`);
       assert.ok(Math.abs(first.pausedAt.getTime() - before) < 5_000);
       const again = await store.pauseRegistration(database.db, projectId, 5 * HOUR);
@@ -291,7 +291,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       await store.holdDelivery(database.db, registrationId, 'webhook-event-a', 2, 1);
       const listed = await waiter(registrationId, 'webhook-event-a');
       assert.deepEqual([listed?.wait_token, listed?.priority], [2, 1], 'listed again under its new wait');
-      assert.equal(listed?.eligible_at.getTime(), paused.pausedUntil.getTime());
+      assert.equal(listed?.eligible_at.getTime(), paused.pausedUntil!.getTime());
       await store.upsertDelivery(
         database.db,
         { id: 'evt-held', projectId, type: 'FALL_DETECTION', workflowId: 'w' },

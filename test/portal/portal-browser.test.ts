@@ -333,6 +333,36 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     );
   });
 
+  it('a receiver’s 410 shows as a hold with its time, the event held; Resume by keyboard delivers it', async () => {
+    const { id: p } = await project();
+    await fx.runWorker(
+      async (queue) => {
+        taskQueue = queue;
+        fx.receiver.script({ status: 410 });
+        const workflowId = `webhook-event-${randomUUID()}`;
+        const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+          args: [fallEvent(p)],
+          taskQueue,
+          workflowId,
+        });
+        await fx.receiver.waitForRequests(1);
+        const page = await open((await link(p)).url);
+        const hold = page.locator('[data-pause="gone"]');
+        await hold.waitFor();
+        assert.match(await hold.innerText(), /^held: the receiver answered 410 Gone at .+ until a member resumes$/);
+        await row(page, workflowId).getByText('held').waitFor({ timeout: 10_000 });
+        await assertAccessible(page, 'held by a 410');
+        await pressByKeyboard(page, 'Resume deliveries');
+        await page.getByText(/^Deliveries resumed/).waitFor();
+        await page.locator('[data-pause="running"]').waitFor();
+        assert.equal((await handle.result()).status, 'delivered');
+        assert.equal(fx.receiver.requests.length, 2, 'the 410, then the held event once');
+        await close(page);
+      },
+      { config: givingUp },
+    );
+  });
+
   it('Recover failed deliveries redelivers the failed ones since the chosen time', async () => {
     const { id: p } = await project();
     await fx.runWorker(
