@@ -2,10 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type { SubscribableType } from '../common/contract';
 import type { ClientCertificateInfo, ClientCertificateUpload } from '../common/registration/client-certificate';
 import type { CustomHeaders } from '../common/registration/custom-headers';
+import type { OAuthClientAuthentication, OAuthClientInfo } from '../common/registration/oauth-client';
 import {
   generateWebhookSecret,
   registrationClientKeyAad,
   registrationHeadersAad,
+  registrationOAuthCredentialAad,
   registrationSecretAad,
   type SecretBox,
 } from '../common/crypto/secrets';
@@ -31,6 +33,8 @@ export interface RegistrationRow {
   pausedUntil: Date | null;
   /** The client certificate presented to the receiver (mutual TLS), its key sealed; null when there is none. */
   clientCertificate: StoredClientCertificate | null;
+  /** The OAuth client whose bearer token every delivery carries, its secret or key sealed; null when there is none. */
+  oauth: StoredOAuthClient | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -39,6 +43,17 @@ export interface RegistrationRow {
 export interface StoredClientCertificate extends ClientCertificateInfo {
   pem: string;
   keySealed: string;
+}
+
+/** A registration's OAuth client as stored: its facts in the clear, its secret or key sealed with registrationOAuthCredentialAad. */
+export interface StoredOAuthClient extends OAuthClientInfo {
+  credentialSealed: string;
+}
+
+/** A checked OAuth client (common/registration/oauth-client.ts) and its secret or key, to store. */
+export interface OAuthClientChange {
+  info: OAuthClientInfo;
+  credential: string;
 }
 
 /** A checked upload (common/registration/client-certificate.ts), to store; null removes the registration's certificate. */
@@ -64,6 +79,12 @@ interface Columns {
   client_certificate_subject: string | null;
   client_certificate_not_after: Date | null;
   client_certificate_fingerprint: string | null;
+  oauth_token_url: string | null;
+  oauth_client_id: string | null;
+  oauth_client_authentication: OAuthClientAuthentication | null;
+  oauth_scope: string | null;
+  oauth_key_id: string | null;
+  oauth_credential_sealed: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -92,6 +113,17 @@ const toRow = (c: Columns): RegistrationRow => ({
           fingerprint: c.client_certificate_fingerprint ?? '',
         }
       : null,
+  oauth:
+    c.oauth_token_url && c.oauth_client_id && c.oauth_client_authentication && c.oauth_credential_sealed
+      ? {
+          tokenUrl: c.oauth_token_url,
+          clientId: c.oauth_client_id,
+          clientAuthentication: c.oauth_client_authentication,
+          scope: c.oauth_scope ?? null,
+          keyId: c.oauth_key_id ?? null,
+          credentialSealed: c.oauth_credential_sealed,
+        }
+      : null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -112,7 +144,8 @@ export async function insertRegistration(
   db: Db,
   registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'> &
     Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>> &
-    Partial<ClientCertificateColumns>,
+    Partial<ClientCertificateColumns> &
+    Partial<Pick<RegistrationRow, 'oauth'>>,
 ): Promise<RegistrationRow | undefined> {
   const [columns] = await db<Columns>(TABLE)
     .insert({
@@ -124,6 +157,7 @@ export async function insertRegistration(
       custom_header_names: registration.customHeaderNames ?? [],
       custom_headers_sealed: registration.customHeadersSealed ?? null,
       ...clientCertificateColumns(registration),
+      ...oauthColumns(registration.oauth ?? null),
     })
     .onConflict('project_id')
     .ignore()
@@ -142,11 +176,12 @@ export async function createRegistration(
   fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'> & {
     headers?: CustomHeaders;
     clientCertificate?: ClientCertificateChange;
+    oauth?: OAuthClientChange;
   },
   secret: string = generateWebhookSecret(),
 ): Promise<{ row: RegistrationRow; secret: string } | undefined> {
   const id = randomUUID();
-  const { headers, clientCertificate, ...registration } = fields;
+  const { headers, clientCertificate, oauth, ...registration } = fields;
   const row = await db.transaction(async (trx) => {
     const inserted = await insertRegistration(trx, {
       ...registration,
@@ -154,6 +189,7 @@ export async function createRegistration(
       secretSealed: secretBox.seal(secret, registrationSecretAad(id)),
       ...sealCustomHeaders(secretBox, id, headers ?? {}),
       ...(clientCertificate && { clientCertificate: sealClientCertificate(secretBox, id, clientCertificate) }),
+      ...(oauth && { oauth: sealOAuthClient(secretBox, id, oauth) }),
     });
     if (inserted) await adoptWaiters(trx, inserted.id, inserted.projectId);
     return inserted;
@@ -163,7 +199,8 @@ export async function createRegistration(
 
 /**
  * Updates url and/or types, replaces the custom headers when `headers` is given (`{}` removes them all) and the client
- * certificate when `clientCertificate` is (null removes it); returns undefined when the project has no registration.
+ * certificate when `clientCertificate` is (null removes it), and the OAuth client when `oauth` is (null removes it);
+ * returns undefined when the project has no registration.
  */
 export async function updateRegistration(
   db: Db,
@@ -171,8 +208,9 @@ export async function updateRegistration(
   changes: { url?: string; types?: SubscribableType[] },
   headers?: { secretBox: SecretBox; values: CustomHeaders },
   clientCertificate?: { secretBox: SecretBox; value: ClientCertificateChange | null },
+  oauth?: { secretBox: SecretBox; value: OAuthClientChange | null },
 ): Promise<RegistrationRow | undefined> {
-  if (!headers && !clientCertificate) {
+  if (!headers && !clientCertificate && !oauth) {
     const [columns] = await db<Columns>(TABLE)
       .where({ project_id: projectId })
       .update({ ...changes, updated_at: db.fn.now() })
@@ -196,6 +234,7 @@ export async function updateRegistration(
           custom_headers_sealed: sealed.customHeadersSealed,
         }),
         ...(clientCertificate && clientCertificateColumns({ clientCertificate: certificate ?? null })),
+        ...(oauth && oauthColumns(oauth.value && sealOAuthClient(oauth.secretBox, current.id, oauth.value))),
         updated_at: trx.fn.now(),
       })
       .returning('*');
@@ -257,6 +296,31 @@ export function openClientKey(
   row: RegistrationRow & { clientCertificate: StoredClientCertificate },
 ): string {
   return secretBox.open(row.clientCertificate.keySealed, registrationClientKeyAad(row.id));
+}
+
+/** The columns of an OAuth client, or of none. */
+function oauthColumns(oauth: StoredOAuthClient | null) {
+  return {
+    oauth_token_url: oauth?.tokenUrl ?? null,
+    oauth_client_id: oauth?.clientId ?? null,
+    oauth_client_authentication: oauth?.clientAuthentication ?? null,
+    oauth_scope: oauth?.scope ?? null,
+    oauth_key_id: oauth?.keyId ?? null,
+    oauth_credential_sealed: oauth?.credentialSealed ?? null,
+  };
+}
+
+/** A checked OAuth client as stored: its secret or key sealed to the registration's row. */
+function sealOAuthClient(secretBox: SecretBox, registrationId: string, { info, credential }: OAuthClientChange) {
+  return { ...info, credentialSealed: secretBox.seal(credential, registrationOAuthCredentialAad(registrationId)) };
+}
+
+/** A registration's OAuth client secret or private key (PEM), opened. Throws when it cannot be. */
+export function openOAuthCredential(
+  secretBox: SecretBox,
+  row: Pick<RegistrationRow, 'id'> & { oauth: StoredOAuthClient },
+): string {
+  return secretBox.open(row.oauth.credentialSealed, registrationOAuthCredentialAad(row.id));
 }
 
 /** Deletes the project's registration; returns false when there was none. */

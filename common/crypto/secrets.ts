@@ -155,3 +155,7 @@ export const registrationHeadersAad = (registrationId: string): string =>
 /** Additional authenticated data for a registration's sealed client-certificate key: its own row and column. */
 export const registrationClientKeyAad = (registrationId: string): string =>
   `webhook-registration-client-key:${registrationId}`;
+
+/** Additional authenticated data for a registration's sealed OAuth client secret or private key: its own row and column. */
+export const registrationOAuthCredentialAad = (registrationId: string): string =>
+  `webhook-registration-oauth-credential:${registrationId}`;

@@ -1,6 +1,7 @@
 import {
   registrationClientKeyAad,
   registrationHeadersAad,
+  registrationOAuthCredentialAad,
   registrationSecretAad,
   type SecretBox,
 } from '../../common/crypto/secrets';
@@ -11,7 +12,7 @@ import { appendAuditEvent, type AuditActor } from '../audit/events';
 export interface ResealReport {
   /**
    * Sealed values read: each registration's current secret, its previous one while a rotation's overlap lasts, its
-   * custom headers and its client certificate's key when it has them.
+   * custom headers, its client certificate's key and its OAuth client secret or key when it has them.
    */
   total: number;
   /** Secrets sealed again under the newest key. */
@@ -31,6 +32,7 @@ interface SealedRow {
   previous_secret_sealed: string | null;
   custom_headers_sealed: string | null;
   client_key_sealed: string | null;
+  oauth_credential_sealed: string | null;
 }
 
 /** Every sealed column of a registration: what it holds (named when it cannot be opened) and the AAD it is bound to. */
@@ -39,14 +41,15 @@ const SEALED_COLUMNS = [
   ['previous_secret_sealed', 'previous secret', registrationSecretAad],
   ['custom_headers_sealed', 'custom headers', registrationHeadersAad],
   ['client_key_sealed', 'client certificate key', registrationClientKeyAad],
+  ['oauth_credential_sealed', 'OAuth client credential', registrationOAuthCredentialAad],
 ] as const;
 
 /**
  * Seals every stored signing secret that is not under the newest key (or still in the v1 format) again under it: the
  * current secret, and the previous one a rotation keeps signing until its overlap ends (left under the old key, it
  * could no longer be opened once that key is dropped, and every delivery would fail). A previous secret whose overlap
- * is over never signs again: it is erased, as the worker's sweep would, not resealed. The custom headers and a client
- * certificate's key, sealed the same way, are resealed with them.
+ * is over never signs again: it is erased, as the worker's sweep would, not resealed. The custom headers, a client
+ * certificate's key and an OAuth client's secret or key, sealed the same way, are resealed with them.
  *
  * One transaction holding every row's lock from the read to the write: either every secret ends under the newest key
  * or none changes, and a rotation waits for the reseal (instead of being overwritten by the secret it replaced).
