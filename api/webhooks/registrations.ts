@@ -15,7 +15,7 @@ import {
   WebhookPausedError,
   type FieldError,
 } from '../http/errors';
-import { certificateInfo } from '../http/validation';
+import { certificateInfo, oauthClient } from '../http/validation';
 import {
   DEFAULT_OVERLAP_SECONDS,
   type RegisterWebhookBody,
@@ -25,6 +25,7 @@ import {
 import type { ClientCertificateInfo, ClientCertificateUpload } from '../../common/registration/client-certificate';
 import type { SubscribableType } from '../../common/contract';
 import type { CustomHeaders } from '../../common/registration/custom-headers';
+import type { OAuthClientInfo, OAuthClientUpload } from '../../common/registration/oauth-client';
 import { sameOrigin } from '../../common/registration/webhook-url';
 
 export interface RegistrationDeps {
@@ -46,6 +47,8 @@ export interface RegistrationView {
   pausedUntil: string | null;
   /** The client certificate presented to the receiver (mutual TLS): subject, expiry, fingerprint; never the key. */
   clientCertificate: ClientCertificateView | null;
+  /** The OAuth client whose bearer token every delivery carries: token URL, client id, method, scope; never the secret. */
+  oauth: OAuthClientInfo | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -59,6 +62,16 @@ export interface ClientCertificateView {
 /** What the API and the audit trail show of a stored certificate: never its key. */
 const certificateView = (c: ClientCertificateInfo | null): ClientCertificateView | null =>
   c && { subject: c.subject, notAfter: c.notAfter.toISOString(), fingerprint: c.fingerprint };
+
+/** What the API and the audit trail show of a stored OAuth client: never its secret or key. */
+const oauthView = (o: OAuthClientInfo | null): OAuthClientInfo | null =>
+  o && {
+    tokenUrl: o.tokenUrl,
+    clientId: o.clientId,
+    clientAuthentication: o.clientAuthentication,
+    scope: o.scope,
+    keyId: o.keyId,
+  };
 
 /** A rotation's answer: the new secret (shown once) and when the replaced one stops signing deliveries. */
 export interface RotatedSecretView {
@@ -83,6 +96,7 @@ export const view = (row: store.RegistrationRow): RegistrationView => ({
   pausedAt: store.isPaused(row) ? row.pausedAt!.toISOString() : null,
   pausedUntil: store.isPaused(row) ? row.pausedUntil!.toISOString() : null,
   clientCertificate: certificateView(row.clientCertificate),
+  oauth: oauthView(row.oauth),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
@@ -120,6 +134,7 @@ export async function registerWebhook(
       ...(body.clientCertificate && {
         clientCertificate: { upload: body.clientCertificate, info: certificateInfo(body.clientCertificate) },
       }),
+      ...(body.oauth && { oauth: oauthClient(body.oauth) }),
     });
     // The unique constraint decides between concurrent registrations.
     if (!made) throw new RegistrationExistsError();
@@ -135,6 +150,7 @@ export async function registerWebhook(
         ...(made.row.clientCertificate && {
           clientCertificate: { after: certificateView(made.row.clientCertificate) },
         }),
+        ...(made.row.oauth && { oauth: { after: oauthView(made.row.oauth) } }),
         secretRevealed: true,
       },
     });
@@ -167,7 +183,18 @@ export async function updateWebhook(
       secretBox: deps.secretBox,
       value: upload && { upload, info: certificateInfo(upload) },
     };
-    const row = await store.updateRegistration(trx, body.projectId, changes, headers, clientCertificate || undefined);
+    const oauth = asked.oauth !== undefined && {
+      secretBox: deps.secretBox,
+      value: asked.oauth && oauthClient(asked.oauth),
+    };
+    const row = await store.updateRegistration(
+      trx,
+      body.projectId,
+      changes,
+      headers,
+      clientCertificate || undefined,
+      oauth || undefined,
+    );
     if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
     await recordAudit(trx, actor, {
       action: 'webhook.update',
@@ -186,6 +213,8 @@ export async function updateWebhook(
             after: certificateView(row.clientCertificate),
           },
         }),
+        // The client by token URL, id, method and scope; its secret or key never (replaced: the same facts may show).
+        ...(oauth && { oauth: { before: oauthView(before.oauth), after: oauthView(row.oauth) } }),
       },
     });
     return view(row);
@@ -193,8 +222,9 @@ export async function updateWebhook(
 }
 
 /**
- * Custom headers and a client certificate are credentials of the receiver's origin: a URL moved to another origin
- * (scheme, host, port) must restate or remove them, or the gateway's key would go to whoever holds the new origin.
+ * Custom headers, a client certificate and an OAuth client's bearer token are credentials of the receiver's origin: a
+ * URL moved to another origin (scheme, host, port) must restate or remove them, or the gateway's key would go to
+ * whoever holds the new origin.
  */
 function refuseCredentialsLeavingOrigin(before: store.RegistrationRow, body: UpdateWebhookBody): void {
   if (body.url === undefined || sameOrigin(before.url, body.url)) return;
@@ -213,13 +243,21 @@ function refuseCredentialsLeavingOrigin(before: store.RegistrationRow, body: Upd
         'must be given again (or null to remove it) when the url moves to another origin: the client certificate ' +
         `was set for ${new URL(before.url).origin} only`,
     });
+  if (before.oauth && body.oauth === undefined)
+    errors.push({
+      pointer: '/oauth',
+      detail:
+        'must be given again (or null to remove it) when the url moves to another origin: the OAuth client’s tokens ' +
+        `were sent to ${new URL(before.url).origin} only`,
+    });
   if (errors.length > 0) throw new InvalidRequestError(errors);
 }
 
 /**
  * The fields of an update that differ from the stored registration; the others would change nothing. Sealed values are
  * never compared (whether a write happened would tell a caller that guessed them): headers given are written anew,
- * unless none is given for none stored; a certificate is the same when its PEM is (its key was checked to be its own).
+ * unless none is given for none stored; a certificate is the same when its PEM is (its key was checked to be its own);
+ * an OAuth client given is written anew (its secret is sealed), unless null for none stored.
  */
 function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
   const sameTypes = (types: string[]) =>
@@ -236,6 +274,8 @@ function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
     ...(body.headers && !sameHeaders(body.headers) && { headers: body.headers }),
     ...(body.clientCertificate !== undefined &&
       !sameCertificate(body.clientCertificate) && { clientCertificate: body.clientCertificate }),
+    ...(body.oauth !== undefined &&
+      !(body.oauth === null && before.oauth === null) && { oauth: body.oauth as OAuthClientUpload | null }),
   };
 }
 
