@@ -100,11 +100,14 @@ export const REFRESH_MARGIN_MS = 30_000;
 /** How long a token answered without expires_in is used (a 401 has it replaced sooner). */
 export const DEFAULT_TOKEN_LIFETIME_MS = 300_000;
 
-/** Until when a token obtained by a request sent at `requestedAtMs` is used. */
+/**
+ * Until when a token obtained by a request sent at `requestedAtMs` is used. expires_in counts whole seconds from an
+ * issue time the server may have rounded down: the token may end up to a second sooner than it says.
+ */
 export function tokenUsableUntil(requestedAtMs: number, expiresInSeconds: number | undefined): number {
   const lifetimeMs =
     expiresInSeconds !== undefined && Number.isFinite(expiresInSeconds) && expiresInSeconds > 0
-      ? expiresInSeconds * 1000
+      ? Math.max(0, expiresInSeconds - 1) * 1000
       : DEFAULT_TOKEN_LIFETIME_MS;
   return requestedAtMs + lifetimeMs - Math.min(REFRESH_MARGIN_MS, lifetimeMs / 10);
 }

@@ -540,10 +540,11 @@ describe('OAuth client credentials: secrets reseal rewrites the client secret un
 });
 
 describe('OAuth client credentials: the pure parts', () => {
-  it('a token is kept until shortly before it expires: 30 s before, or a tenth of a short life; 5 min without expires_in', () => {
-    assert.equal(tokenUsableUntil(1_000, 3600), 1_000 + 3_600_000 - 30_000);
-    assert.equal(tokenUsableUntil(1_000, 3), 1_000 + 3_000 - 300);
-    assert.equal(tokenUsableUntil(1_000, 300), 1_000 + 300_000 - 30_000);
+  it('a token is kept until shortly before it expires (a second less for the rounding, then 30 s or a tenth of a short life); 5 min without expires_in', () => {
+    assert.equal(tokenUsableUntil(1_000, 3600), 1_000 + 3_599_000 - 30_000);
+    assert.equal(tokenUsableUntil(1_000, 3), 1_000 + 2_000 - 200);
+    assert.equal(tokenUsableUntil(1_000, 301), 1_000 + 300_000 - 30_000);
+    assert.equal(tokenUsableUntil(1_000, 1), 1_000, 'a one-second token is not kept');
     for (const missing of [undefined, 0, -5, Number.NaN])
       assert.equal(tokenUsableUntil(1_000, missing), 1_000 + DEFAULT_TOKEN_LIFETIME_MS - 30_000);
   });
