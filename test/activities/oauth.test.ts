@@ -123,6 +123,17 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
       workflowId: `webhook-event-${randomUUID()}`,
     });
 
+  /** The delivery's row once its first failed attempt is logged and the breaker has counted it (written after). */
+  async function firstFailure(projectId: string, workflowId: string, registrationId: string) {
+    for (let i = 0; i < 200; i++) {
+      const row = await store.findDelivery(fx.database.db, projectId, workflowId);
+      const breaker = await store.findBreaker(fx.database.db, registrationId);
+      if (row?.attempts && breaker?.lastFailure) return { row, breaker };
+      await sleep(50);
+    }
+    assert.fail('no failed attempt counted');
+  }
+
   const verdictsOf = (projectId: string) => receiver.verdicts.filter((v) => v.projectId === projectId);
 
   it('client_secret_basic: deliveries across several token expiries, each with an active token, none lost, tokens reused', async () => {
@@ -267,17 +278,12 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
         async (taskQueue) => {
           const handle = await start(projectId, taskQueue);
           // The first failed attempt, as members see it.
-          let row: store.DeliveryRow | undefined;
-          for (let i = 0; i < 200 && !(row?.attempts ?? 0); i++) {
-            await sleep(50);
-            row = await store.findDelivery(fx.database.db, projectId, handle.workflowId);
-          }
+          const { row, breaker } = await firstFailure(projectId, handle.workflowId, registrationId);
           assert.equal(row?.status, 'pending', 'retried, not given up');
           assert.equal(row?.lastError, 'OAuth token endpoint unreachable: ECONNREFUSED');
           const [attempt] = await store.listDeliveryAttempts(fx.database.db, handle.workflowId);
           assert.equal(attempt?.errorCode, 'OAUTH_TOKEN_ECONNREFUSED');
           assert.equal(attempt?.statusCode, null);
-          const breaker = await store.findBreaker(fx.database.db, registrationId);
           assert.equal(breaker?.lastFailure?.message, 'OAuth token endpoint unreachable: ECONNREFUSED');
           const health = await store.findEndpointHealth(fx.database.db, projectId);
           assert.equal(health?.lastError, 'OAuth token endpoint unreachable: ECONNREFUSED');
@@ -306,13 +312,8 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
     );
     const outcome = await fx.runWorker(async (taskQueue) => {
       const handle = await start(projectId, taskQueue);
-      let row: store.DeliveryRow | undefined;
-      for (let i = 0; i < 200 && !(row?.attempts ?? 0); i++) {
-        await sleep(50);
-        row = await store.findDelivery(fx.database.db, projectId, handle.workflowId);
-      }
+      const { row, breaker } = await firstFailure(projectId, handle.workflowId, registrationId);
       assert.equal(row?.lastError, 'OAuth token endpoint answered HTTP 401: invalid_client');
-      const breaker = await store.findBreaker(fx.database.db, registrationId);
       assert.equal(breaker?.lastFailure?.message, 'OAuth token endpoint answered HTTP 401: invalid_client');
       const fixed = await call('PATCH', '/webhooks', {
         projectId,
