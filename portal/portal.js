@@ -222,6 +222,7 @@
       ['Event types', r ? r.types.join(', ') : '—'],
       ['Deliveries', pauseText(r)],
       ['Client certificate', certificateText(r, hl)],
+      ['OAuth client', oauthText(r)],
       ['Health', hl.state],
       ['Circuit breaker', breakerText(hl.breaker)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
@@ -253,6 +254,20 @@
       `${c.subject}, valid until `,
       time(c.notAfter),
       expiry && expiry.warning ? h('strong', { class: 'warning', role: 'alert' }, ` ${expiry.warning}`) : null,
+    );
+  }
+
+  /** The OAuth client whose bearer token every delivery carries: token endpoint, client, method, scope; never its secret. */
+  function oauthText(r) {
+    const o = r && r.oauth;
+    if (!o) return 'none';
+    return h(
+      'span',
+      { 'data-oauth': o.clientAuthentication },
+      'bearer token from ',
+      h('code', {}, o.tokenUrl),
+      ` for client ${o.clientId} (${o.clientAuthentication}${o.keyId ? `, key ${o.keyId}` : ''})`,
+      o.scope ? `, scope ${o.scope}` : ', no scope',
     );
   }
 
@@ -294,8 +309,9 @@
         ` ${type}`,
       ),
     );
-    // Custom headers and a client certificate belong to the URL's origin: moving elsewhere, the API asks that they go.
-    const credentials = r.headerNames.length > 0 || r.clientCertificate !== null;
+    // Custom headers, a client certificate and an OAuth client belong to the URL's origin: moving elsewhere, the API
+    // asks that they go.
+    const credentials = r.headerNames.length > 0 || r.clientCertificate !== null || r.oauth !== null;
     const dropCredentials = h('input', {
       type: 'checkbox',
       name: 'drop-credentials',
@@ -317,7 +333,7 @@
                 projectId: state.claims.prj,
                 url: url.value,
                 types,
-                ...(dropCredentials.checked && { headers: {}, clientCertificate: null }),
+                ...(dropCredentials.checked && { headers: {}, clientCertificate: null, oauth: null }),
               });
             },
             () => 'The endpoint was saved.',
@@ -331,8 +347,8 @@
             'label',
             {},
             dropCredentials,
-            ' Remove the custom headers and client certificate (needed to move the URL to another host, port or ' +
-              'scheme: they were given for this one)',
+            ' Remove the custom headers and client certificate, and the OAuth client (needed to move the URL to ' +
+              'another host, port or scheme: they were given for this one)',
           )
         : null,
       h('button', { type: 'submit', 'data-focus': 'save' }, 'Save endpoint'),

@@ -495,6 +495,35 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     await close(page);
   });
 
+  it('the endpoint shows the OAuth client (token URL, client, method, scope), never its secret', async () => {
+    const { id: p } = await project();
+    const secret = 'cs-never-shown-9f3a';
+    await store.updateRegistration(fx.database.db, p, {}, undefined, undefined, {
+      secretBox: fx.registrations.secretBox,
+      value: {
+        info: {
+          tokenUrl: 'https://auth.hospital.example/oauth2/token',
+          clientId: 'webhooks-ward-7',
+          clientAuthentication: 'client_secret_basic',
+          scope: 'system/Observation.write',
+          keyId: null,
+        },
+        credential: secret,
+      },
+    });
+    const page = await open((await link(p, { capabilities: ['read'] })).url);
+    const oauth = page.locator('section[aria-labelledby="endpoint-title"] dt:text-is("OAuth client") + dd');
+    await oauth.waitFor();
+    assert.equal(
+      await oauth.innerText(),
+      'bearer token from https://auth.hospital.example/oauth2/token for client webhooks-ward-7 ' +
+        '(client_secret_basic), scope system/Observation.write',
+    );
+    assert.doesNotMatch(await page.content(), new RegExp(secret));
+    await assertAccessible(page, 'OAuth client');
+    await close(page);
+  });
+
   it('the endpoint shows an open breaker with when it tries again, the health, and each delivery’s last attempt time', async () => {
     const { id: p } = await project();
     const registrationId = (await store.findRegistration(fx.database.db, p))!.id;
