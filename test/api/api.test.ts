@@ -166,6 +166,7 @@ describe('api: webhook management', () => {
         'clientCertificate',
         'createdAt',
         'headerNames',
+        'oauth',
         'pausedAt',
         'pausedUntil',
         'projectId',
@@ -433,6 +434,7 @@ describe('api: webhook management', () => {
         'clientCertificate',
         'createdAt',
         'headerNames',
+        'oauth',
         'pausedAt',
         'pausedUntil',
         'projectId',
@@ -495,7 +497,7 @@ describe('api: webhook management', () => {
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { projectId: p } }),
         400,
-        /at least one of url, types, headers and clientCertificate/,
+        /at least one of url, types, headers, clientCertificate and oauth/,
       );
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { url: 'https://x.example/' } }),
