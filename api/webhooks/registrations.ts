@@ -25,7 +25,7 @@ import {
 import type { ClientCertificateInfo, ClientCertificateUpload } from '../../common/registration/client-certificate';
 import type { SubscribableType } from '../../common/contract';
 import type { CustomHeaders } from '../../common/registration/custom-headers';
-import type { OAuthClientInfo, OAuthClientUpload } from '../../common/registration/oauth-client';
+import type { OAuthClientInfo } from '../../common/registration/oauth-client';
 import { sameOrigin } from '../../common/registration/webhook-url';
 
 export interface RegistrationDeps {
@@ -275,7 +275,7 @@ function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
     ...(body.clientCertificate !== undefined &&
       !sameCertificate(body.clientCertificate) && { clientCertificate: body.clientCertificate }),
     ...(body.oauth !== undefined &&
-      !(body.oauth === null && before.oauth === null) && { oauth: body.oauth as OAuthClientUpload | null }),
+      !(body.oauth === null && before.oauth === null) && { oauth: body.oauth }),
   };
 }
 

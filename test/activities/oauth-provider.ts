@@ -102,7 +102,8 @@ export async function startTestProvider(clients: ProviderClient[], tokenSeconds:
     const clientId = (ctx as KoaContextWithOIDC).oidc?.client?.clientId;
     if (ctx.status === 200 && clientId) issued.set(clientId, (issued.get(clientId) ?? 0) + 1);
   });
-  handler = provider.callback();
+  const callback = provider.callback();
+  handler = (req, res) => void callback(req, res);
 
   const form = async (path: string, authorization: string, fields: Record<string, string>) => {
     const response = await fetch(`${issuer}${path}`, {
