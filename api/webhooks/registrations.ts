@@ -274,8 +274,7 @@ function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
     ...(body.headers && !sameHeaders(body.headers) && { headers: body.headers }),
     ...(body.clientCertificate !== undefined &&
       !sameCertificate(body.clientCertificate) && { clientCertificate: body.clientCertificate }),
-    ...(body.oauth !== undefined &&
-      !(body.oauth === null && before.oauth === null) && { oauth: body.oauth }),
+    ...(body.oauth !== undefined && !(body.oauth === null && before.oauth === null) && { oauth: body.oauth }),
   };
 }
 

@@ -576,9 +576,7 @@ describe('OAuth client credentials: the pure parts', () => {
 
   it('the client assertion: iss = sub = client id, aud = token URL, a new jti, exp five minutes on; ES384 and RS384 signatures verify', () => {
     const decode = (jwt: string) =>
-      jwt
-        .split('.')
-        .map((part, i): unknown => (i < 2 ? JSON.parse(Buffer.from(part, 'base64url').toString()) : part));
+      jwt.split('.').map((part, i): unknown => (i < 2 ? JSON.parse(Buffer.from(part, 'base64url').toString()) : part));
     const now = Date.UTC(2026, 10, 29, 1, 0, 0);
     for (const [pair, alg, hash] of [
       [es384, 'ES384', 'sha384'],
