@@ -28,6 +28,7 @@ import { captureLogger, fallEvent, fastConfig, newProjectId } from '../support/d
 import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
 import { createLocalEnvironment } from '../support/temporal';
+import { startTinyproxy } from '../support/tinyproxy';
 import { bearer, hsToken } from '../support/tokens';
 import {
   SCOPE,
@@ -380,6 +381,33 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
     );
     assert.equal(provider.tokenAnswers.length, answers, 'the token endpoint was never asked');
     assert.equal(verdictsOf(projectId).length, 0);
+  });
+
+  it('through the egress proxy: the token request is tunnelled like the delivery', async () => {
+    const { projectId } = await register({
+      tokenUrl: provider.tokenUrl,
+      clientId: clients.basic.clientId,
+      clientSecret: clients.basic.clientSecret,
+      scope: SCOPE,
+    });
+    const proxy = await startTinyproxy();
+    try {
+      const answers = provider.tokenAnswers.length;
+      const result = await fx.runWorker(async (taskQueue) => (await start(projectId, taskQueue)).result(), {
+        config: { ...fastConfig, HTTP_PROXY: proxy.url },
+      });
+      assert.equal(result.status, 'delivered');
+      assert.equal(provider.tokenAnswers.length, answers + 1);
+      const log = proxy.log();
+      assert.ok(log.includes(`CONNECT ${new URL(provider.tokenUrl).host} HTTP/1.1`), 'the token request tunnelled');
+      assert.ok(log.includes(`CONNECT ${new URL(receiver.urlFor(projectId)).host} HTTP/1.1`), 'the delivery tunnelled');
+      assert.deepEqual(
+        verdictsOf(projectId).map((v) => v.status),
+        [200],
+      );
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('through the API: checked (400 naming the field, nothing stored), sealed under its own AAD, shown and audited without the secret, replaced and removed', async () => {
