@@ -14,6 +14,7 @@ import {
   tokenUsableUntil,
 } from '../../activities/delivery-options/oauth-client-credentials';
 import { validateRegisterBody } from '../../api/webhooks/schemas';
+import { describeReceiverError } from '../../api/webhooks/test-event';
 import { FailureType } from '../../common/contract';
 import { createSecretBox, registrationOAuthCredentialAad, registrationSecretAad } from '../../common/crypto/secrets';
 import {
@@ -674,6 +675,14 @@ describe('OAuth client credentials: the pure parts', () => {
       problem: 'OAuth token endpoint issued a token of type DPoP, not Bearer',
       errorCode: 'OAUTH_TOKEN_TYPE',
     });
+  });
+
+  it('the test endpoint names a token endpoint’s failure as such', () => {
+    assert.deepEqual(describeReceiverError('OAUTH_TOKEN_HTTP_401'), {
+      category: 'unreachable',
+      reason: 'the OAuth token endpoint did not issue a token (OAUTH_TOKEN_HTTP_401)',
+    });
+    assert.equal(describeReceiverError('OAUTH_TOKEN_TIMEOUT').category, 'unreachable');
   });
 
   it('the upload’s checks: the method defaults by credential; keys of other types and small RSA keys are refused', () => {
