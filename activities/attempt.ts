@@ -124,10 +124,9 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       });
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, registration, context);
-    // Custom headers, client certificate, route: what the registration's options add to this attempt's request.
-    const delivery = await prepareDelivery(registration, { url, log: context.log });
-    // The options' headers first: the service's signed headers win over any (the API refuses those names).
-    const headers = { ...delivery.headers, ...signedHeaders(secrets, context.webhookId, body) };
+    // Custom headers, client certificate, OAuth, route: what the registration's options add to this attempt's request.
+    const delivery = await prepareDelivery(registration, { url, log: context.log, attempt: context.attempt });
+    const signed = signedHeaders(secrets, context.webhookId, body);
     const target = {
       registrationId: registration.id,
       isTest: webhookType === 'TEST',
@@ -141,7 +140,11 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       const elapsed = () => Math.round(performance.now() - started);
       let response: ReceiverResponse;
       try {
-        response = await http.post(url, headers, body, delivery.connection);
+        // The options' headers first: the service's signed headers win over any (the API refuses those names). An
+        // option's authorization is obtained here, past the breaker; a 401 may have it obtained afresh, and sent again.
+        response = await delivery.send((headers) =>
+          http.post(url, { ...headers, ...signed }, body, delivery.connection),
+        );
       } catch (error) {
         throw await deliveryLog.failedAttempt(
           logKey,
@@ -312,7 +315,8 @@ function unreachableFailure(
   timeoutMs: number,
   delivery: Pick<PreparedDelivery, 'unreachable'>,
 ): ApplicationFailure {
-  // An option's refusal before any request (a client certificate key that could not be opened): as it was thrown.
+  // An option's refusal (a client certificate key that could not be opened, a token endpoint that gave no token): as
+  // it was thrown.
   if (error instanceof ApplicationFailure) return error;
   if (error instanceof ForbiddenTargetError) {
     log.error({ host: url.host, category: error.category, durationMs }, 'webhook target refused by the SSRF guard');

@@ -57,7 +57,7 @@ const requests = new WeakMap<object, Span>();
 export function traceHttpClient(http: WebhookHttpClient, options: { traceparent: boolean }): WebhookHttpClient {
   subscribeToUndici();
   return {
-    post: (url, headers, body, connection) =>
+    post: (url, headers, body, connection, requestOptions) =>
       tracer().startActiveSpan('POST', { kind: SpanKind.CLIENT, attributes: receiverAttributes(url) }, async (span) => {
         posts.add(span);
         const started = performance.now();
@@ -65,7 +65,7 @@ export function traceHttpClient(http: WebhookHttpClient, options: { traceparent:
         // traceparent (and tracestate) only: never baggage, which a caller may have filled with anything.
         if (options.traceparent) traceContext.inject(context.active(), sent, defaultTextMapSetter);
         try {
-          const response = await http.post(url, sent, body, connection);
+          const response = await http.post(url, sent, body, connection, requestOptions);
           span.setAttribute('http.response.status_code', response.statusCode);
           if (response.statusCode >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
           return response;

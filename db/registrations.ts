@@ -2,10 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type { SubscribableType } from '../common/contract';
 import type { ClientCertificateInfo, ClientCertificateUpload } from '../common/registration/client-certificate';
 import type { CustomHeaders } from '../common/registration/custom-headers';
+import type { OAuthClientAuthentication, OAuthClientInfo } from '../common/registration/oauth-client';
 import {
   generateWebhookSecret,
   registrationClientKeyAad,
   registrationHeadersAad,
+  registrationOAuthCredentialAad,
   registrationSecretAad,
   registrationSigningKeyAad,
   type SecretBox,
@@ -49,6 +51,8 @@ export interface RegistrationRow {
   previousSigningKeySealed: string | null;
   previousSigningPublicKey: string | null;
   previousSigningKeyExpiresAt: Date | null;
+  /** The OAuth client whose bearer token every delivery carries, its secret or key sealed; null when there is none. */
+  oauth: StoredOAuthClient | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -57,6 +61,17 @@ export interface RegistrationRow {
 export interface StoredClientCertificate extends ClientCertificateInfo {
   pem: string;
   keySealed: string;
+}
+
+/** A registration's OAuth client as stored: its facts in the clear, its secret or key sealed with registrationOAuthCredentialAad. */
+export interface StoredOAuthClient extends OAuthClientInfo {
+  credentialSealed: string;
+}
+
+/** A checked OAuth client (common/registration/oauth-client.ts) and its secret or key, to store. */
+export interface OAuthClientChange {
+  info: OAuthClientInfo;
+  credential: string;
 }
 
 /** A checked upload (common/registration/client-certificate.ts), to store; null removes the registration's certificate. */
@@ -91,6 +106,12 @@ interface Columns {
   previous_signing_key_sealed: string | null;
   previous_signing_public_key: string | null;
   previous_signing_key_expires_at: Date | null;
+  oauth_token_url: string | null;
+  oauth_client_id: string | null;
+  oauth_client_authentication: OAuthClientAuthentication | null;
+  oauth_scope: string | null;
+  oauth_key_id: string | null;
+  oauth_credential_sealed: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -128,6 +149,17 @@ const toRow = (c: Columns): RegistrationRow => ({
   previousSigningKeySealed: c.previous_signing_key_sealed ?? null,
   previousSigningPublicKey: c.previous_signing_public_key ?? null,
   previousSigningKeyExpiresAt: c.previous_signing_key_expires_at ?? null,
+  oauth:
+    c.oauth_token_url && c.oauth_client_id && c.oauth_client_authentication && c.oauth_credential_sealed
+      ? {
+          tokenUrl: c.oauth_token_url,
+          clientId: c.oauth_client_id,
+          clientAuthentication: c.oauth_client_authentication,
+          scope: c.oauth_scope ?? null,
+          keyId: c.oauth_key_id ?? null,
+          credentialSealed: c.oauth_credential_sealed,
+        }
+      : null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -149,7 +181,8 @@ export async function insertRegistration(
   registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'> &
     Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>> &
     Partial<ClientCertificateColumns> &
-    Partial<SigningKeyColumns>,
+    Partial<SigningKeyColumns> &
+    Partial<Pick<RegistrationRow, 'oauth'>>,
 ): Promise<RegistrationRow | undefined> {
   const [columns] = await db<Columns>(TABLE)
     .insert({
@@ -162,6 +195,7 @@ export async function insertRegistration(
       custom_headers_sealed: registration.customHeadersSealed ?? null,
       ...clientCertificateColumns(registration),
       ...(registration.signatureScheme && signingKeyColumns(registration as SigningKeyColumns)),
+      ...oauthColumns(registration.oauth ?? null),
     })
     .onConflict('project_id')
     .ignore()
@@ -181,11 +215,12 @@ export async function createRegistration(
     headers?: CustomHeaders;
     clientCertificate?: ClientCertificateChange;
     signatureScheme?: SignatureScheme;
+    oauth?: OAuthClientChange;
   },
   secret: string = generateWebhookSecret(),
 ): Promise<{ row: RegistrationRow; secret: string } | undefined> {
   const id = randomUUID();
-  const { headers, clientCertificate, signatureScheme, ...registration } = fields;
+  const { headers, clientCertificate, signatureScheme, oauth, ...registration } = fields;
   const row = await db.transaction(async (trx) => {
     const inserted = await insertRegistration(trx, {
       ...registration,
@@ -194,6 +229,7 @@ export async function createRegistration(
       ...sealCustomHeaders(secretBox, id, headers ?? {}),
       ...(clientCertificate && { clientCertificate: sealClientCertificate(secretBox, id, clientCertificate) }),
       ...(signatureScheme && newSigningKeys(secretBox, id, signatureScheme)),
+      ...(oauth && { oauth: sealOAuthClient(secretBox, id, oauth) }),
     });
     if (inserted) await adoptWaiters(trx, inserted.id, inserted.projectId);
     return inserted;
@@ -201,20 +237,29 @@ export async function createRegistration(
   return row && { row, secret };
 }
 
+/** The sealed parts a PATCH replaces, each only when given. */
+export interface SealedChanges {
+  /** Replaces the whole set of custom headers (`{}` removes them all). */
+  headers?: { secretBox: SecretBox; values: CustomHeaders };
+  /** Replaces the client certificate (null removes it). */
+  clientCertificate?: { secretBox: SecretBox; value: ClientCertificateChange | null };
+  /** A scheme chosen: v1a a new key pair, v1 the pairs erased. */
+  signing?: { secretBox: SecretBox; scheme: SignatureScheme };
+  /** Replaces the OAuth client, its secret or key included (null removes it). */
+  oauth?: { secretBox: SecretBox; value: OAuthClientChange | null };
+}
+
 /**
- * Updates url and/or types, replaces the custom headers when `headers` is given (`{}` removes them all), the client
- * certificate when `clientCertificate` is (null removes it), and the signature scheme when `signing` is (v1a: a new
- * key pair; v1: the pairs erased); returns undefined when the project has no registration.
+ * Updates url and/or types, and replaces each sealed part given in `sealed`; returns undefined when the project has no
+ * registration.
  */
 export async function updateRegistration(
   db: Db,
   projectId: string,
   changes: { url?: string; types?: SubscribableType[] },
-  headers?: { secretBox: SecretBox; values: CustomHeaders },
-  clientCertificate?: { secretBox: SecretBox; value: ClientCertificateChange | null },
-  signing?: { secretBox: SecretBox; scheme: SignatureScheme },
+  { headers, clientCertificate, signing, oauth }: SealedChanges = {},
 ): Promise<RegistrationRow | undefined> {
-  if (!headers && !clientCertificate && !signing) {
+  if (!headers && !clientCertificate && !signing && !oauth) {
     const [columns] = await db<Columns>(TABLE)
       .where({ project_id: projectId })
       .update({ ...changes, updated_at: db.fn.now() })
@@ -239,6 +284,7 @@ export async function updateRegistration(
         }),
         ...(clientCertificate && clientCertificateColumns({ clientCertificate: certificate ?? null })),
         ...(signing && signingKeyColumns(newSigningKeys(signing.secretBox, current.id, signing.scheme))),
+        ...(oauth && oauthColumns(oauth.value && sealOAuthClient(oauth.secretBox, current.id, oauth.value))),
         updated_at: trx.fn.now(),
       })
       .returning('*');
@@ -341,6 +387,31 @@ export function openSigningKeys(secretBox: SecretBox, row: RegistrationRow, with
   const aad = registrationSigningKeyAad(row.id);
   const sealed = [row.signingKeySealed, withPrevious ? row.previousSigningKeySealed : null];
   return sealed.filter((value): value is string => value !== null).map((value) => secretBox.open(value, aad));
+}
+
+/** The columns of an OAuth client, or of none. */
+function oauthColumns(oauth: StoredOAuthClient | null) {
+  return {
+    oauth_token_url: oauth?.tokenUrl ?? null,
+    oauth_client_id: oauth?.clientId ?? null,
+    oauth_client_authentication: oauth?.clientAuthentication ?? null,
+    oauth_scope: oauth?.scope ?? null,
+    oauth_key_id: oauth?.keyId ?? null,
+    oauth_credential_sealed: oauth?.credentialSealed ?? null,
+  };
+}
+
+/** A checked OAuth client as stored: its secret or key sealed to the registration's row. */
+function sealOAuthClient(secretBox: SecretBox, registrationId: string, { info, credential }: OAuthClientChange) {
+  return { ...info, credentialSealed: secretBox.seal(credential, registrationOAuthCredentialAad(registrationId)) };
+}
+
+/** A registration's OAuth client secret or private key (PEM), opened. Throws when it cannot be. */
+export function openOAuthCredential(
+  secretBox: SecretBox,
+  row: Pick<RegistrationRow, 'id'> & { oauth: StoredOAuthClient },
+): string {
+  return secretBox.open(row.oauth.credentialSealed, registrationOAuthCredentialAad(row.id));
 }
 
 /** Deletes the project's registration; returns false when there was none. */

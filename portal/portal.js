@@ -224,6 +224,7 @@
       ['Client certificate', certificateText(r, hl)],
       ['Signature scheme', schemeText(r)],
       ['Public key', publicKeyView(r)],
+      ['OAuth client', oauthText(r)],
       ['Health', hl.state],
       ['Circuit breaker', breakerText(hl.breaker)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
@@ -306,6 +307,20 @@
     ];
   }
 
+  /** The OAuth client whose bearer token every delivery carries: token endpoint, client, method, scope; never its secret. */
+  function oauthText(r) {
+    const o = r && r.oauth;
+    if (!o) return 'none';
+    return h(
+      'span',
+      { 'data-oauth': o.clientAuthentication },
+      'bearer token from ',
+      h('code', {}, o.tokenUrl),
+      ` for client ${o.clientId} (${o.clientAuthentication}${o.keyId ? `, key ${o.keyId}` : ''})`,
+      o.scope ? `, scope ${o.scope}` : ', no scope',
+    );
+  }
+
   /** Whether a pause holds the deliveries, or the receiver asked to be left alone, in words. */
   function pauseText(r) {
     if (!r) return '—';
@@ -360,8 +375,9 @@
         ` ${type}`,
       ),
     );
-    // Custom headers and a client certificate belong to the URL's origin: moving elsewhere, the API asks that they go.
-    const credentials = r.headerNames.length > 0 || r.clientCertificate !== null;
+    // Custom headers, a client certificate and an OAuth client belong to the URL's origin: moving elsewhere, the API
+    // asks that they go.
+    const credentials = r.headerNames.length > 0 || r.clientCertificate !== null || r.oauth !== null;
     const dropCredentials = h('input', {
       type: 'checkbox',
       name: 'drop-credentials',
@@ -383,7 +399,7 @@
                 projectId: state.claims.prj,
                 url: url.value,
                 types,
-                ...(dropCredentials.checked && { headers: {}, clientCertificate: null }),
+                ...(dropCredentials.checked && { headers: {}, clientCertificate: null, oauth: null }),
               });
             },
             () => 'The endpoint was saved.',
@@ -397,8 +413,8 @@
             'label',
             {},
             dropCredentials,
-            ' Remove the custom headers and client certificate (needed to move the URL to another host, port or ' +
-              'scheme: they were given for this one)',
+            ' Remove the custom headers and client certificate, and the OAuth client (needed to move the URL to ' +
+              'another host, port or scheme: they were given for this one)',
           )
         : null,
       h('button', { type: 'submit', 'data-focus': 'save' }, 'Save endpoint'),

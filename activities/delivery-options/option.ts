@@ -2,19 +2,44 @@ import type { Logger } from '../../common/telemetry/logger';
 import type { SecretBox } from '../../common/crypto/secrets';
 import type { RegistrationRow } from '../../db';
 import type { Config } from '../../common/config';
-import type { ClientCertificate, EgressRoute } from '../http/client';
+import type { ClientCertificate, EgressRoute, WebhookHttpClient } from '../http/client';
 
 /** What the worker gives each option once, when its activities are made. */
 export interface DeliveryOptionSetup {
   /** The worker's settings an option may read (the activities' config is one). */
-  config: Partial<Pick<Config, 'HTTPS_PROXY' | 'HTTP_PROXY' | 'NO_PROXY'>>;
+  config: Partial<
+    Pick<
+      Config,
+      'HTTPS_PROXY' | 'HTTP_PROXY' | 'NO_PROXY' | 'WEBHOOK_TIMEOUT_MS' | 'NODE_ENV' | 'ALLOW_HTTP_WEBHOOK_URLS'
+    >
+  >;
   secretBox: SecretBox;
+  /** The worker's HTTP client (SSRF guard, egress proxy), for an option that must ask another server (a token). */
+  http: WebhookHttpClient;
 }
 
 /** The attempt an option prepares: the receiver's URL, already checked against the URL policy, and its log. */
 export interface AttemptTarget {
   url: URL;
   log: Logger;
+  /** The delivery's attempt number, for the details of a failure the option throws. */
+  attempt: number;
+}
+
+/**
+ * Headers obtained for each request rather than once per attempt (a bearer token from a token endpoint), inside the
+ * endpoint guard: the breaker has admitted the attempt, and a failure to obtain them, thrown as an ApplicationFailure,
+ * is the attempt's failure (in the delivery log, counted by the breaker when it is the endpoint's).
+ */
+export interface RequestAuthorization {
+  /** The headers for the next request: cached, or fetched now. */
+  headers(): Promise<Readonly<Record<string, string>>>;
+  /**
+   * The receiver answered `statusCode` to a request carrying them: true when fresh ones are worth one more request
+   * within the same attempt (a 401 to a token revoked or expired early; the option drops the one it gave). Asked once
+   * per attempt: the second answer stands.
+   */
+  refresh(statusCode: number): boolean;
 }
 
 /** What one option adds to an attempt's request; each part optional. */
@@ -27,6 +52,8 @@ export interface DeliveryContribution {
   route?: EgressRoute;
   /** A failure to reach the receiver said in this option's terms (the message members and the breaker show). */
   unreachable?: (errorCode: string) => string | undefined;
+  /** Headers obtained per request, with a second chance on the receiver's answer. */
+  authorization?: RequestAuthorization;
 }
 
 /**

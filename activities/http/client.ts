@@ -10,6 +10,14 @@ export interface ReceiverResponse {
   statusCode: number;
   /** The Retry-After header, when the receiver sent one. */
   retryAfter?: string;
+  /** The answer's body as UTF-8, its first MAX_RESPONSE_BYTES: only when asked for (a token endpoint's JSON). */
+  body?: string;
+}
+
+/** What a request wants back beside the status. */
+export interface RequestOptions {
+  /** Read the body (at most MAX_RESPONSE_BYTES) instead of discarding it. */
+  readBody?: boolean;
 }
 
 /** A keep-alive HTTP client for deliveries: no redirects, a whole-attempt timeout, the SSRF guard on connect. */
@@ -19,6 +27,7 @@ export interface WebhookHttpClient {
     headers: Record<string, string>,
     body: string,
     connection?: ReceiverConnection,
+    options?: RequestOptions,
   ): Promise<ReceiverResponse>;
   close(): Promise<void>;
 }
@@ -147,7 +156,7 @@ export function createWebhookHttpClient(options: {
   const defaultRoute = egressRouteTo(options.proxy ?? {});
   const tunnels = createEgressTunnels(options);
   return {
-    async post(url, headers, body, connection = {}) {
+    async post(url, headers, body, connection = {}, requestOptions = {}) {
       const route = connection.route ?? defaultRoute(url);
       const controller = new AbortController();
       const timeoutError = new ReceiverTimeoutError(`Receiver did not answer within ${options.timeoutMs} ms`);
@@ -162,9 +171,14 @@ export function createWebhookHttpClient(options: {
           body,
           signal: controller.signal,
         });
-        await response.body.dump({ limit: MAX_RESPONSE_BYTES }).catch(() => undefined);
+        const text = requestOptions.readBody ? await readLimited(response.body, MAX_RESPONSE_BYTES) : undefined;
+        if (text === undefined) await response.body.dump({ limit: MAX_RESPONSE_BYTES }).catch(() => undefined);
         const retryAfter = response.headers['retry-after'];
-        return { statusCode: response.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+        return {
+          statusCode: response.statusCode,
+          retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+          ...(text !== undefined && { body: text }),
+        };
       } catch (error) {
         if (error instanceof ForbiddenTargetError) throw error;
         if (controller.signal.aborted) throw timeoutError;
@@ -181,6 +195,21 @@ export function createWebhookHttpClient(options: {
       await tunnels.close();
     },
   };
+}
+
+/** The body's first `limit` bytes as UTF-8; the rest is not read (the connection is dropped). */
+async function readLimited(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= limit) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
 }
 
 /** One pool of keep-alive connections made by `connect`: direct, or through one egress proxy. */

@@ -13,6 +13,8 @@ import {
   type ClientCertificateInfo,
   type ClientCertificateUpload,
 } from '../../common/registration/client-certificate';
+import { inspectOAuthClient, type OAuthClientUpload } from '../../common/registration/oauth-client';
+import type { OAuthClientChange } from '../../db';
 import { InvalidParameterError, InvalidRequestError, type FieldError } from './errors';
 
 // Request bodies and path parameters checked the same way on every route: ajv with every problem listed, the field
@@ -44,7 +46,7 @@ function fieldErrors(errors: ErrorObject[]): FieldError[] {
     if (error.keyword === 'anyOf')
       result.push({
         pointer,
-        detail: 'must have at least one of url, types, headers, clientCertificate and signatureScheme',
+        detail: 'must have at least one of url, types, headers, clientCertificate, signatureScheme and oauth',
       });
     else if (error.keyword === 'pattern' && pointer === '/projectId')
       result.push({ pointer, detail: `must be ${SAFE_ID_RULE}` });
@@ -65,10 +67,21 @@ export function certificateInfo(upload: ClientCertificateUpload): ClientCertific
   return info;
 }
 
+/** The facts and credential of each OAuth client a validated body carried (read them with oauthClient). */
+const oauthClients = new WeakMap<object, OAuthClientChange>();
+
+/** A validated body's OAuth client, as stored: its facts and its secret or key. */
+export function oauthClient(upload: OAuthClientUpload): OAuthClientChange {
+  const change = oauthClients.get(upload);
+  if (!change) throw new Error('the OAuth client was not validated');
+  return change;
+}
+
 export function compileBody<T extends object>(schema: object): BodyValidator<T> {
   const validate: ValidateFunction = ajv.compile(schema);
   const checksHeaders = 'headers' in ((schema as { properties?: object }).properties ?? {});
   const checksCertificate = 'clientCertificate' in ((schema as { properties?: object }).properties ?? {});
+  const checksOAuth = 'oauth' in ((schema as { properties?: object }).properties ?? {});
   return (body, urlPolicy = { httpsOnly: false }) => {
     let errors = validate(body) ? [] : fieldErrors(validate.errors ?? []);
     // The headers' rules, each problem naming the header, instead of the schema's patterns.
@@ -87,6 +100,13 @@ export function compileBody<T extends object>(schema: object): BodyValidator<T> 
       const inspected = inspectClientCertificate(certificate as ClientCertificateUpload);
       if ('problems' in inspected) errors.push(...inspected.problems);
       else certificates.set(certificate, inspected.info);
+    }
+    // An OAuth client the schema let through: its token URL under the URL policy, its credential for its method.
+    const oauth = (body as { oauth?: unknown } | null)?.oauth;
+    if (checksOAuth && oauth && !errors.some((e) => e.pointer.startsWith('/oauth'))) {
+      const inspected = inspectOAuthClient(oauth as OAuthClientUpload, urlPolicy);
+      if ('problems' in inspected) errors.push(...inspected.problems);
+      else oauthClients.set(oauth, inspected);
     }
     if (errors.length > 0) throw new InvalidRequestError(errors);
     return body as T;

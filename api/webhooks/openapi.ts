@@ -1,4 +1,5 @@
 import { projectIdSchema } from '../http/validation';
+import { OAUTH_CLIENT_AUTHENTICATIONS } from '../../common/registration/oauth-client';
 import {
   registerWebhookBodySchema,
   rotateSecretBodySchema,
@@ -93,6 +94,25 @@ const registrationProperties = {
     type: ['string', 'null'],
     format: 'date-time',
     description: 'When the replaced key pair stops signing (and is erased); null when there is none.',
+  },
+  oauth: {
+    type: ['object', 'null'],
+    description:
+      'The OAuth 2.0 client whose bearer token (client credentials grant) every delivery carries as ' +
+      '`Authorization: Bearer`; null without one. Its client secret or private key is never shown.',
+    properties: {
+      tokenUrl: { type: 'string', description: 'The token endpoint.' },
+      clientId: { type: 'string', description: 'The client_id.' },
+      clientAuthentication: {
+        type: 'string',
+        enum: [...OAUTH_CLIENT_AUTHENTICATIONS],
+        description: 'How the client authenticates to the token endpoint.',
+      },
+      scope: { type: ['string', 'null'], description: 'The scopes asked for, space-separated; null for none.' },
+      keyId: { type: ['string', 'null'], description: 'The client assertion’s kid (private_key_jwt); null for none.' },
+    },
+    required: ['tokenUrl', 'clientId', 'clientAuthentication', 'scope', 'keyId'],
+    additionalProperties: false,
   },
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
@@ -228,23 +248,27 @@ export const webhookPaths: Paths = {
   '/webhooks': {
     patch: {
       operationId: 'updateWebhook',
-      summary: 'Change the URL, the event types, the custom headers and/or the signature scheme of a project’s webhook',
+      summary:
+        'Change the URL, the event types, the custom headers, the client certificate, the signature scheme or the OAuth client of a project’s webhook',
       description:
         'The project is named in the body; the secret stays the same. `headers`, when given, replaces the whole ' +
         'set of custom headers (`{}` removes them all); omitted, the headers stay as they are. Custom headers and ' +
-        'the client certificate belong to the URL’s origin (scheme, host, port): a `url` on another origin must ' +
-        'come with `headers` and `clientCertificate` again (or `{}` and null to remove them) when the webhook has ' +
-        'them, else 400; a `url` on the same origin keeps them. A body that changes nothing (the same url, types, ' +
-        'certificate) writes nothing (no audit row, `updatedAt` unchanged) and answers 200 with the registration; ' +
-        '`headers` given are always written anew (comparing sealed values would disclose them). `signatureScheme` ' +
-        '`v1a` on a v1 webhook makes a new Ed25519 key pair (its public key in the answer), `v1` erases the pair.',
+        'the client certificate and the OAuth client belong to the URL’s origin (scheme, host, port): a `url` on ' +
+        'another origin must come with `headers`, `clientCertificate` and `oauth` again (or `{}` and null to remove ' +
+        'them) when the webhook has them, else 400; a `url` on the same origin keeps them. `oauth`, when given, ' +
+        'replaces the whole client, secret or key included (null removes it). A body that changes nothing (the ' +
+        'same url, types, certificate) writes nothing (no audit row, `updatedAt` unchanged) and answers 200 with ' +
+        'the registration; `headers` and `oauth` given are always written anew (comparing sealed values would ' +
+        'disclose them). `signatureScheme` `v1a` on a v1 webhook makes a new Ed25519 key pair (its public key in ' +
+        'the answer), `v1` erases the pair.',
       tags: ['webhooks'],
       requestBody: bodyOf('UpdateWebhookBody'),
       responses: {
         '200': { description: 'Updated (or already so).', content: json(ref('schemas', 'Registration')) },
         '400': problemResponse(
           'The body is not JSON, or breaks the schema; or `url` moves the webhook to another origin without ' +
-            'restating its custom headers (`/headers`) or client certificate (`/clientCertificate`). Each ' +
+            'restating its custom headers (`/headers`), client certificate (`/clientCertificate`) or OAuth ' +
+            'client (`/oauth`); or `oauth` with a token URL, secret or key that cannot be used (`/oauth/…`). Each ' +
             'problem listed in errors; nothing is stored.',
           ref('schemas', 'ValidationProblem'),
         ),

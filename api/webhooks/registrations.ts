@@ -16,7 +16,7 @@ import {
   WebhookPausedError,
   type FieldError,
 } from '../http/errors';
-import { certificateInfo } from '../http/validation';
+import { certificateInfo, oauthClient } from '../http/validation';
 import {
   DEFAULT_OVERLAP_SECONDS,
   type RegisterWebhookBody,
@@ -26,6 +26,7 @@ import {
 import type { ClientCertificateInfo, ClientCertificateUpload } from '../../common/registration/client-certificate';
 import type { SubscribableType } from '../../common/contract';
 import type { CustomHeaders } from '../../common/registration/custom-headers';
+import type { OAuthClientInfo } from '../../common/registration/oauth-client';
 import { sameOrigin } from '../../common/registration/webhook-url';
 import type { SignatureScheme } from '../../common/crypto/signature';
 
@@ -62,6 +63,8 @@ export interface RegistrationView {
   /** The public key a rotation replaced, while it still signs, and when it stops; both null otherwise. */
   previousPublicKey: string | null;
   previousPublicKeyExpiresAt: string | null;
+  /** The OAuth client whose bearer token every delivery carries: token URL, client id, method, scope; never the secret. */
+  oauth: OAuthClientInfo | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -75,6 +78,16 @@ export interface ClientCertificateView {
 /** What the API and the audit trail show of a stored certificate: never its key. */
 const certificateView = (c: ClientCertificateInfo | null): ClientCertificateView | null =>
   c && { subject: c.subject, notAfter: c.notAfter.toISOString(), fingerprint: c.fingerprint };
+
+/** What the API and the audit trail show of a stored OAuth client: never its secret or key. */
+const oauthView = (o: OAuthClientInfo | null): OAuthClientInfo | null =>
+  o && {
+    tokenUrl: o.tokenUrl,
+    clientId: o.clientId,
+    clientAuthentication: o.clientAuthentication,
+    scope: o.scope,
+    keyId: o.keyId,
+  };
 
 /** A rotation's answer: the new secret (shown once) and when the replaced one stops signing deliveries. */
 export interface RotatedSecretView {
@@ -111,6 +124,7 @@ export const view = (row: store.RegistrationRow): RegistrationView => ({
   signatureScheme: row.signatureScheme,
   publicKey: row.signingPublicKey,
   ...previousPublicKeyView(row),
+  oauth: oauthView(row.oauth),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
@@ -159,6 +173,7 @@ export async function registerWebhook(
         clientCertificate: { upload: body.clientCertificate, info: certificateInfo(body.clientCertificate) },
       }),
       ...(body.signatureScheme && { signatureScheme: body.signatureScheme }),
+      ...(body.oauth && { oauth: oauthClient(body.oauth) }),
     });
     // The unique constraint decides between concurrent registrations.
     if (!made) throw new RegistrationExistsError();
@@ -177,6 +192,7 @@ export async function registerWebhook(
         // The scheme always; the public key is no secret: the trail shows which one receivers were given.
         signatureScheme: { after: made.row.signatureScheme },
         ...(made.row.signingPublicKey && { publicKey: { after: made.row.signingPublicKey } }),
+        ...(made.row.oauth && { oauth: { after: oauthView(made.row.oauth) } }),
         secretRevealed: true,
       },
     });
@@ -210,14 +226,16 @@ export async function updateWebhook(
       value: upload && { upload, info: certificateInfo(upload) },
     };
     const signing = asked.signatureScheme && { secretBox: deps.secretBox, scheme: asked.signatureScheme };
-    const row = await store.updateRegistration(
-      trx,
-      body.projectId,
-      changes,
+    const oauth = asked.oauth !== undefined && {
+      secretBox: deps.secretBox,
+      value: asked.oauth && oauthClient(asked.oauth),
+    };
+    const row = await store.updateRegistration(trx, body.projectId, changes, {
       headers,
-      clientCertificate || undefined,
-      signing,
-    );
+      clientCertificate: clientCertificate || undefined,
+      signing: signing || undefined,
+      oauth: oauth || undefined,
+    });
     if (!row) throw new RegistrationNotFoundError('Must register webhook before updating it');
     await recordAudit(trx, actor, {
       action: 'webhook.update',
@@ -241,6 +259,8 @@ export async function updateWebhook(
           signatureScheme: { before: before.signatureScheme, after: row.signatureScheme },
           publicKey: { before: before.signingPublicKey, after: row.signingPublicKey },
         }),
+        // The client by token URL, id, method and scope; its secret or key never (replaced: the same facts may show).
+        ...(oauth && { oauth: { before: oauthView(before.oauth), after: oauthView(row.oauth) } }),
       },
     });
     return view(row);
@@ -248,8 +268,9 @@ export async function updateWebhook(
 }
 
 /**
- * Custom headers and a client certificate are credentials of the receiver's origin: a URL moved to another origin
- * (scheme, host, port) must restate or remove them, or the gateway's key would go to whoever holds the new origin.
+ * Custom headers, a client certificate and an OAuth client's bearer token are credentials of the receiver's origin: a
+ * URL moved to another origin (scheme, host, port) must restate or remove them, or the gateway's key would go to
+ * whoever holds the new origin.
  */
 function refuseCredentialsLeavingOrigin(before: store.RegistrationRow, body: UpdateWebhookBody): void {
   if (body.url === undefined || sameOrigin(before.url, body.url)) return;
@@ -268,13 +289,21 @@ function refuseCredentialsLeavingOrigin(before: store.RegistrationRow, body: Upd
         'must be given again (or null to remove it) when the url moves to another origin: the client certificate ' +
         `was set for ${new URL(before.url).origin} only`,
     });
+  if (before.oauth && body.oauth === undefined)
+    errors.push({
+      pointer: '/oauth',
+      detail:
+        'must be given again (or null to remove it) when the url moves to another origin: the OAuth client’s tokens ' +
+        `were sent to ${new URL(before.url).origin} only`,
+    });
   if (errors.length > 0) throw new InvalidRequestError(errors);
 }
 
 /**
  * The fields of an update that differ from the stored registration; the others would change nothing. Sealed values are
  * never compared (whether a write happened would tell a caller that guessed them): headers given are written anew,
- * unless none is given for none stored; a certificate is the same when its PEM is (its key was checked to be its own).
+ * unless none is given for none stored; a certificate is the same when its PEM is (its key was checked to be its own);
+ * an OAuth client given is written anew (its secret is sealed), unless null for none stored.
  */
 function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
   const sameTypes = (types: string[]) =>
@@ -293,6 +322,7 @@ function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
       !sameCertificate(body.clientCertificate) && { clientCertificate: body.clientCertificate }),
     ...(body.signatureScheme !== undefined &&
       body.signatureScheme !== before.signatureScheme && { signatureScheme: body.signatureScheme }),
+    ...(body.oauth !== undefined && !(body.oauth === null && before.oauth === null) && { oauth: body.oauth }),
   };
 }
 

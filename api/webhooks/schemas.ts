@@ -13,6 +13,17 @@ import {
   MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
   type ClientCertificateUpload,
 } from '../../common/registration/client-certificate';
+import {
+  MAX_OAUTH_CLIENT_ID_LENGTH,
+  MAX_OAUTH_CLIENT_SECRET_LENGTH,
+  MAX_OAUTH_KEY_ID_LENGTH,
+  MAX_OAUTH_PRIVATE_KEY_LENGTH,
+  MAX_OAUTH_SCOPE_LENGTH,
+  OAUTH_CLIENT_AUTHENTICATIONS,
+  OAUTH_SCOPE_PATTERN,
+  OAUTH_VISIBLE_ASCII_PATTERN,
+  type OAuthClientUpload,
+} from '../../common/registration/oauth-client';
 import { compileBody, projectIdSchema } from '../http/validation';
 import { SIGNATURE_SCHEMES, type SignatureScheme } from '../../common/crypto/signature';
 
@@ -84,6 +95,73 @@ export const signatureSchemeSchema = {
     'v1a on a v1 webhook makes a new key pair, v1 erases the pair.',
 } as const;
 
+export const oauthClientSchema = {
+  type: 'object',
+  properties: {
+    tokenUrl: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_WEBHOOK_URL_LENGTH,
+      description:
+        'The token endpoint: an absolute https URL (http only where http receivers are allowed), without ' +
+        'credentials or fragment. Reached like the receiver: the same address checks and egress proxy.',
+    },
+    clientId: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_OAUTH_CLIENT_ID_LENGTH,
+      pattern: OAUTH_VISIBLE_ASCII_PATTERN,
+      description: 'The client_id the token endpoint knows this service by.',
+    },
+    clientAuthentication: {
+      type: 'string',
+      enum: [...OAUTH_CLIENT_AUTHENTICATIONS],
+      description:
+        'How the client authenticates to the token endpoint: client_secret_basic (HTTP Basic, the default with a ' +
+        'clientSecret), client_secret_post (in the form), or private_key_jwt (a signed JWT assertion, RFC 7523, as ' +
+        'SMART Backend Services use; the default with a privateKey).',
+    },
+    clientSecret: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_OAUTH_CLIENT_SECRET_LENGTH,
+      pattern: OAUTH_VISIBLE_ASCII_PATTERN,
+      description: 'The client secret (client_secret_basic, client_secret_post). Sealed at rest, never shown again.',
+    },
+    privateKey: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_OAUTH_PRIVATE_KEY_LENGTH,
+      description:
+        'PEM private key, not encrypted, signing the client assertion (private_key_jwt): RSA of at least 2048 bits ' +
+        '(RS384), or EC P-384 (ES384) or P-256 (ES256). The assertion has iss and sub the clientId, aud the ' +
+        'tokenUrl, a unique jti and exp five minutes on. Sealed at rest, never shown again.',
+    },
+    keyId: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_OAUTH_KEY_ID_LENGTH,
+      pattern: OAUTH_VISIBLE_ASCII_PATTERN,
+      description: 'The kid of the client assertion’s header: the key’s id in the JWKS the token endpoint holds.',
+    },
+    scope: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_OAUTH_SCOPE_LENGTH,
+      pattern: OAUTH_SCOPE_PATTERN,
+      description: 'Space-separated scopes asked for with every token, e.g. "system/Observation.write".',
+    },
+  },
+  required: ['tokenUrl', 'clientId'],
+  additionalProperties: false,
+  description:
+    'An OAuth 2.0 client (client credentials grant) for receivers that want a bearer token: before delivering, the ' +
+    'worker obtains a token from tokenUrl (a form POST of grant_type=client_credentials) and sends it as ' +
+    '`Authorization: Bearer <token>`, kept until shortly before it expires; a 401 has it fetched afresh and the ' +
+    'delivery sent once more. Give a clientSecret or a privateKey; they are sealed at rest and never shown again; ' +
+    'the registration shows the tokenUrl, clientId, method, scope and keyId.',
+} as const;
+
 /** The fields register and update share. */
 const registrationFields = {
   projectId: projectIdSchema,
@@ -95,7 +173,7 @@ const registrationFields = {
 
 export const registerWebhookBodySchema = {
   type: 'object',
-  properties: { ...registrationFields, clientCertificate: clientCertificateSchema },
+  properties: { ...registrationFields, clientCertificate: clientCertificateSchema, oauth: oauthClientSchema },
   required: ['projectId', 'url', 'types'],
   additionalProperties: false,
 } as const;
@@ -109,6 +187,11 @@ export const updateWebhookBodySchema = {
       type: ['object', 'null'],
       description: `${clientCertificateSchema.description} null removes it.`,
     },
+    oauth: {
+      ...oauthClientSchema,
+      type: ['object', 'null'],
+      description: `${oauthClientSchema.description} On PATCH the object replaces the whole client, secret or key included; null removes it.`,
+    },
   },
   required: ['projectId'],
   anyOf: [
@@ -117,6 +200,7 @@ export const updateWebhookBodySchema = {
     { required: ['headers'] },
     { required: ['clientCertificate'] },
     { required: ['signatureScheme'] },
+    { required: ['oauth'] },
   ],
   additionalProperties: false,
 } as const;
@@ -150,6 +234,7 @@ export interface RegisterWebhookBody {
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload;
   signatureScheme?: SignatureScheme;
+  oauth?: OAuthClientUpload;
 }
 
 export interface UpdateWebhookBody {
@@ -159,6 +244,7 @@ export interface UpdateWebhookBody {
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload | null;
   signatureScheme?: SignatureScheme;
+  oauth?: OAuthClientUpload | null;
 }
 
 export const validateRegisterBody = compileBody<RegisterWebhookBody>(registerWebhookBodySchema);

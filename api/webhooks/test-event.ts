@@ -33,6 +33,9 @@ export function describeReceiverError(errorCode: string): { category: TestFailur
   // The worker's egress proxy failed (WebhookProxyUnavailable): the receiver was not reached, nor to blame.
   if (errorCode.startsWith('PROXY_'))
     return { category: 'unreachable', reason: `the worker's egress proxy did not carry the request (${errorCode})` };
+  // The OAuth client's token endpoint gave no token: the receiver was not asked.
+  if (errorCode.startsWith('OAUTH_TOKEN_'))
+    return { category: 'unreachable', reason: `the OAuth token endpoint did not issue a token (${errorCode})` };
   if (errorCode === 'ERR_WEBHOOK_TARGET_FORBIDDEN')
     return {
       category: 'forbidden-target',

@@ -159,3 +159,7 @@ export const registrationClientKeyAad = (registrationId: string): string =>
 /** Additional authenticated data for a registration's sealed Ed25519 private keys (current and previous): its own row. */
 export const registrationSigningKeyAad = (registrationId: string): string =>
   `webhook-registration-signing-key:${registrationId}`;
+
+/** Additional authenticated data for a registration's sealed OAuth client secret or private key: its own row and column. */
+export const registrationOAuthCredentialAad = (registrationId: string): string =>
+  `webhook-registration-oauth-credential:${registrationId}`;

@@ -24,6 +24,7 @@ import * as erasures from './022_erasures';
 import * as projectDataKeys from './023_project_data_keys';
 import * as purges from './024_purges';
 import * as signingKeys from './025_signing_keys';
+import * as oauth from './026_oauth';
 import * as gone from './028_gone';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
@@ -53,6 +54,7 @@ const migrations: Record<string, Knex.Migration> = {
   '023_project_data_keys': projectDataKeys,
   '024_purges': purges,
   '025_signing_keys': signingKeys,
+  '026_oauth': oauth,
   '028_gone': gone,
 };
 

@@ -1,6 +1,7 @@
 import {
   registrationClientKeyAad,
   registrationHeadersAad,
+  registrationOAuthCredentialAad,
   registrationSecretAad,
   registrationSigningKeyAad,
   type SecretBox,
@@ -12,7 +13,8 @@ import { appendAuditEvent, type AuditActor } from '../audit/events';
 export interface ResealReport {
   /**
    * Sealed values read: each registration's current secret, its previous one while a rotation's overlap lasts, its
-   * custom headers, its client certificate's key and its Ed25519 private keys (current, previous) when it has them.
+   * custom headers, its client certificate's key, its Ed25519 private keys (current, previous) and its OAuth client secret or key when
+   * it has them.
    */
   total: number;
   /** Secrets sealed again under the newest key. */
@@ -34,6 +36,7 @@ interface SealedRow {
   client_key_sealed: string | null;
   signing_key_sealed: string | null;
   previous_signing_key_sealed: string | null;
+  oauth_credential_sealed: string | null;
 }
 
 /** Every sealed column of a registration: what it holds (named when it cannot be opened) and the AAD it is bound to. */
@@ -44,6 +47,7 @@ const SEALED_COLUMNS = [
   ['client_key_sealed', 'client certificate key', registrationClientKeyAad],
   ['signing_key_sealed', 'signing key', registrationSigningKeyAad],
   ['previous_signing_key_sealed', 'previous signing key', registrationSigningKeyAad],
+  ['oauth_credential_sealed', 'OAuth client credential', registrationOAuthCredentialAad],
 ] as const;
 
 /**
@@ -51,8 +55,8 @@ const SEALED_COLUMNS = [
  * current secret, and the previous one a rotation keeps signing until its overlap ends (left under the old key, it
  * could no longer be opened once that key is dropped, and every delivery would fail). A previous secret whose overlap
  * is over never signs again: it is erased, as the worker's sweep would, not resealed. The custom headers and a client
- * certificate's key and the Ed25519 private keys (a previous one erased once its overlap is over, like a previous
- * secret), sealed the same way, are resealed with them.
+ * certificate's key, the Ed25519 private keys (a previous one erased once its overlap is over, like a previous
+ * secret) and an OAuth client's secret or key, sealed the same way, are resealed with them.
  *
  * One transaction holding every row's lock from the read to the write: either every secret ends under the newest key
  * or none changes, and a rotation waits for the reseal (instead of being overwritten by the secret it replaced).

@@ -86,14 +86,17 @@ describe('delivery options: an option added through the seam alone is carried by
 });
 
 describe('delivery options: how prepareDelivery merges the options (pure)', () => {
-  const setup: DeliveryOptionSetup = { config: fastConfig, secretBox: createSecretBox(Buffer.alloc(32, 7)) };
+  // No option of these tests asks another server: a client that would say so.
+  const http = { post: () => Promise.reject(new Error('no request expected')), close: () => Promise.resolve() };
+  const setup: DeliveryOptionSetup = { config: fastConfig, secretBox: createSecretBox(Buffer.alloc(32, 7)), http };
   const registration = {
     id: 'r-1',
     projectId: 'p-1',
     customHeadersSealed: null,
     clientCertificate: null,
+    oauth: null,
   } as unknown as RegistrationRow;
-  const target = { url: new URL('https://receiver.example.org/hooks'), log: captureLogger().logger };
+  const target = { url: new URL('https://receiver.example.org/hooks'), log: captureLogger().logger, attempt: 1 };
   const option = (name: string, prepared: DeliveryContribution | undefined): DeliveryOption => ({
     name,
     setUp: () => () => prepared,
@@ -135,6 +138,38 @@ describe('delivery options: how prepareDelivery merges the options (pure)', () =
     assert.deepEqual((await proxied(registration, target)).connection, {
       route: { proxy: 'http://proxy.internal:3128' },
     });
+  });
+
+  it('send: authorizations laid over the headers (a name once, any case), asked afresh and sent once more when one asks', async () => {
+    const heard: number[] = [];
+    let issued = 0;
+    const prepare = createPrepareDelivery(setup, [
+      option('headers', { headers: { Authorization: 'Basic gateway', 'X-Tenant': 'ward-7' } }),
+      option('bearer', {
+        authorization: {
+          headers: () => Promise.resolve({ authorization: `Bearer t-${++issued}` }),
+          refresh: (statusCode) => (heard.push(statusCode), statusCode === 401),
+        },
+      }),
+    ]);
+    const prepared = await prepare(registration, target);
+    const sent: Record<string, string>[] = [];
+    const answers = [401, 401, 200];
+    const response = await prepared.send((headers) => {
+      sent.push(headers);
+      return Promise.resolve({ statusCode: answers.shift()! });
+    });
+    assert.deepEqual(sent, [
+      { 'X-Tenant': 'ward-7', authorization: 'Bearer t-1' },
+      { 'X-Tenant': 'ward-7', authorization: 'Bearer t-2' },
+    ]);
+    assert.equal(response.statusCode, 401, 'the second answer stands: one more request at most');
+    assert.deepEqual(heard, [401]);
+
+    const once: Record<string, string>[] = [];
+    const ok = await prepared.send((headers) => (once.push(headers), Promise.resolve({ statusCode: 503 })));
+    assert.equal(ok.statusCode, 503);
+    assert.equal(once.length, 1, 'a status no authorization asks about is not sent again');
   });
 
   it('custom headers that cannot be opened refuse the attempt, retryable, before any request', async () => {

@@ -168,6 +168,7 @@ describe('api: webhook management', () => {
         'clientCertificate',
         'createdAt',
         'headerNames',
+        'oauth',
         'pauseReason',
         'pausedAt',
         'pausedUntil',
@@ -444,6 +445,7 @@ describe('api: webhook management', () => {
         'clientCertificate',
         'createdAt',
         'headerNames',
+        'oauth',
         'pauseReason',
         'pausedAt',
         'pausedUntil',
@@ -512,7 +514,7 @@ describe('api: webhook management', () => {
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { projectId: p } }),
         400,
-        /at least one of url, types, headers, clientCertificate and signatureScheme/,
+        /at least one of url, types, headers, clientCertificate, signatureScheme and oauth/,
       );
       assertProblem(
         await call('PATCH', '/webhooks', { user: 'alice', body: { url: 'https://x.example/' } }),

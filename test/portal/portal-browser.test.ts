@@ -458,7 +458,14 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
   it('moving the endpoint to another origin: the page names the custom headers, and its box removes them', async () => {
     const { id: p } = await project();
     const box = fx.registrations.secretBox;
-    await store.updateRegistration(fx.database.db, p, {}, { secretBox: box, values: { 'X-Api-Key': 'k-secret-123' } });
+    await store.updateRegistration(
+      fx.database.db,
+      p,
+      {},
+      {
+        headers: { secretBox: box, values: { 'X-Api-Key': 'k-secret-123' } },
+      },
+    );
     const page = await open((await link(p)).url);
     const receiverUrl = page.getByLabel('Receiver URL');
     await receiverUrl.waitFor();
@@ -560,6 +567,42 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
       /The client certificate expires at .* \(in 10 days\): upload its successor before then/,
     );
     await assertAccessible(page, 'certificate warning');
+    await close(page);
+  });
+
+  it('the endpoint shows the OAuth client (token URL, client, method, scope), never its secret', async () => {
+    const { id: p } = await project();
+    const secret = 'cs-never-shown-9f3a';
+    await store.updateRegistration(
+      fx.database.db,
+      p,
+      {},
+      {
+        oauth: {
+          secretBox: fx.registrations.secretBox,
+          value: {
+            info: {
+              tokenUrl: 'https://auth.hospital.example/oauth2/token',
+              clientId: 'webhooks-ward-7',
+              clientAuthentication: 'client_secret_basic',
+              scope: 'system/Observation.write',
+              keyId: null,
+            },
+            credential: secret,
+          },
+        },
+      },
+    );
+    const page = await open((await link(p, { capabilities: ['read'] })).url);
+    const oauth = page.locator('section[aria-labelledby="endpoint-title"] dt:text-is("OAuth client") + dd');
+    await oauth.waitFor();
+    assert.equal(
+      await oauth.innerText(),
+      'bearer token from https://auth.hospital.example/oauth2/token for client webhooks-ward-7 ' +
+        '(client_secret_basic), scope system/Observation.write',
+    );
+    assert.doesNotMatch(await page.content(), new RegExp(secret));
+    await assertAccessible(page, 'OAuth client');
     await close(page);
   });
 

@@ -121,7 +121,14 @@ describe('portal links: made by members, scoped to one project and its capabilit
   it('a manage link cannot carry the custom headers to another origin: 400 naming them, nothing stored', async () => {
     const p = await project();
     const box = createSecretBox(ring[0]!.key);
-    await store.updateRegistration(t.db, p, {}, { secretBox: box, values: { 'X-Api-Key': 'k-secret-123' } });
+    await store.updateRegistration(
+      t.db,
+      p,
+      {},
+      {
+        headers: { secretBox: box, values: { 'X-Api-Key': 'k-secret-123' } },
+      },
+    );
     const before = await store.findRegistration(t.db, p);
     const manage = await link(p);
     const moved = await call('PATCH', '/webhooks', manage, { projectId: p, url: 'https://attacker.example/hook' });

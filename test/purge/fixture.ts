@@ -159,7 +159,9 @@ export function usePurgeSuite(createEnvironment: () => Promise<TestWorkflowEnvir
       db(),
       projectId,
       {},
-      { secretBox: fx.registrations.secretBox, values: { 'X-Gateway-Key': 'gk-secret' } },
+      {
+        headers: { secretBox: fx.registrations.secretBox, values: { 'X-Gateway-Key': 'gk-secret' } },
+      },
     );
     await store.addMember(db(), projectId, MEMBER);
     await store.setNotificationContacts(db(), projectId, { url: 'https://n.example/', emails: ['ops@example.com'] });
