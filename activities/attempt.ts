@@ -36,6 +36,7 @@ import type { ActivityDeps } from './deps';
 import { createPrepareDelivery, DELIVERY_OPTIONS, type PreparedDelivery } from './delivery-options';
 import { ProxyUnavailableError, type ReceiverResponse } from './http/client';
 import { createPauseHold } from './pause';
+import { createRateLimit } from './rate-limit';
 import { nextRetryDelay, parseRetryAfter } from './http/retry-after';
 import { ForbiddenTargetError } from './http/ssrf';
 
@@ -63,6 +64,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   };
   const throughEndpointGuard = createEndpointGuard(deps);
   const holdWhilePaused = createPauseHold(deps);
+  const waitForRateSlot = createRateLimit(deps);
   const prepareDelivery = createPrepareDelivery(deps, deps.deliveryOptions ?? DELIVERY_OPTIONS);
 
   return async function attempt(
@@ -127,6 +129,8 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       projectId,
       ...context,
     };
+    // The registration's rate per second (read with it: no query without one): a slot now or soon, else queued.
+    await waitForRateSlot({ ...target, rateLimitPerSecond: registration.rateLimitPerSecond });
     const posted = throughEndpointGuard(target, async () => {
       const started = performance.now();
       const elapsed = () => Math.round(performance.now() - started);

@@ -31,6 +31,8 @@ export interface RegistrationRow {
   pausedUntil: Date | null;
   /** The client certificate presented to the receiver (mutual TLS), its key sealed; null when there is none. */
   clientCertificate: StoredClientCertificate | null;
+  /** The most deliveries a second the receiver takes, across all workers; null: unlimited (db/endpoints/rate-limits.ts). */
+  rateLimitPerSecond: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -64,6 +66,7 @@ interface Columns {
   client_certificate_subject: string | null;
   client_certificate_not_after: Date | null;
   client_certificate_fingerprint: string | null;
+  rate_limit_per_second: number | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -92,6 +95,7 @@ const toRow = (c: Columns): RegistrationRow => ({
           fingerprint: c.client_certificate_fingerprint ?? '',
         }
       : null,
+  rateLimitPerSecond: c.rate_limit_per_second ?? null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -111,7 +115,7 @@ export async function findRegistration(
 export async function insertRegistration(
   db: Db,
   registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'> &
-    Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>> &
+    Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed' | 'rateLimitPerSecond'>> &
     Partial<ClientCertificateColumns>,
 ): Promise<RegistrationRow | undefined> {
   const [columns] = await db<Columns>(TABLE)
@@ -123,6 +127,7 @@ export async function insertRegistration(
       secret_sealed: registration.secretSealed,
       custom_header_names: registration.customHeaderNames ?? [],
       custom_headers_sealed: registration.customHeadersSealed ?? null,
+      rate_limit_per_second: registration.rateLimitPerSecond ?? null,
       ...clientCertificateColumns(registration),
     })
     .onConflict('project_id')
@@ -140,6 +145,7 @@ export async function createRegistration(
   db: Db,
   secretBox: SecretBox,
   fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'> & {
+    rateLimitPerSecond?: number | null;
     headers?: CustomHeaders;
     clientCertificate?: ClientCertificateChange;
   },
@@ -162,20 +168,22 @@ export async function createRegistration(
 }
 
 /**
- * Updates url and/or types, replaces the custom headers when `headers` is given (`{}` removes them all) and the client
+ * Updates url, types and/or the rate limit (null: unlimited), replaces the custom headers when `headers` is given (`{}` removes them all) and the client
  * certificate when `clientCertificate` is (null removes it); returns undefined when the project has no registration.
  */
 export async function updateRegistration(
   db: Db,
   projectId: string,
-  changes: { url?: string; types?: SubscribableType[] },
+  changes: { url?: string; types?: SubscribableType[]; rateLimitPerSecond?: number | null },
   headers?: { secretBox: SecretBox; values: CustomHeaders },
   clientCertificate?: { secretBox: SecretBox; value: ClientCertificateChange | null },
 ): Promise<RegistrationRow | undefined> {
+  const { rateLimitPerSecond, ...fields } = changes;
+  const rate = rateLimitPerSecond !== undefined && { rate_limit_per_second: rateLimitPerSecond };
   if (!headers && !clientCertificate) {
     const [columns] = await db<Columns>(TABLE)
       .where({ project_id: projectId })
-      .update({ ...changes, updated_at: db.fn.now() })
+      .update({ ...fields, ...rate, updated_at: db.fn.now() })
       .returning('*');
     return columns && toRow(columns);
   }
@@ -190,7 +198,8 @@ export async function updateRegistration(
     const [columns] = await trx<Columns>(TABLE)
       .where({ id: current.id })
       .update({
-        ...changes,
+        ...fields,
+        ...rate,
         ...(sealed && {
           custom_header_names: sealed.customHeaderNames,
           custom_headers_sealed: sealed.customHeadersSealed,

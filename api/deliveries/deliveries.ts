@@ -71,6 +71,13 @@ export interface EndpointHealthView {
   breaker: BreakerView;
   /** The client certificate's expiry, with a warning from 14 days before; null without a certificate. */
   clientCertificate: CertificateExpiryView | null;
+  /** The receiver's rate limit and the deliveries queued for it; null: unlimited. */
+  rateLimit: RateLimitView | null;
+}
+
+export interface RateLimitView {
+  perSecond: number;
+  waiting: number;
 }
 
 export interface CertificateExpiryView {
@@ -463,7 +470,7 @@ export async function getEndpointHealth(
 ): Promise<EndpointHealthView> {
   await assertMember(deps.db, projectId, userId);
   deps.readLimiter?.(projectId);
-  const [row, { breaker, clientCertificate }] = await Promise.all([
+  const [row, { breaker, clientCertificate, rateLimit }] = await Promise.all([
     store.findEndpointHealth(deps.db, projectId),
     registrationHealth(deps.db, projectId),
   ]);
@@ -476,6 +483,7 @@ export async function getEndpointHealth(
       lastError: null,
       breaker,
       clientCertificate,
+      rateLimit,
     };
   return {
     state: row.consecutiveFailures > 0 ? 'failing' : 'healthy',
@@ -485,16 +493,22 @@ export async function getEndpointHealth(
     lastError: row.lastError,
     breaker,
     clientCertificate,
+    rateLimit,
   };
 }
 
-/** The breaker and the client certificate's expiry of the project's current registration. */
+/** The breaker, the client certificate's expiry and the rate limit of the project's current registration. */
 async function registrationHealth(db: Knex, projectId: string) {
   const registration = await store.findRegistration(db, projectId);
   const certificate = registration?.clientCertificate;
+  const perSecond = registration?.rateLimitPerSecond ?? null;
   return {
     breaker: await breakerOf(db, registration),
     clientCertificate: certificate ? certificateExpiryView(certificate.notAfter) : null,
+    rateLimit:
+      registration && perSecond !== null
+        ? { perSecond, waiting: await store.countRateWaiters(db, registration.id) }
+        : null,
   };
 }
 

@@ -138,6 +138,18 @@ const endpointHealthSchema = {
       required: ['state', 'notAfter', 'daysLeft', 'warning'],
       additionalProperties: false,
     },
+    rateLimit: {
+      type: ['object', 'null'],
+      description:
+        'The receiver’s rate limit (null: unlimited) and how many deliveries wait for it: listed, due, and not yet ' +
+        'woken while the breaker is closed and no pause holds them. They go out as the rate allows, falls first.',
+      properties: {
+        perSecond: { type: 'integer', minimum: 1, description: 'The most deliveries sent in any one second.' },
+        waiting: { type: 'integer', minimum: 0, description: 'Deliveries queued for the rate now.' },
+      },
+      required: ['perSecond', 'waiting'],
+      additionalProperties: false,
+    },
   },
   required: [
     'state',
@@ -147,6 +159,7 @@ const endpointHealthSchema = {
     'lastError',
     'breaker',
     'clientCertificate',
+    'rateLimit',
   ],
   additionalProperties: false,
 } as const;

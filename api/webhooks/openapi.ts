@@ -1,5 +1,6 @@
 import { projectIdSchema } from '../http/validation';
 import {
+  rateLimitSchema,
   registerWebhookBodySchema,
   rotateSecretBodySchema,
   updateWebhookBodySchema,
@@ -48,6 +49,10 @@ const registrationProperties = {
     },
     required: ['subject', 'notAfter', 'fingerprint'],
     additionalProperties: false,
+  },
+  rateLimit: {
+    ...rateLimitSchema,
+    description: 'The most deliveries the receiver is sent in any one second, across all workers; null: unlimited.',
   },
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
@@ -158,10 +163,11 @@ export const webhookPaths: Paths = {
   '/webhooks': {
     patch: {
       operationId: 'updateWebhook',
-      summary: 'Change the URL, the event types and/or the custom headers of a project’s webhook',
+      summary: 'Change the URL, the event types, the rate limit and/or the custom headers of a project’s webhook',
       description:
         'The project is named in the body; the secret stays the same. `headers`, when given, replaces the whole ' +
-        'set of custom headers (`{}` removes them all); omitted, the headers stay as they are. Custom headers and ' +
+        'set of custom headers (`{}` removes them all); omitted, the headers stay as they are. `rateLimit` ' +
+        '(`{"perSecond": 5}`) sets the receiver’s rate, null removes it; omitted, it stays. Custom headers and ' +
         'the client certificate belong to the URL’s origin (scheme, host, port): a `url` on another origin must ' +
         'come with `headers` and `clientCertificate` again (or `{}` and null to remove them) when the webhook has ' +
         'them, else 400; a `url` on the same origin keeps them. A body that changes nothing (the same url, types, ' +

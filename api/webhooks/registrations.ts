@@ -18,6 +18,7 @@ import {
 import { certificateInfo } from '../http/validation';
 import {
   DEFAULT_OVERLAP_SECONDS,
+  type RateLimit,
   type RegisterWebhookBody,
   type RotateSecretBody,
   type UpdateWebhookBody,
@@ -46,6 +47,8 @@ export interface RegistrationView {
   pausedUntil: string | null;
   /** The client certificate presented to the receiver (mutual TLS): subject, expiry, fingerprint; never the key. */
   clientCertificate: ClientCertificateView | null;
+  /** The most deliveries a second the receiver is sent; null: unlimited. */
+  rateLimit: RateLimit | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -59,6 +62,8 @@ export interface ClientCertificateView {
 /** What the API and the audit trail show of a stored certificate: never its key. */
 const certificateView = (c: ClientCertificateInfo | null): ClientCertificateView | null =>
   c && { subject: c.subject, notAfter: c.notAfter.toISOString(), fingerprint: c.fingerprint };
+
+const rateLimitView = (perSecond: number | null): RateLimit | null => (perSecond === null ? null : { perSecond });
 
 /** A rotation's answer: the new secret (shown once) and when the replaced one stops signing deliveries. */
 export interface RotatedSecretView {
@@ -83,6 +88,7 @@ export const view = (row: store.RegistrationRow): RegistrationView => ({
   pausedAt: store.isPaused(row) ? row.pausedAt!.toISOString() : null,
   pausedUntil: store.isPaused(row) ? row.pausedUntil!.toISOString() : null,
   clientCertificate: certificateView(row.clientCertificate),
+  rateLimit: rateLimitView(row.rateLimitPerSecond),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
@@ -116,6 +122,7 @@ export async function registerWebhook(
       projectId: body.projectId,
       url: body.url,
       types: body.types,
+      rateLimitPerSecond: body.rateLimit?.perSecond ?? null,
       ...(body.headers && { headers: body.headers }),
       ...(body.clientCertificate && {
         clientCertificate: { upload: body.clientCertificate, info: certificateInfo(body.clientCertificate) },
@@ -134,6 +141,9 @@ export async function registerWebhook(
         ...(made.row.customHeaderNames.length > 0 && { headers: { after: made.row.customHeaderNames } }),
         ...(made.row.clientCertificate && {
           clientCertificate: { after: certificateView(made.row.clientCertificate) },
+        }),
+        ...(made.row.rateLimitPerSecond !== null && {
+          rateLimit: { after: rateLimitView(made.row.rateLimitPerSecond) },
         }),
         secretRevealed: true,
       },
@@ -160,7 +170,11 @@ export async function updateWebhook(
     const asked = changesAsked(before, body);
     // Nothing differs from what is stored: nothing is written, not even updated_at or a row of the trail.
     if (Object.keys(asked).length === 0) return view(before);
-    const changes = { ...(asked.url !== undefined && { url: asked.url }), ...(asked.types && { types: asked.types }) };
+    const changes = {
+      ...(asked.url !== undefined && { url: asked.url }),
+      ...(asked.types && { types: asked.types }),
+      ...(asked.rateLimitPerSecond !== undefined && { rateLimitPerSecond: asked.rateLimitPerSecond }),
+    };
     const headers = asked.headers && { secretBox: deps.secretBox, values: asked.headers };
     const upload = asked.clientCertificate;
     const clientCertificate = upload !== undefined && {
@@ -177,6 +191,9 @@ export async function updateWebhook(
         // The origin and a digest: a path or query often carries a capability, and the trail keeps rows for years.
         ...(changes.url !== undefined && { url: { before: auditedUrl(before.url), after: auditedUrl(row.url) } }),
         ...(changes.types !== undefined && { types: { before: before.types, after: row.types } }),
+        ...(changes.rateLimitPerSecond !== undefined && {
+          rateLimit: { before: rateLimitView(before.rateLimitPerSecond), after: rateLimitView(row.rateLimitPerSecond) },
+        }),
         // Values are sealed and never recorded: the names before and after say what was set, replaced or removed.
         ...(headers && { headers: { before: before.customHeaderNames, after: row.customHeaderNames } }),
         // The certificate by subject, expiry and fingerprint; its key never.
@@ -230,8 +247,10 @@ function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
     upload === null || before.clientCertificate === null
       ? upload === before.clientCertificate
       : upload.certificate === before.clientCertificate.pem;
+  const rateLimitPerSecond = body.rateLimit === undefined ? undefined : (body.rateLimit?.perSecond ?? null);
   return {
     ...(body.url !== undefined && body.url !== before.url && { url: body.url }),
+    ...(rateLimitPerSecond !== undefined && rateLimitPerSecond !== before.rateLimitPerSecond && { rateLimitPerSecond }),
     ...(body.types && !sameTypes(body.types) && { types: body.types }),
     ...(body.headers && !sameHeaders(body.headers) && { headers: body.headers }),
     ...(body.clientCertificate !== undefined &&

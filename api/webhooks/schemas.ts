@@ -13,6 +13,7 @@ import {
   MAX_CLIENT_CERTIFICATE_PEM_LENGTH,
   type ClientCertificateUpload,
 } from '../../common/registration/client-certificate';
+import { MAX_RATE_PER_SECOND } from '../../db/endpoints/rate-limits';
 import { compileBody, projectIdSchema } from '../http/validation';
 
 // The registration's request bodies: plain JSON Schema objects (2020-12 compatible), exported as is so the OpenAPI
@@ -72,12 +73,31 @@ export const clientCertificateSchema = {
     'The key is sealed at rest and never shown again; the registration shows the subject, notAfter and fingerprint.',
 } as const;
 
+export const rateLimitSchema = {
+  type: ['object', 'null'],
+  properties: {
+    perSecond: {
+      type: 'integer',
+      minimum: 1,
+      maximum: MAX_RATE_PER_SECOND,
+      description: 'The most deliveries the receiver is sent in any one second, across all workers.',
+    },
+  },
+  required: ['perSecond'],
+  additionalProperties: false,
+  description:
+    'The receiver’s rate limit, e.g. {"perSecond": 5}; null or absent: unlimited. Deliveries beyond it wait, ' +
+    'listed, and go out as the rate allows, falls first: none is dropped or failed for it, and the waits do not ' +
+    'count against the endpoint’s health or its give-up window. On PATCH null removes it.',
+} as const;
+
 /** The fields register and update share. */
 const registrationFields = {
   projectId: projectIdSchema,
   url: webhookUrlSchema,
   types: webhookTypesSchema,
   headers: customHeadersSchema,
+  rateLimit: rateLimitSchema,
 } as const;
 
 export const registerWebhookBodySchema = {
@@ -103,6 +123,7 @@ export const updateWebhookBodySchema = {
     { required: ['types'] },
     { required: ['headers'] },
     { required: ['clientCertificate'] },
+    { required: ['rateLimit'] },
   ],
   additionalProperties: false,
 } as const;
@@ -129,10 +150,16 @@ export interface RotateSecretBody {
   overlapSeconds?: number;
 }
 
+/** A receiver's rate limit as the API takes and shows it; null: unlimited. */
+export interface RateLimit {
+  perSecond: number;
+}
+
 export interface RegisterWebhookBody {
   projectId: string;
   url: string;
   types: SubscribableType[];
+  rateLimit?: RateLimit | null;
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload;
 }
@@ -141,6 +168,7 @@ export interface UpdateWebhookBody {
   projectId: string;
   url?: string;
   types?: SubscribableType[];
+  rateLimit?: RateLimit | null;
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload | null;
 }

@@ -7,9 +7,10 @@ export const DELIVERY_DEFERRED = 'WebhookDeliveryDeferred';
 export interface DeliveryDeferredDetails {
   /**
    * `circuit-open`: the registration's breaker is open, or half-open with another attempt probing. `paused`: a member
-   * paused the webhook; the workflow waits without running its give-up window.
+   * paused the webhook; the workflow waits without running its give-up window. `rate-limited`: the registration's
+   * rate per second is reached; the workflow waits for the resumer, its give-up window standing still as for a pause.
    */
-  reason: 'circuit-open' | 'endpoint-busy' | 'paused';
+  reason: 'circuit-open' | 'endpoint-busy' | 'paused' | 'rate-limited';
   /**
    * How long the workflow waits (a durable timer) before the next attempt. For an open breaker this is a long
    * safety net: the resumer's signal normally ends the wait when it is time to probe or to go on.

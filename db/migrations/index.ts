@@ -23,6 +23,7 @@ import * as personHash from './021_person_hash';
 import * as erasures from './022_erasures';
 import * as projectDataKeys from './023_project_data_keys';
 import * as purges from './024_purges';
+import * as rateLimits from './027_rate_limits';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -50,6 +51,7 @@ const migrations: Record<string, Knex.Migration> = {
   '022_erasures': erasures,
   '023_project_data_keys': projectDataKeys,
   '024_purges': purges,
+  '027_rate_limits': rateLimits,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

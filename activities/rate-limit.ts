@@ -1,0 +1,73 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApplicationFailure } from '@temporalio/activity';
+import { ISOLATION_DEFAULTS } from '../common/config';
+import { DELIVERY_DEFERRED, type DeliveryDeferredDetails } from '../common/contract';
+import type { Logger } from '../common/telemetry/logger';
+import { RATE_HORIZON_MS, addBreakerWaiter, takeRateSlot } from '../db';
+import type { ActivityDeps } from './deps';
+
+/** The attempt a registration's rate may hold back. */
+export interface RateLimitedAttempt {
+  registrationId: string;
+  /** The registration's limit; null: unlimited, and nothing is asked of the database. */
+  rateLimitPerSecond: number | null;
+  isTest: boolean;
+  /** The delivery's attempt number, reported with a deferral (no request is made). */
+  attempt: number;
+  workflowId: string;
+  /** Set by workflows that wait for the resumer's signal: the delivery is listed as a waiter under it. */
+  waitToken?: number;
+  /** The event's priority key: the resumer wakes falls first, and a new vital queues behind waiting ones. */
+  priority: number;
+  log: Logger;
+}
+
+/** The deferral that hands a delivery's wait for its endpoint's rate to the workflow: no attempt was made. */
+export function rateLimitedDeferral(attempt: number, waitMs: number): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: DELIVERY_DEFERRED,
+    message: `The webhook's rate limit is reached: delivery queued, next attempt in at most ${waitMs} ms`,
+    nonRetryable: true,
+    details: [{ reason: 'rate-limited', waitMs, attempt } satisfies DeliveryDeferredDetails],
+  });
+}
+
+/**
+ * Waits for a slot of the registration's rate (db/endpoints/rate-limits.ts): one within RATE_HORIZON_MS is taken and
+ * waited for here; else the delivery is listed for the breaker resumer, which wakes it falls first as slots come free,
+ * and its workflow waits durably, the give-up window standing still. Nothing is sent and nothing counts against the
+ * endpoint. A TEST is answered at once instead. Without a limit it returns at once, without a query.
+ */
+export function createRateLimit({ db, config }: Pick<ActivityDeps, 'db' | 'config'>) {
+  const waitMaxMs = config.BREAKER_WAIT_MAX_MS ?? ISOLATION_DEFAULTS.BREAKER_WAIT_MAX_MS;
+  return async function waitForRateSlot(target: RateLimitedAttempt): Promise<void> {
+    const perSecond = target.rateLimitPerSecond;
+    if (perSecond === null) return;
+    const slot = await takeRateSlot(db, {
+      registrationId: target.registrationId,
+      perSecond,
+      workflowId: target.workflowId,
+      priority: target.priority,
+      // Woken by the resumer, a delivery goes ahead of those it was chosen before; a new one queues behind them.
+      behindEqual: (target.waitToken ?? 1) <= 1,
+    });
+    if (slot.taken) {
+      if (slot.inMs >= 1) await sleep(Math.ceil(slot.inMs));
+      return;
+    }
+    // A workflow from before the waiter list waits on its timer alone, until the slot is near.
+    if (target.isTest || target.waitToken === undefined)
+      throw rateLimitedDeferral(target.attempt, Math.max(1, Math.ceil(slot.nextInMs - RATE_HORIZON_MS)));
+    await addBreakerWaiter(
+      db,
+      target.registrationId,
+      target.workflowId,
+      target.waitToken,
+      Math.max(0, Math.floor(slot.nextInMs - RATE_HORIZON_MS)),
+      target.priority,
+    );
+    target.log.debug({ rateLimitPerSecond: perSecond }, 'webhook rate limit reached: delivery queued');
+    // Listed, the resumer wakes it; the timer is only a safety net.
+    throw rateLimitedDeferral(target.attempt, Math.ceil(waitMaxMs * (0.5 + Math.random() / 2)));
+  };
+}
