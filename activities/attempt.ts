@@ -64,7 +64,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   };
   const throughEndpointGuard = createEndpointGuard(deps);
   const holdWhilePaused = createPauseHold(deps);
-  const waitForRateSlot = createRateLimit(deps);
+  const rateLimit = createRateLimit(deps);
   const prepareDelivery = createPrepareDelivery(deps, deps.deliveryOptions ?? DELIVERY_OPTIONS);
 
   return async function attempt(
@@ -130,8 +130,9 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       ...context,
     };
     // The registration's rate per second (read with it: no query without one): a slot now or soon, else queued.
-    await waitForRateSlot({ ...target, rateLimitPerSecond: registration.rateLimitPerSecond });
+    const slot = await rateLimit.reserve({ ...target, rateLimitPerSecond: registration.rateLimitPerSecond });
     const posted = throughEndpointGuard(target, async () => {
+      await rateLimit.keep(slot);
       const started = performance.now();
       const elapsed = () => Math.round(performance.now() - started);
       let response: ReceiverResponse;

@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { ISOLATION_DEFAULTS } from '../common/config';
 import { DELIVERY_DEFERRED, type DeliveryDeferredDetails } from '../common/contract';
 import type { Logger } from '../common/telemetry/logger';
-import { RATE_HORIZON_MS, addBreakerWaiter, takeRateSlot } from '../db';
+import { RATE_HORIZON_MS, RATE_LATE_MS, addBreakerWaiter, takeRateSlot } from '../db';
 import type { ActivityDeps } from './deps';
 
 /** The attempt a registration's rate may hold back. */
@@ -32,28 +32,36 @@ export function rateLimitedDeferral(attempt: number, waitMs: number): Applicatio
   });
 }
 
+/** A slot taken: when this process should send (its clock), and who it is for. */
+export interface RateSlotTaken {
+  dueAt: number;
+  target: RateLimitedAttempt & { rateLimitPerSecond: number };
+}
+
 /**
  * Waits for a slot of the registration's rate (db/endpoints/rate-limits.ts): one within RATE_HORIZON_MS is taken and
  * waited for here; else the delivery is listed for the breaker resumer, which wakes it falls first as slots come free,
  * and its workflow waits durably, the give-up window standing still. Nothing is sent and nothing counts against the
- * endpoint. A TEST is answered at once instead. Without a limit it returns at once, without a query.
+ * endpoint. A TEST is answered at once instead. Without a limit nothing is asked of the database.
+ *
+ * `reserve` runs before the endpoint's guard, so that a burst beyond the rate is queued without holding the endpoint's
+ * attempts in flight; `keep` right before the request, so that a slot the worker missed (busy, or waiting for the
+ * database) is given up for the next free one rather than sent late, crowding the slots after it into one second.
  */
 export function createRateLimit({ db, config }: Pick<ActivityDeps, 'db' | 'config'>) {
   const waitMaxMs = config.BREAKER_WAIT_MAX_MS ?? ISOLATION_DEFAULTS.BREAKER_WAIT_MAX_MS;
-  return async function waitForRateSlot(target: RateLimitedAttempt): Promise<void> {
-    const perSecond = target.rateLimitPerSecond;
-    if (perSecond === null) return;
+
+  async function takeSlot(target: RateSlotTaken['target'], behindEqual: boolean): Promise<RateSlotTaken> {
     const slot = await takeRateSlot(db, {
       registrationId: target.registrationId,
-      perSecond,
+      perSecond: target.rateLimitPerSecond,
       workflowId: target.workflowId,
       priority: target.priority,
-      // Woken by the resumer, a delivery goes ahead of those it was chosen before; a new one queues behind them.
-      behindEqual: (target.waitToken ?? 1) <= 1,
+      behindEqual,
     });
     if (slot.taken) {
       if (slot.inMs >= 1) await sleep(Math.ceil(slot.inMs));
-      return;
+      return { dueAt: slot.askedAt + slot.inMs, target };
     }
     // A workflow from before the waiter list waits on its timer alone, until the slot is near.
     if (target.isTest || target.waitToken === undefined)
@@ -66,8 +74,25 @@ export function createRateLimit({ db, config }: Pick<ActivityDeps, 'db' | 'confi
       Math.max(0, Math.floor(slot.nextInMs - RATE_HORIZON_MS)),
       target.priority,
     );
-    target.log.debug({ rateLimitPerSecond: perSecond }, 'webhook rate limit reached: delivery queued');
+    target.log.debug({ rateLimitPerSecond: target.rateLimitPerSecond }, 'webhook rate limit reached: delivery queued');
     // Listed, the resumer wakes it; the timer is only a safety net.
     throw rateLimitedDeferral(target.attempt, Math.ceil(waitMaxMs * (0.5 + Math.random() / 2)));
+  }
+
+  return {
+    /** Before the guard: a slot now or soon (waited for), else queued; undefined without a limit. */
+    async reserve(target: RateLimitedAttempt): Promise<RateSlotTaken | undefined> {
+      const { rateLimitPerSecond } = target;
+      if (rateLimitPerSecond === null) return undefined;
+      // Woken by the resumer, a delivery goes ahead of those it was chosen before; a new one queues behind them.
+      return takeSlot({ ...target, rateLimitPerSecond }, (target.waitToken ?? 1) <= 1);
+    },
+    /** Right before the request: a slot missed by more than RATE_LATE_MS is traded for the next free one. */
+    async keep(taken: RateSlotTaken | undefined): Promise<void> {
+      for (let slot = taken; slot && Date.now() - slot.dueAt > RATE_LATE_MS;) {
+        slot.target.log.debug({ lateMs: Date.now() - slot.dueAt }, 'rate slot missed: taking the next one');
+        slot = await takeSlot(slot.target, false);
+      }
+    },
   };
 }

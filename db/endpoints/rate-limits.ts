@@ -20,13 +20,15 @@ export const MAX_RATE_PER_SECOND = 1_000;
 export const RATE_HORIZON_MS = 1_000;
 /** What the spacing leaves for requests that reach the receiver unevenly (scheduling, the network). */
 export const RATE_JITTER_MS = 100;
+/** A slot whose request could not leave within this of its time (a busy worker) is given up and another taken. */
+export const RATE_LATE_MS = 40;
 
 /** The time between two slots of a registration limited to `perSecond`. */
 export const rateSpacingMs = (perSecond: number): number => (1_000 + RATE_JITTER_MS) / perSecond;
 
 export type RateSlot =
-  /** Taken: send in `inMs` (0: now). */
-  | { taken: true; inMs: number }
+  /** Taken: send in `inMs` (0: now) from `askedAt` (this process's clock when the statement went to the database). */
+  | { taken: true; inMs: number; askedAt: number }
   /** Not taken: the next slot is `nextInMs` away, or more urgent (or, for a first attempt, as urgent) waiters queue. */
   | { taken: false; nextInMs: number };
 
@@ -46,7 +48,8 @@ export interface RateSlotRequest {
  * clock once it holds it).
  */
 export async function takeRateSlot(db: Db, request: RateSlotRequest): Promise<RateSlot> {
-  const { rows } = await db.raw<{ rows: { in_ms: string | null; next_in_ms: string | null }[] }>(
+  let askedAt = Date.now();
+  const statement = db.raw<{ rows: { in_ms: string | null; next_in_ms: string | null }[] }>(
     `WITH taken AS (
        INSERT INTO ${TABLE} AS l (registration_id, next_at)
        SELECT CAST(:registrationId AS uuid), clock_timestamp() + :spacingMs * interval '1 millisecond'
@@ -72,8 +75,12 @@ export async function takeRateSlot(db: Db, request: RateSlotRequest): Promise<Ra
       horizonMs: RATE_HORIZON_MS,
     },
   );
+  // Once a pooled connection has it, not while it waits for one: the slot is counted from the statement's run.
+  statement.on('query', () => (askedAt = Date.now()));
+  const { rows } = await statement;
   const [row] = rows;
-  if (row?.in_ms !== null && row?.in_ms !== undefined) return { taken: true, inMs: Math.max(0, Number(row.in_ms)) };
+  if (row?.in_ms !== null && row?.in_ms !== undefined)
+    return { taken: true, inMs: Math.max(0, Number(row.in_ms)), askedAt };
   return { taken: false, nextInMs: Math.max(0, Number(row?.next_in_ms ?? 0)) };
 }
 
