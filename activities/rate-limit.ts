@@ -63,15 +63,20 @@ export function createRateLimit({ db, config }: Pick<ActivityDeps, 'db' | 'confi
       if (slot.inMs >= 1) await sleep(Math.ceil(slot.inMs));
       return { dueAt: slot.askedAt + slot.inMs, target };
     }
+    return queue(target, slot.nextInMs);
+  }
+
+  /** No slot now: listed for the resumer, due when a slot comes within the horizon, and the wait handed over. */
+  async function queue(target: RateSlotTaken['target'], nextInMs: number): Promise<never> {
     // A workflow from before the waiter list waits on its timer alone, until the slot is near.
     if (target.isTest || target.waitToken === undefined)
-      throw rateLimitedDeferral(target.attempt, Math.max(1, Math.ceil(slot.nextInMs - RATE_HORIZON_MS)));
+      throw rateLimitedDeferral(target.attempt, Math.max(1, Math.ceil(nextInMs - RATE_HORIZON_MS)));
     await addBreakerWaiter(
       db,
       target.registrationId,
       target.workflowId,
       target.waitToken,
-      Math.max(0, Math.floor(slot.nextInMs - RATE_HORIZON_MS)),
+      Math.max(0, Math.floor(nextInMs - RATE_HORIZON_MS)),
       target.priority,
     );
     target.log.debug({ rateLimitPerSecond: target.rateLimitPerSecond }, 'webhook rate limit reached: delivery queued');
@@ -87,12 +92,15 @@ export function createRateLimit({ db, config }: Pick<ActivityDeps, 'db' | 'confi
       // Woken by the resumer, a delivery goes ahead of those it was chosen before; a new one queues behind them.
       return takeSlot({ ...target, rateLimitPerSecond }, (target.waitToken ?? 1) <= 1);
     },
-    /** Right before the request: a slot missed by more than RATE_LATE_MS is traded for the next free one. */
+    /**
+     * Right before the request: a slot missed by more than RATE_LATE_MS is traded for the next free one; missed again,
+     * the delivery is queued, so that a worker too busy to keep its slots never spends its attempt's deadline on them.
+     */
     async keep(taken: RateSlotTaken | undefined): Promise<void> {
-      for (let slot = taken; slot && Date.now() - slot.dueAt > RATE_LATE_MS;) {
-        slot.target.log.debug({ lateMs: Date.now() - slot.dueAt }, 'rate slot missed: taking the next one');
-        slot = await takeSlot(slot.target, false);
-      }
+      if (!taken || Date.now() - taken.dueAt <= RATE_LATE_MS) return;
+      taken.target.log.debug({ lateMs: Date.now() - taken.dueAt }, 'rate slot missed: taking the next one');
+      const next = await takeSlot(taken.target, false);
+      if (Date.now() - next.dueAt > RATE_LATE_MS) await queue(next.target, 0);
     },
   };
 }
