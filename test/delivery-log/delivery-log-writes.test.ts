@@ -108,6 +108,7 @@ describe('delivery log: what each delivery writes to the log and to endpoint hea
       lastError: null,
       breaker: { state: 'closed', openUntil: null },
       clientCertificate: null,
+      rateLimit: null,
     });
   });
 
