@@ -90,14 +90,14 @@ export async function takeRateSlot(db: Db, request: RateSlotRequest): Promise<Ra
  * RATE_HORIZON_MS, so that each one woken takes a slot and none is woken only to wait again.
  */
 export const rateRoundSize = (registrationId: string, perSecond: string): string =>
-  `(SELECT CASE
+  `coalesce((SELECT CASE
        WHEN r.rate_limit_per_second IS NULL THEN ${perSecond}
        ELSE LEAST(${perSecond}, GREATEST(0, floor(
          (${RATE_HORIZON_MS} - GREATEST(0, extract(epoch FROM coalesce(l.next_at, now()) - now()) * 1000))
          / ((1000 + ${RATE_JITTER_MS})::numeric / r.rate_limit_per_second)) + 1))
      END
      FROM webhook_registrations r LEFT JOIN ${TABLE} l ON l.registration_id = r.id
-    WHERE r.id = ${registrationId})::int`;
+    WHERE r.id = ${registrationId})::int, ${perSecond})`;
 
 /**
  * How many deliveries of the registration wait for its rate: listed, due, and not woken yet, while the breaker lets
