@@ -40,6 +40,7 @@ import { ProxyUnavailableError, type ReceiverResponse } from './http/client';
 import { createPauseHold, type HeldAttempt } from './pause';
 import { classifyStatus, type ReceiverAnswer } from './http/answer';
 import { createSlowDown, isSlowedDown } from './slow-down';
+import { createRateLimit } from './rate-limit';
 import { ForbiddenTargetError } from './http/ssrf';
 
 /** Who this attempt is, for the X-Webhook-Id header and every log line. */
@@ -67,6 +68,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   const throughEndpointGuard = createEndpointGuard(deps);
   const holdWhilePaused = createPauseHold(deps);
   const slowDown = createSlowDown(deps);
+  const rateLimit = createRateLimit(deps);
   const prepareDelivery = createPrepareDelivery(deps, deps.deliveryOptions ?? DELIVERY_OPTIONS);
 
   return async function attempt(
@@ -135,7 +137,10 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       projectId,
       ...context,
     };
+    // The registration's rate per second (read with it: no query without one): a slot now or soon, else queued.
+    const slot = await rateLimit.reserve({ ...target, rateLimitPerSecond: registration.rateLimitPerSecond });
     const posted = throughEndpointGuard(target, async () => {
+      await rateLimit.keep(slot);
       const started = performance.now();
       const elapsed = () => Math.round(performance.now() - started);
       let response: ReceiverResponse;

@@ -21,3 +21,4 @@ export * from './roles';
 export * from './erasures';
 export * from './secrets/data-keys';
 export * from './purges';
+export * from './endpoints/rate-limits';

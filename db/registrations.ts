@@ -53,6 +53,8 @@ export interface RegistrationRow {
   previousSigningKeyExpiresAt: Date | null;
   /** The OAuth client whose bearer token every delivery carries, its secret or key sealed; null when there is none. */
   oauth: StoredOAuthClient | null;
+  /** The most deliveries a second the receiver takes, across all workers; null: unlimited (db/endpoints/rate-limits.ts). */
+  rateLimitPerSecond: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -112,6 +114,7 @@ interface Columns {
   oauth_scope: string | null;
   oauth_key_id: string | null;
   oauth_credential_sealed: string | null;
+  rate_limit_per_second: number | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -160,6 +163,7 @@ const toRow = (c: Columns): RegistrationRow => ({
           credentialSealed: c.oauth_credential_sealed,
         }
       : null,
+  rateLimitPerSecond: c.rate_limit_per_second ?? null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
 });
@@ -179,7 +183,7 @@ export async function findRegistration(
 export async function insertRegistration(
   db: Db,
   registration: Pick<RegistrationRow, 'id' | 'projectId' | 'url' | 'types' | 'secretSealed'> &
-    Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed'>> &
+    Partial<Pick<RegistrationRow, 'customHeaderNames' | 'customHeadersSealed' | 'rateLimitPerSecond'>> &
     Partial<ClientCertificateColumns> &
     Partial<SigningKeyColumns> &
     Partial<Pick<RegistrationRow, 'oauth'>>,
@@ -193,6 +197,7 @@ export async function insertRegistration(
       secret_sealed: registration.secretSealed,
       custom_header_names: registration.customHeaderNames ?? [],
       custom_headers_sealed: registration.customHeadersSealed ?? null,
+      rate_limit_per_second: registration.rateLimitPerSecond ?? null,
       ...clientCertificateColumns(registration),
       ...(registration.signatureScheme && signingKeyColumns(registration as SigningKeyColumns)),
       ...oauthColumns(registration.oauth ?? null),
@@ -212,6 +217,7 @@ export async function createRegistration(
   db: Db,
   secretBox: SecretBox,
   fields: Pick<RegistrationRow, 'projectId' | 'url' | 'types'> & {
+    rateLimitPerSecond?: number | null;
     headers?: CustomHeaders;
     clientCertificate?: ClientCertificateChange;
     signatureScheme?: SignatureScheme;
@@ -250,19 +256,21 @@ export interface SealedChanges {
 }
 
 /**
- * Updates url and/or types, and replaces each sealed part given in `sealed`; returns undefined when the project has no
- * registration.
+ * Updates url, types and/or the rate limit (null: unlimited), and replaces each sealed part given in `sealed`; returns
+ * undefined when the project has no registration.
  */
 export async function updateRegistration(
   db: Db,
   projectId: string,
-  changes: { url?: string; types?: SubscribableType[] },
+  changes: { url?: string; types?: SubscribableType[]; rateLimitPerSecond?: number | null },
   { headers, clientCertificate, signing, oauth }: SealedChanges = {},
 ): Promise<RegistrationRow | undefined> {
+  const { rateLimitPerSecond, ...fields } = changes;
+  const rate = rateLimitPerSecond !== undefined && { rate_limit_per_second: rateLimitPerSecond };
   if (!headers && !clientCertificate && !signing && !oauth) {
     const [columns] = await db<Columns>(TABLE)
       .where({ project_id: projectId })
-      .update({ ...changes, updated_at: db.fn.now() })
+      .update({ ...fields, ...rate, updated_at: db.fn.now() })
       .returning('*');
     return columns && toRow(columns);
   }
@@ -277,7 +285,8 @@ export async function updateRegistration(
     const [columns] = await trx<Columns>(TABLE)
       .where({ id: current.id })
       .update({
-        ...changes,
+        ...fields,
+        ...rate,
         ...(sealed && {
           custom_header_names: sealed.customHeaderNames,
           custom_headers_sealed: sealed.customHeadersSealed,

@@ -27,6 +27,9 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   webhook_circuit_breakers: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   // A new registration takes over the waiters its project's deleted one left (db/endpoints/waiter-handover.ts).
   webhook_breaker_waiters: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
+  // The next free slot of each registration with a rate limit, taken by the workers' attempts (and read by their
+  // resumers); a registration's deletion cascades to it.
+  webhook_rate_limits: { api: [], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   webhook_unregistered_waiters: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'DELETE'] },
   // A purge deletes the project's send limits (the API's alone otherwise).
   webhook_send_limits: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'DELETE'] },

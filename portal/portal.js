@@ -227,6 +227,7 @@
       ['OAuth client', oauthText(r)],
       ['Health', hl.state],
       ['Circuit breaker', breakerText(hl.breaker)],
+      ['Rate limit', rateLimitText(hl.rateLimit)],
       ['Consecutive failures', String(hl.consecutiveFailures)],
       ['Last success', time(hl.lastSuccessAt)],
       ['Last failure', time(hl.lastFailureAt)],
@@ -365,8 +366,30 @@
     return h('span', { 'data-breaker': 'closed' }, 'closed: deliveries are attempted');
   }
 
+  /** The receiver's rate limit and the deliveries waiting for it, in words. */
+  function rateLimitText(rateLimit) {
+    if (!rateLimit) return h('span', { 'data-rate-limit': 'none' }, 'none: deliveries are sent as events occur');
+    const { perSecond, waiting } = rateLimit;
+    return h(
+      'span',
+      { 'data-rate-limit': 'set' },
+      `at most ${perSecond} ${perSecond === 1 ? 'delivery' : 'deliveries'} a second; `,
+      h('strong', { 'data-testid': 'rate-waiting' }, String(waiting)),
+      ` waiting for it (sent as the rate allows, falls first)`,
+    );
+  }
+
   function manageEndpointView(r) {
     const url = h('input', { type: 'url', name: 'url', value: r.url, required: true, 'data-focus': 'url' });
+    const rate = h('input', {
+      type: 'number',
+      name: 'rate-limit',
+      min: '1',
+      max: '1000',
+      step: '1',
+      value: r.rateLimit ? String(r.rateLimit.perSecond) : '',
+      'data-focus': 'rate-limit',
+    });
     const boxes = state.eventTypes.subscribable.map((type) =>
       h(
         'label',
@@ -399,6 +422,7 @@
                 projectId: state.claims.prj,
                 url: url.value,
                 types,
+                rateLimit: rate.value === '' ? null : { perSecond: Number(rate.value) },
                 ...(dropCredentials.checked && { headers: {}, clientCertificate: null, oauth: null }),
               });
             },
@@ -408,6 +432,7 @@
       },
       h('label', {}, 'Receiver URL', url),
       h('fieldset', {}, h('legend', {}, 'Event types'), boxes),
+      h('label', {}, 'Rate limit (deliveries a second; empty: none)', rate),
       credentials
         ? h(
             'label',

@@ -260,7 +260,9 @@ async function waitForEndpoint(
   const deferral = deferred.details?.[0] as DeliveryDeferredDetails;
   delivery.earlierAttempts = deferral.attempt - 1;
   if (deferral.lastError) delivery.lastKnown = { statusCode: deferral.statusCode, lastError: deferral.lastError };
-  if (deferral.reason === 'paused') await holdWhilePaused(delivery, deferral.waitMs);
+  // Held by a pause, or queued for the endpoint's rate: nothing failed, so the give-up window stands still.
+  const windowStill = deferral.reason === 'paused' || (deferral.reason === 'rate-limited' && !delivery.isTest);
+  if (windowStill) await holdWithWindowStill(delivery, deferral.waitMs);
   else if (delivery.isTest || !(await waitForResumer(delivery, deferral, remaining)))
     return {
       attempts: delivery.earlierAttempts,
@@ -273,10 +275,11 @@ async function waitForEndpoint(
 }
 
 /**
- * Held by a pause: the give-up window stands still until the resumer's signal (paced, falls first) or the pause's own
- * end. Only this reason's histories take this path, so it needs no patch.
+ * Held by a pause or queued for the endpoint's rate: the give-up window stands still until the resumer's signal
+ * (paced, falls first) or the timer (the pause's own end, or a safety net). Only these reasons' histories take this
+ * path, so it needs no patch.
  */
-async function holdWhilePaused(delivery: Delivery, waitMs: number): Promise<void> {
+async function holdWithWindowStill(delivery: Delivery, waitMs: number): Promise<void> {
   const heldFrom = Date.now();
   const waitToken = (delivery.waits += 1);
   await condition(() => delivery.resumed >= waitToken, waitMs);

@@ -75,6 +75,13 @@ export interface EndpointHealthView {
   held: HeldView | null;
   /** Until when the receiver asked to be left alone (429, 502, 503, 504); null when it did not. */
   slowedUntil: string | null;
+  /** The receiver's rate limit and the deliveries queued for it; null: unlimited. */
+  rateLimit: RateLimitView | null;
+}
+
+export interface RateLimitView {
+  perSecond: number;
+  waiting: number;
 }
 
 export interface HeldView {
@@ -476,7 +483,7 @@ export async function getEndpointHealth(
 ): Promise<EndpointHealthView> {
   await assertMember(deps.db, projectId, userId);
   deps.readLimiter?.(projectId);
-  const [row, { breaker, clientCertificate, held, slowedUntil }] = await Promise.all([
+  const [row, { breaker, clientCertificate, held, slowedUntil, rateLimit }] = await Promise.all([
     store.findEndpointHealth(deps.db, projectId),
     registrationHealth(deps.db, projectId),
   ]);
@@ -491,6 +498,7 @@ export async function getEndpointHealth(
       clientCertificate,
       held,
       slowedUntil,
+      rateLimit,
     };
   return {
     state: row.consecutiveFailures > 0 ? 'failing' : 'healthy',
@@ -502,18 +510,24 @@ export async function getEndpointHealth(
     clientCertificate,
     held,
     slowedUntil,
+    rateLimit,
   };
 }
 
-/** The breaker and the client certificate's expiry of the project's current registration. */
+/** The breaker, the client certificate's expiry and the rate limit of the project's current registration. */
 async function registrationHealth(db: Knex, projectId: string) {
   const registration = await store.findRegistration(db, projectId);
   const certificate = registration?.clientCertificate;
+  const perSecond = registration?.rateLimitPerSecond ?? null;
   return {
     breaker: await breakerOf(db, registration),
     clientCertificate: certificate ? certificateExpiryView(certificate.notAfter) : null,
     held: registration ? heldView(registration) : null,
     slowedUntil: registration ? registrationView(registration).slowedUntil : null,
+    rateLimit:
+      registration && perSecond !== null
+        ? { perSecond, waiting: await store.countRateWaiters(db, registration.id) }
+        : null,
   };
 }
 

@@ -158,6 +158,18 @@ const endpointHealthSchema = {
       description:
         'The receiver answered 429, 502, 503 or 504: no delivery is attempted before this time; null otherwise.',
     },
+    rateLimit: {
+      type: ['object', 'null'],
+      description:
+        'The receiver’s rate limit (null: unlimited) and how many deliveries wait for it: listed, due, and not yet ' +
+        'woken while the breaker is closed and no pause holds them. They go out as the rate allows, falls first.',
+      properties: {
+        perSecond: { type: 'integer', minimum: 1, description: 'The most deliveries sent in any one second.' },
+        waiting: { type: 'integer', minimum: 0, description: 'Deliveries queued for the rate now.' },
+      },
+      required: ['perSecond', 'waiting'],
+      additionalProperties: false,
+    },
   },
   required: [
     'state',
@@ -169,6 +181,7 @@ const endpointHealthSchema = {
     'clientCertificate',
     'held',
     'slowedUntil',
+    'rateLimit',
   ],
   additionalProperties: false,
 } as const;

@@ -1,6 +1,7 @@
 import { projectIdSchema } from '../http/validation';
 import { OAUTH_CLIENT_AUTHENTICATIONS } from '../../common/registration/oauth-client';
 import {
+  rateLimitSchema,
   registerWebhookBodySchema,
   rotateSecretBodySchema,
   signatureSchemeSchema,
@@ -113,6 +114,10 @@ const registrationProperties = {
     },
     required: ['tokenUrl', 'clientId', 'clientAuthentication', 'scope', 'keyId'],
     additionalProperties: false,
+  },
+  rateLimit: {
+    ...rateLimitSchema,
+    description: 'The most deliveries the receiver is sent in any one second, across all workers; null: unlimited.',
   },
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
@@ -249,7 +254,7 @@ export const webhookPaths: Paths = {
     patch: {
       operationId: 'updateWebhook',
       summary:
-        'Change the URL, the event types, the custom headers, the client certificate, the signature scheme or the OAuth client of a project’s webhook',
+        'Change the URL, the event types, the custom headers, the client certificate, the signature scheme, the OAuth client or the rate limit of a project’s webhook',
       description:
         'The project is named in the body; the secret stays the same. `headers`, when given, replaces the whole ' +
         'set of custom headers (`{}` removes them all); omitted, the headers stay as they are. Custom headers and ' +
@@ -260,7 +265,8 @@ export const webhookPaths: Paths = {
         'same url, types, certificate) writes nothing (no audit row, `updatedAt` unchanged) and answers 200 with ' +
         'the registration; `headers` and `oauth` given are always written anew (comparing sealed values would ' +
         'disclose them). `signatureScheme` `v1a` on a v1 webhook makes a new Ed25519 key pair (its public key in ' +
-        'the answer), `v1` erases the pair.',
+        'the answer), `v1` erases the pair. `rateLimit` (`{"perSecond": 5}`) sets the receiver’s rate, null removes ' +
+        'it; omitted, it stays.',
       tags: ['webhooks'],
       requestBody: bodyOf('UpdateWebhookBody'),
       responses: {

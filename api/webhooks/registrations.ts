@@ -19,6 +19,7 @@ import {
 import { certificateInfo, oauthClient } from '../http/validation';
 import {
   DEFAULT_OVERLAP_SECONDS,
+  type RateLimit,
   type RegisterWebhookBody,
   type RotateSecretBody,
   type UpdateWebhookBody,
@@ -65,6 +66,8 @@ export interface RegistrationView {
   previousPublicKeyExpiresAt: string | null;
   /** The OAuth client whose bearer token every delivery carries: token URL, client id, method, scope; never the secret. */
   oauth: OAuthClientInfo | null;
+  /** The most deliveries a second the receiver is sent; null: unlimited. */
+  rateLimit: RateLimit | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -88,6 +91,7 @@ const oauthView = (o: OAuthClientInfo | null): OAuthClientInfo | null =>
     scope: o.scope,
     keyId: o.keyId,
   };
+const rateLimitView = (perSecond: number | null): RateLimit | null => (perSecond === null ? null : { perSecond });
 
 /** A rotation's answer: the new secret (shown once) and when the replaced one stops signing deliveries. */
 export interface RotatedSecretView {
@@ -125,6 +129,7 @@ export const view = (row: store.RegistrationRow): RegistrationView => ({
   publicKey: row.signingPublicKey,
   ...previousPublicKeyView(row),
   oauth: oauthView(row.oauth),
+  rateLimit: rateLimitView(row.rateLimitPerSecond),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
@@ -168,6 +173,7 @@ export async function registerWebhook(
       projectId: body.projectId,
       url: body.url,
       types: body.types,
+      rateLimitPerSecond: body.rateLimit?.perSecond ?? null,
       ...(body.headers && { headers: body.headers }),
       ...(body.clientCertificate && {
         clientCertificate: { upload: body.clientCertificate, info: certificateInfo(body.clientCertificate) },
@@ -193,6 +199,9 @@ export async function registerWebhook(
         signatureScheme: { after: made.row.signatureScheme },
         ...(made.row.signingPublicKey && { publicKey: { after: made.row.signingPublicKey } }),
         ...(made.row.oauth && { oauth: { after: oauthView(made.row.oauth) } }),
+        ...(made.row.rateLimitPerSecond !== null && {
+          rateLimit: { after: rateLimitView(made.row.rateLimitPerSecond) },
+        }),
         secretRevealed: true,
       },
     });
@@ -218,7 +227,11 @@ export async function updateWebhook(
     const asked = changesAsked(before, body);
     // Nothing differs from what is stored: nothing is written, not even updated_at or a row of the trail.
     if (Object.keys(asked).length === 0) return view(before);
-    const changes = { ...(asked.url !== undefined && { url: asked.url }), ...(asked.types && { types: asked.types }) };
+    const changes = {
+      ...(asked.url !== undefined && { url: asked.url }),
+      ...(asked.types && { types: asked.types }),
+      ...(asked.rateLimitPerSecond !== undefined && { rateLimitPerSecond: asked.rateLimitPerSecond }),
+    };
     const headers = asked.headers && { secretBox: deps.secretBox, values: asked.headers };
     const upload = asked.clientCertificate;
     const clientCertificate = upload !== undefined && {
@@ -245,6 +258,9 @@ export async function updateWebhook(
         // The origin and a digest: a path or query often carries a capability, and the trail keeps rows for years.
         ...(changes.url !== undefined && { url: { before: auditedUrl(before.url), after: auditedUrl(row.url) } }),
         ...(changes.types !== undefined && { types: { before: before.types, after: row.types } }),
+        ...(changes.rateLimitPerSecond !== undefined && {
+          rateLimit: { before: rateLimitView(before.rateLimitPerSecond), after: rateLimitView(row.rateLimitPerSecond) },
+        }),
         // Values are sealed and never recorded: the names before and after say what was set, replaced or removed.
         ...(headers && { headers: { before: before.customHeaderNames, after: row.customHeaderNames } }),
         // The certificate by subject, expiry and fingerprint; its key never.
@@ -314,8 +330,10 @@ function changesAsked(before: store.RegistrationRow, body: UpdateWebhookBody) {
     upload === null || before.clientCertificate === null
       ? upload === before.clientCertificate
       : upload.certificate === before.clientCertificate.pem;
+  const rateLimitPerSecond = body.rateLimit === undefined ? undefined : (body.rateLimit?.perSecond ?? null);
   return {
     ...(body.url !== undefined && body.url !== before.url && { url: body.url }),
+    ...(rateLimitPerSecond !== undefined && rateLimitPerSecond !== before.rateLimitPerSecond && { rateLimitPerSecond }),
     ...(body.types && !sameTypes(body.types) && { types: body.types }),
     ...(body.headers && !sameHeaders(body.headers) && { headers: body.headers }),
     ...(body.clientCertificate !== undefined &&

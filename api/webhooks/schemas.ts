@@ -24,6 +24,7 @@ import {
   OAUTH_VISIBLE_ASCII_PATTERN,
   type OAuthClientUpload,
 } from '../../common/registration/oauth-client';
+import { MAX_RATE_PER_SECOND } from '../../db/endpoints/rate-limits';
 import { compileBody, projectIdSchema } from '../http/validation';
 import { SIGNATURE_SCHEMES, type SignatureScheme } from '../../common/crypto/signature';
 
@@ -162,6 +163,24 @@ export const oauthClientSchema = {
     'the registration shows the tokenUrl, clientId, method, scope and keyId.',
 } as const;
 
+export const rateLimitSchema = {
+  type: ['object', 'null'],
+  properties: {
+    perSecond: {
+      type: 'integer',
+      minimum: 1,
+      maximum: MAX_RATE_PER_SECOND,
+      description: 'The most deliveries the receiver is sent in any one second, across all workers.',
+    },
+  },
+  required: ['perSecond'],
+  additionalProperties: false,
+  description:
+    'The receiver’s rate limit, e.g. {"perSecond": 5}; null or absent: unlimited. Deliveries beyond it wait, ' +
+    'listed, and go out as the rate allows, falls first: none is dropped or failed for it, and the waits do not ' +
+    'count against the endpoint’s health or its give-up window. On PATCH null removes it.',
+} as const;
+
 /** The fields register and update share. */
 const registrationFields = {
   projectId: projectIdSchema,
@@ -169,6 +188,7 @@ const registrationFields = {
   types: webhookTypesSchema,
   headers: customHeadersSchema,
   signatureScheme: signatureSchemeSchema,
+  rateLimit: rateLimitSchema,
 } as const;
 
 export const registerWebhookBodySchema = {
@@ -201,6 +221,7 @@ export const updateWebhookBodySchema = {
     { required: ['clientCertificate'] },
     { required: ['signatureScheme'] },
     { required: ['oauth'] },
+    { required: ['rateLimit'] },
   ],
   additionalProperties: false,
 } as const;
@@ -227,10 +248,16 @@ export interface RotateSecretBody {
   overlapSeconds?: number;
 }
 
+/** A receiver's rate limit as the API takes and shows it; null: unlimited. */
+export interface RateLimit {
+  perSecond: number;
+}
+
 export interface RegisterWebhookBody {
   projectId: string;
   url: string;
   types: SubscribableType[];
+  rateLimit?: RateLimit | null;
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload;
   signatureScheme?: SignatureScheme;
@@ -241,6 +268,7 @@ export interface UpdateWebhookBody {
   projectId: string;
   url?: string;
   types?: SubscribableType[];
+  rateLimit?: RateLimit | null;
   headers?: CustomHeaders;
   clientCertificate?: ClientCertificateUpload | null;
   signatureScheme?: SignatureScheme;

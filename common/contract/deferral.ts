@@ -9,8 +9,10 @@ export interface DeliveryDeferredDetails {
    * `circuit-open`: the registration's breaker is open, or half-open with another attempt probing. `paused`: a member
    * paused the webhook, or its receiver answered 410 Gone; the workflow waits without running its give-up window.
    * `slowed-down`: the receiver asked the endpoint to slow down (429, 502, 503, 504): it waits for the resumer.
+   * `rate-limited`: the registration's rate per second is reached; the workflow waits for the resumer, its give-up
+   * window standing still as for a pause.
    */
-  reason: 'circuit-open' | 'endpoint-busy' | 'paused' | 'slowed-down';
+  reason: 'circuit-open' | 'endpoint-busy' | 'paused' | 'slowed-down' | 'rate-limited';
   /**
    * How long the workflow waits (a durable timer) before the next attempt. For an open breaker this is a long
    * safety net: the resumer's signal normally ends the wait when it is time to probe or to go on.

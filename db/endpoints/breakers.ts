@@ -1,5 +1,6 @@
 import { appendAuditEvent } from '../audit/events';
 import type { Db } from '../connection';
+import { rateRoundSize } from './rate-limits';
 
 /** What a registration's breaker lets one attempt do, decided by the database's clock (one for every worker). */
 export type BreakerAdmission =
@@ -310,7 +311,8 @@ export interface WakeLimits {
 
 /**
  * The waiters to wake now, oldest first, held for `wakeLeaseMs` (forgetWokenWaiters deletes them once signalled):
- * up to `perSecond` of a closed breaker's, and one of a half-open breaker's when no attempt holds or was just woken
+ * up to `perSecond` of a closed breaker's (fewer when the registration's rate has fewer slots free within its horizon:
+ * rateRoundSize), and one of a half-open breaker's when no attempt holds or was just woken
  * for its probe; none of an open one's. A round wakes the most urgent priority key of its registration only: the
  * less urgent waiters wait until the more urgent ones are woken and their attempts have ended (forgetWokenWaiters
  * keeps those signalled until then, for `probeLeaseMs` + `wakeLeaseMs` at most), so falls reach the receiver before
@@ -346,7 +348,7 @@ export async function takeWaitersToWake(db: Db, limits: WakeLimits): Promise<Bre
                    AND (b.probe_woken_at IS NULL
                         OR b.probe_woken_at <= now() - :probeLeaseMs * interval '1 millisecond')))
         RETURNING b.registration_id, b.open_until IS NOT NULL AS probe, b.resumed_at::text AS round,
-                  CASE WHEN b.open_until IS NULL THEN :perSecond ELSE 1 END AS n
+                  CASE WHEN b.open_until IS NULL THEN ${rateRoundSize('b.registration_id', ':perSecond')} ELSE 1 END AS n
      ),
      picked AS (
        SELECT x.registration_id, x.workflow_id

@@ -25,6 +25,7 @@ import * as projectDataKeys from './023_project_data_keys';
 import * as purges from './024_purges';
 import * as signingKeys from './025_signing_keys';
 import * as oauth from './026_oauth';
+import * as rateLimits from './027_rate_limits';
 import * as gone from './028_gone';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
@@ -55,6 +56,7 @@ const migrations: Record<string, Knex.Migration> = {
   '024_purges': purges,
   '025_signing_keys': signingKeys,
   '026_oauth': oauth,
+  '027_rate_limits': rateLimits,
   '028_gone': gone,
 };
 

@@ -110,6 +110,7 @@ describe('delivery log: what each delivery writes to the log and to endpoint hea
       clientCertificate: null,
       held: null,
       slowedUntil: null,
+      rateLimit: null,
     });
   });
 

@@ -2,7 +2,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { PayloadCodec } from '@temporalio/common';
 import type { Knex } from 'knex';
 import { dataKeyStore } from '../../db';
-import { Worker, type WorkerOptions } from '@temporalio/worker';
+import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createApp, type AppDeps } from '../../api';
 import { listenLocal, type LocalServer } from './jwks-server';
 import { TEST_JWT_SECRET } from './tokens';
@@ -35,6 +35,8 @@ export const testPersonHashKey = Buffer.from(TEST_PERSON_HASH_KEY, 'hex');
 export interface DeliveryWorkerOptions {
   /** A fresh queue unless given. */
   taskQueue?: string;
+  /** The suite's connection unless given: a second worker on the same task queue needs one of its own. */
+  connection?: NativeConnection;
   config?: ActivityConfig;
   logger?: Logger;
   /** What the worker's start-up check of the namespace's search attributes would report. */
@@ -102,7 +104,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
       trustedCa: options.trustedCa,
     });
     const worker = await Worker.create({
-      connection: fixture.env.nativeConnection,
+      connection: options.connection ?? fixture.env.nativeConnection,
       dataConverter: { payloadCodecs: [options.payloadCodec ?? decodeOnlyPayloadCodec(fixture.database.db)] },
       taskQueue,
       workflowBundle: await workflowBundle(),
@@ -148,7 +150,7 @@ export function useDeliveryFixture(createEnvironment: () => Promise<TestWorkflow
     // The worker's resumer wakes deliveries waiting for an open breaker, as startWorker runs it.
     const stopResumer = startBreakerResumer(
       fixture.database.db,
-      fixture.env.nativeConnection,
+      options.connection ?? fixture.env.nativeConnection,
       {
         namespace: 'default',
         dataConverter: { payloadCodecs: [decodeOnlyPayloadCodec(fixture.database.db)] },

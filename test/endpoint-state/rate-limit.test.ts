@@ -1,0 +1,270 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { NativeConnection } from '@temporalio/worker';
+import type { ActivityConfig } from '../../activities';
+import type { DeliverWebhookEventInput } from '../../common/contract';
+import * as store from '../../db';
+import type { deliverWebhookEvent } from '../../workflows';
+import { USER, fallEvent, fastConfig, newProjectId, vitalPayload } from '../support/deliveries';
+import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
+import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
+import { createLocalEnvironment } from '../support/temporal';
+import { bearer, hsToken } from '../support/tokens';
+
+const vitalEvent = (projectId: string): DeliverWebhookEventInput => ({
+  projectId,
+  webhookType: 'VITAL_THRESHOLD',
+  userUUID: USER,
+  payload: vitalPayload,
+});
+
+/** The fewest milliseconds between an arrival and the one `rate` arrivals later: under 1000, a second held more. */
+function tightestWindow(requests: readonly ReceivedRequest[], rate: number): number {
+  const times = requests.map((request) => request.receivedAt).sort((a, b) => a - b);
+  let tightest = Infinity;
+  for (let i = 0; i + rate < times.length; i += 1) tightest = Math.min(tightest, times[i + rate]! - times[i]!);
+  return tightest;
+}
+
+/**
+ * A receiver in a process of its own, recording each request's arrival on its own idle event loop: the test's process
+ * runs both workers, and its loop, busy with them, would stamp a request late. Its requests are read over HTTP.
+ */
+async function startReceiverProcess() {
+  const program = `
+    const requests = [];
+    const server = require('node:http').createServer((request, response) => {
+      if (request.method === 'GET') return response.end(JSON.stringify(requests));
+      const chunks = [];
+      request.on('data', (chunk) => chunks.push(chunk));
+      request.on('end', () => {
+        requests.push({ receivedAt: Date.now(), method: request.method, path: request.url, headers: request.headers,
+          rawBody: Buffer.concat(chunks).toString('base64') });
+        response.end('ok');
+      });
+    });
+    server.listen(0, '127.0.0.1', () => console.log(server.address().port));`;
+  const child = spawn(process.execPath, ['-e', program], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [line] = (await once(child.stdout, 'data')) as [Buffer];
+  const origin = `http://127.0.0.1:${line.toString().trim()}`;
+  return {
+    url: `${origin}/hooks/receive`,
+    async requests(): Promise<ReceivedRequest[]> {
+      const recorded = (await (await fetch(origin)).json()) as (Omit<ReceivedRequest, 'rawBody'> & {
+        rawBody: string;
+      })[];
+      return recorded.map((request) => ({ ...request, rawBody: Buffer.from(request.rawBody, 'base64') }));
+    },
+    close: () => void child.kill(),
+  };
+}
+
+/** F a fall, V a vital, in the order the receiver got them. */
+const kindsOf = (requests: readonly ReceivedRequest[]) =>
+  requests.map((request) => ('reasons' in JSON.parse(request.rawBody.toString()) ? 'F' : 'V')).join('');
+
+describe('rate limit per endpoint (Temporal dev server, two workers, real receiver, the API in process)', function () {
+  this.timeout(300_000);
+  const fx = useDeliveryFixture(createLocalEnvironment);
+  const api = useLocalApi(fx);
+  // A receiver timeout that a loaded 2-core machine does not reach for a receiver answering at once.
+  const rateConfig: ActivityConfig = { ...fastConfig, WEBHOOK_TIMEOUT_MS: 5_000 };
+
+  const call = async (method: string, path: string, body?: unknown, user = 'alice') => {
+    const response = await fetch(`${api.url}${path}`, {
+      method,
+      headers: { ...bearer(hsToken(user)), ...(body !== undefined && { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
+  };
+
+  const member = async () => {
+    const projectId = newProjectId();
+    await store.addProject(fx.database.db, projectId);
+    await store.addMember(fx.database.db, projectId, 'alice');
+    return projectId;
+  };
+
+  /** Two workers on one task queue, each with its connection and its resumer, as two worker processes run them. */
+  const onTwoWorkers = async <T>(work: (taskQueue: string) => Promise<T>, config: ActivityConfig) => {
+    const connection = await NativeConnection.connect({ address: fx.env.address });
+    try {
+      return await fx.runWorker((taskQueue) => fx.runWorker(() => work(taskQueue), { taskQueue, config, connection }), {
+        config,
+      });
+    } finally {
+      await connection.close();
+    }
+  };
+
+  const start = async (taskQueue: string, events: DeliverWebhookEventInput[]) => {
+    const handles = [];
+    // One after the other: the vitals are queued before the falls.
+    for (const event of events)
+      handles.push(
+        await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+          args: [event],
+          taskQueue,
+          workflowId: `webhook-event-${randomUUID()}`,
+        }),
+      );
+    return handles;
+  };
+
+  it('register and PATCH set and clear rateLimit, audited; a bad value is a 400 naming it that stores nothing', async () => {
+    const projectId = await member();
+    const url = fx.receiver.url;
+    const types = ['FALL_DETECTION', 'VITAL_THRESHOLD'];
+    for (const rateLimit of [
+      { perSecond: 0 },
+      { perSecond: 1.5 },
+      { perSecond: 1001 },
+      5,
+      {},
+      { perSecond: 5, burst: 2 },
+    ]) {
+      const refused = await call('POST', '/webhooks/register', { projectId, url, types, rateLimit });
+      assert.equal(refused.status, 400, JSON.stringify(rateLimit));
+      assert.match(JSON.stringify(refused.body.errors), /\/rateLimit/, JSON.stringify(refused.body));
+    }
+    assert.equal((await call('GET', `/webhooks/project/${projectId}`)).status, 404, 'nothing stored');
+
+    const registered = await call('POST', '/webhooks/register', { projectId, url, types, rateLimit: { perSecond: 5 } });
+    assert.equal(registered.status, 201);
+    assert.deepEqual(registered.body.rateLimit, { perSecond: 5 });
+    assert.deepEqual((await call('GET', `/webhooks/project/${projectId}`)).body.rateLimit, { perSecond: 5 });
+
+    const bad = await call('PATCH', '/webhooks', { projectId, rateLimit: { perSecond: -1 } });
+    assert.equal(bad.status, 400);
+    assert.match(JSON.stringify(bad.body.errors), /\/rateLimit/);
+    const changed = await call('PATCH', '/webhooks', { projectId, rateLimit: { perSecond: 7 } });
+    assert.deepEqual([changed.status, changed.body.rateLimit], [200, { perSecond: 7 }]);
+    const same = await call('PATCH', '/webhooks', { projectId, rateLimit: { perSecond: 7 } });
+    assert.equal(same.body.updatedAt, changed.body.updatedAt, 'the same limit writes nothing');
+    const cleared = await call('PATCH', '/webhooks', { projectId, rateLimit: null });
+    assert.deepEqual([cleared.status, cleared.body.rateLimit], [200, null]);
+    const health = await call('GET', `/webhooks/project/${projectId}/health`);
+    assert.equal(health.body.rateLimit, null);
+
+    const trail = (await call('GET', `/webhooks/project/${projectId}/audit`)).body.items as {
+      action: string;
+      changes?: Record<string, unknown>;
+    }[];
+    const rateChanges = trail
+      .filter((row) => row.changes?.rateLimit !== undefined)
+      .map((row) => [row.action, row.changes!.rateLimit])
+      .reverse();
+    assert.deepEqual(rateChanges, [
+      ['webhook.register', { after: { perSecond: 5 } }],
+      ['webhook.update', { before: { perSecond: 5 }, after: { perSecond: 7 } }],
+      ['webhook.update', { before: { perSecond: 7 }, after: null }],
+    ]);
+  });
+
+  it('200 events to an endpoint limited to 5/s arrive at no more than 5/s across two workers, falls first, all delivered once', async () => {
+    const rate = 5;
+    const projectId = await member();
+    const receiver = await startReceiverProcess();
+    after(() => receiver.close());
+    const secret = await fx.registrations.register(projectId, receiver.url, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+    const limited = await call('PATCH', '/webhooks', { projectId, rateLimit: { perSecond: rate } });
+    assert.equal(limited.status, 200);
+
+    const { results, handles, waitingSeen } = await onTwoWorkers(async (taskQueue) => {
+      // 160 vitals queued, then 40 falls: arrival order alone would send the falls last.
+      const handles = [
+        ...(await start(
+          taskQueue,
+          Array.from({ length: 160 }, () => vitalEvent(projectId)),
+        )),
+        ...(await start(
+          taskQueue,
+          Array.from({ length: 40 }, () => fallEvent(projectId)),
+        )),
+      ];
+      let waitingSeen = 0;
+      const watching = (async () => {
+        while ((await receiver.requests()).length < 200) {
+          const health = await call('GET', `/webhooks/project/${projectId}/health`);
+          const rateLimit = health.body.rateLimit as { perSecond: number; waiting: number };
+          assert.equal(rateLimit.perSecond, rate);
+          waitingSeen = Math.max(waitingSeen, rateLimit.waiting);
+          await new Promise((resolve) => setTimeout(resolve, 500));
+        }
+      })();
+      const results = await Promise.all(handles.map((handle) => handle.result()));
+      await watching;
+      return { results, handles, waitingSeen };
+    }, rateConfig);
+    assert.ok(
+      results.every((result) => result.status === 'delivered' && result.attempts === 1),
+      'all delivered, none failed or retried for the rate: ' +
+        JSON.stringify(results.filter((result) => result.status !== 'delivered' || result.attempts !== 1)),
+    );
+    const requests = await receiver.requests();
+    receiver.close();
+    assert.equal(requests.length, 200, 'each event once');
+    const ids = requests.map((request) => String(request.headers['webhook-id']));
+    assert.deepEqual([...ids].sort(), handles.map((handle) => handle.workflowId).sort());
+    assert.ok(requests.every((request) => independentSignatureValid(secret, request)));
+    const tightest = tightestWindow(requests, rate);
+    assert.ok(tightest >= 1_000, `${rate + 1} arrivals within ${tightest} ms: more than ${rate} in one second`);
+    const span = requests.at(-1)!.receivedAt - requests[0]!.receivedAt;
+    assert.ok(span >= ((200 - rate) / rate) * 1_000, `paced: ${span} ms`);
+
+    // Falls queued after 160 vitals overtake those still waiting: only vitals already given a slot come between.
+    const kinds = kindsOf(requests);
+    const first = kinds.indexOf('F');
+    const last = kinds.lastIndexOf('F');
+    assert.ok(last - first + 1 - 40 <= 2 * rate, `vitals among the falls: ${kinds}`);
+    assert.ok(kinds.length - 1 - last >= 120, `vitals still queued after the falls: ${kinds}`);
+
+    assert.ok(waitingSeen >= 50, `the health view counted the queue: at most ${waitingSeen} seen waiting`);
+    const registration = await store.findRegistration(fx.database.db, projectId);
+    assert.deepEqual(await fx.database.db('webhook_breaker_waiters').where({ registration_id: registration!.id }), []);
+    const health = await call('GET', `/webhooks/project/${projectId}/health`);
+    assert.deepEqual([health.body.state, health.body.consecutiveFailures], ['healthy', 0], 'no failure counted');
+    assert.deepEqual(health.body.rateLimit, { perSecond: rate, waiting: 0 });
+  });
+
+  it('a registration without a limit is unaffected: not paced, and its attempts never ask for a slot', async () => {
+    const projectId = await member();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+    const rateQueries: string[] = [];
+    const onQuery = (query: { sql: string }) => {
+      if (/webhook_rate_limits/.test(query.sql) && !/webhook_circuit_breakers/.test(query.sql))
+        rateQueries.push(query.sql);
+    };
+    fx.database.db.on('query', onQuery);
+    try {
+      const results = await onTwoWorkers(async (taskQueue) => {
+        const handles = await Promise.all(
+          Array.from({ length: 30 }, (_, i) =>
+            fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
+              args: [i % 3 === 0 ? fallEvent(projectId) : vitalEvent(projectId)],
+              taskQueue,
+              workflowId: `webhook-event-${randomUUID()}`,
+            }),
+          ),
+        );
+        return Promise.all(handles.map((handle) => handle.result()));
+      }, rateConfig);
+      assert.ok(results.every((result) => result.status === 'delivered' && result.attempts === 1));
+    } finally {
+      fx.database.db.removeListener('query', onQuery);
+    }
+    assert.equal(fx.receiver.requests.length, 30);
+    assert.ok(tightestWindow(fx.receiver.requests, 5) < 1_000, 'more than 5 in one second: not paced');
+    assert.deepEqual(rateQueries, [], 'no query of the rate table');
+    const registration = await store.findRegistration(fx.database.db, projectId);
+    assert.equal(
+      await fx.database.db('webhook_rate_limits').where({ registration_id: registration!.id }).first(),
+      undefined,
+    );
+    const health = await call('GET', `/webhooks/project/${projectId}/health`);
+    assert.equal(health.body.rateLimit, null);
+  });
+});
