@@ -33,14 +33,14 @@ import {
 } from '../db';
 import type { DeliveryLog } from './delivery-log';
 import { assertAttemptBound, currentRun } from './input-binding';
-import { createEndpointGuard } from './breaker';
+import { createEndpointGuard } from './endpoint/breaker';
 import type { ActivityDeps } from './deps';
 import { createPrepareDelivery, DELIVERY_OPTIONS, type PreparedDelivery } from './delivery-options';
 import { ProxyUnavailableError, type ReceiverResponse } from './http/client';
-import { createPauseHold, type HeldAttempt } from './pause';
+import { createPauseHold, type HeldAttempt } from './endpoint/pause';
 import { classifyStatus, type ReceiverAnswer } from './http/answer';
-import { createSlowDown, isSlowedDown } from './slow-down';
-import { createRateLimit } from './rate-limit';
+import { createSlowDown, isSlowedDown } from './endpoint/slow-down';
+import { createRateLimit } from './endpoint/rate-limit';
 import { ForbiddenTargetError } from './http/ssrf';
 
 /** Who this attempt is, for the X-Webhook-Id header and every log line. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { classifyStatus } from '../../activities/http/answer';
-import { heldWaitMs, pausedDeferral } from '../../activities/pause';
-import { slowedDeferral } from '../../activities/slow-down';
+import { heldWaitMs, pausedDeferral } from '../../activities/endpoint/pause';
+import { slowedDeferral } from '../../activities/endpoint/slow-down';
 import { DELIVERY_DEFERRED, type RetrySchedule } from '../../common/contract';
 
 describe('what a receiver’s status asks of the service (activities/http/answer.ts)', () => {

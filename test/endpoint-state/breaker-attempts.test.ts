@@ -14,7 +14,7 @@ import {
   type ActivityConfig,
   type WebhookHttpClient,
 } from '../../activities';
-import { createEndpointGuard } from '../../activities/breaker';
+import { createEndpointGuard } from '../../activities/endpoint/breaker';
 import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../../common/contract';
 import { findBreaker, listAuditEvents } from '../../db';
 import { Registrations, captureLogger, fallPayload, fastConfig, newProjectId } from '../support/deliveries';
@@ -232,7 +232,7 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     const delivery = await deliveryTo(receiver.url);
     for (let i = 0; i < 3; i += 1) {
       assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
-      // Each 503 slows the endpoint down for its 5 s (activities/slow-down.ts): the next attempt comes after them.
+      // Each 503 slows the endpoint down for its 5 s (activities/endpoint/slow-down.ts): the next attempt comes after them.
       await database
         .db('webhook_registrations')
         .where({ id: delivery.registrationId })

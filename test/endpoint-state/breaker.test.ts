@@ -5,7 +5,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import type { ActivityConfig } from '../../activities';
-import { createEndpointSlots } from '../../activities/breaker';
+import { createEndpointSlots } from '../../activities/endpoint/breaker';
 import { loadConfig } from '../../common/config';
 import {
   FailureType,

@@ -9,7 +9,7 @@ import {
   type ActivityConfig,
   type WebhookHttpClient,
 } from '../../activities';
-import { heldWaitMs, pausedDeferral } from '../../activities/pause';
+import { heldWaitMs, pausedDeferral } from '../../activities/endpoint/pause';
 import {
   DELIVERY_DEFERRED,
   FailureType,

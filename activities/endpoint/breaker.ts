@@ -1,6 +1,6 @@
 import { trace } from '@opentelemetry/api';
 import { ApplicationFailure } from '@temporalio/activity';
-import { ISOLATION_DEFAULTS } from '../common/config';
+import { ISOLATION_DEFAULTS } from '../../common/config';
 import {
   DELIVERY_DEFERRED,
   FailureType,
@@ -8,9 +8,9 @@ import {
   attemptDeadlineMs,
   type AttemptFailureDetails,
   type DeliveryDeferredDetails,
-} from '../common/contract';
-import type { Logger } from '../common/telemetry/logger';
-import { ATTRIBUTE } from '../common/telemetry/span-attributes';
+} from '../../common/contract';
+import type { Logger } from '../../common/telemetry/logger';
+import { ATTRIBUTE } from '../../common/telemetry/span-attributes';
 import {
   addBreakerWaiter,
   admitAttempt,
@@ -18,8 +18,8 @@ import {
   recordSuccess,
   type BreakerThresholds,
   type ReceiverFailure,
-} from '../db';
-import type { ActivityDeps } from './deps';
+} from '../../db';
+import type { ActivityDeps } from '../deps';
 
 /** Only what the receiver did counts against its breaker; our own refusals (SSRF, bad URL, secret) do not. */
 const RECEIVER_FAILURES: ReadonlySet<string> = new Set([FailureType.ReceiverStatus, FailureType.ReceiverUnreachable]);

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/activity';
-import { ISOLATION_DEFAULTS } from '../common/config';
-import { DELIVERY_DEFERRED, type DeliveryDeferredDetails } from '../common/contract';
-import type { Logger } from '../common/telemetry/logger';
-import { RATE_HORIZON_MS, RATE_LATE_MS, addBreakerWaiter, takeRateSlot } from '../db';
-import type { ActivityDeps } from './deps';
+import { ISOLATION_DEFAULTS } from '../../common/config';
+import { DELIVERY_DEFERRED, type DeliveryDeferredDetails } from '../../common/contract';
+import type { Logger } from '../../common/telemetry/logger';
+import { RATE_HORIZON_MS, RATE_LATE_MS, addBreakerWaiter, takeRateSlot } from '../../db';
+import type { ActivityDeps } from '../deps';
 
 /** The attempt a registration's rate may hold back. */
 export interface RateLimitedAttempt {

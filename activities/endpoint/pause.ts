@@ -1,9 +1,9 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { ISOLATION_DEFAULTS } from '../common/config';
-import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../common/contract';
-import type { Logger } from '../common/telemetry/logger';
-import { holdDelivery } from '../db';
-import type { ActivityDeps } from './deps';
+import { ISOLATION_DEFAULTS } from '../../common/config';
+import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../../common/contract';
+import type { Logger } from '../../common/telemetry/logger';
+import { holdDelivery } from '../../db';
+import type { ActivityDeps } from '../deps';
 
 /** The delivery an attempt would make while its webhook is paused. */
 export interface HeldAttempt {

@@ -1,9 +1,9 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { ISOLATION_DEFAULTS } from '../common/config';
-import { DELIVERY_DEFERRED, type DeliveryDeferredDetails } from '../common/contract';
-import type { Logger } from '../common/telemetry/logger';
-import { addBreakerWaiter, slowDownEndpoint } from '../db';
-import type { ActivityDeps } from './deps';
+import { ISOLATION_DEFAULTS } from '../../common/config';
+import { DELIVERY_DEFERRED, type DeliveryDeferredDetails } from '../../common/contract';
+import type { Logger } from '../../common/telemetry/logger';
+import { addBreakerWaiter, slowDownEndpoint } from '../../db';
+import type { ActivityDeps } from '../deps';
 
 /**
  * A receiver's "slow down" (429, 502, 503, 504: activities/http/answer.ts) holds back every delivery of its endpoint,
