@@ -46,6 +46,8 @@ export default {
     'common/telemetry/prometheus-otlp.ts',
     'common/crypto/person-hash.ts',
     'common/crypto/data-keys.ts',
+    'activities/http/answer.ts',
+    'common/registration/oauth-client.ts',
   ],
   mochaOptions: {
     spec: [
@@ -92,6 +94,8 @@ export default {
       'test/worker/unencrypted-guard.test.ts',
       'test/common/person-hash.test.ts',
       'test/common/data-keys.test.ts',
+      'test/activities/receiver-answer.test.ts',
+      'test/activities/oauth.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
