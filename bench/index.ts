@@ -6,6 +6,8 @@
 import type { Knex } from 'knex';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, platform, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +23,15 @@ import { createSecretBox, generateWebhookSecret } from '../common/crypto/secrets
 import { auditTrailKeysFromConfig, generateAuditSigningKey } from '../common/crypto/audit-keys';
 import { configureAuditTrail } from '../db';
 import { temporalCliPath } from '../dev/temporal-binaries';
-import { addMember, addProject, createDb, createRegistration, dataKeyStore, migrateToLatest } from '../db';
+import {
+  addMember,
+  addProject,
+  createDb,
+  createRegistration,
+  dataKeyStore,
+  migrateToLatest,
+  type OAuthClientChange,
+} from '../db';
 import { auditStage, auditStageProblems } from './audit';
 import { trailStage, trailStageProblems } from './trail';
 import { QUICK_SEARCH_GRID, SEARCH_GRID, engineSearch } from './engine-search';
@@ -101,6 +111,9 @@ interface RunInputs {
   /** The emitting client's reads of the projects' data keys. */
   keysDb?: Knex;
   neighbour?: NeighbourReceiver;
+  /** `--options oauth`: the token endpoint, and how many tokens it issued. */
+  tokenEndpoint?: Server;
+  tokensIssued?: number;
   stack?: BenchStack;
   /** `--dashboard`: the PNG to write, and the Prometheus scraping the run for it. */
   dashboard?: { pngPath: string; command: string; capture?: DashboardCapture };
@@ -112,6 +125,47 @@ async function storedEncrypted(client: Client, workflowId: string): Promise<bool
   const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
   const encoding = payload?.metadata?.encoding;
   return encoding !== undefined && encoding !== null && Buffer.from(encoding).toString() === ENCRYPTED_ENCODING;
+}
+
+/**
+ * The measured registration's options (`--options`): Ed25519 signatures, an OAuth client of a token endpoint served by
+ * this process (a token an hour, so the worker's cache answers nearly every delivery, as in production), a rate limit
+ * no stage reaches.
+ */
+async function registrationOptions(
+  plan: Plan,
+  inputs: RunInputs,
+): Promise<Partial<Parameters<typeof createRegistration>[2]>> {
+  const chosen = new Set(plan.options);
+  let oauth: OAuthClientChange | undefined;
+  if (chosen.has('oauth')) {
+    const endpoint = createServer((request, response) => {
+      inputs.tokensIssued = (inputs.tokensIssued ?? 0) + 1;
+      request.resume().on('end', () => {
+        const token = randomBytes(24).toString('base64url');
+        response.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        response.end(JSON.stringify({ access_token: token, token_type: 'Bearer', expires_in: 3600 }));
+      });
+    });
+    await new Promise<void>((done) => endpoint.listen(0, '127.0.0.1', done));
+    inputs.tokenEndpoint = endpoint;
+    const { port } = endpoint.address() as AddressInfo;
+    oauth = {
+      info: {
+        tokenUrl: `http://127.0.0.1:${port}/token`,
+        clientId: 'bench',
+        clientAuthentication: 'client_secret_basic',
+        scope: null,
+        keyId: null,
+      },
+      credential: randomBytes(16).toString('hex'),
+    };
+  }
+  return {
+    ...(chosen.has('v1a') && { signatureScheme: 'v1a' as const }),
+    ...(oauth && { oauth }),
+    ...(chosen.has('rate') && { rateLimitPerSecond: 1000 }),
+  };
 }
 
 /** The stages on the bench stack: everything but the engine search. */
@@ -153,7 +207,17 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
       await addMember(db, id, BENCH_USER);
     }
     const secretBox = createSecretBox(Buffer.from(secretKey, 'hex'));
-    await createRegistration(db, secretBox, { projectId, url: receiver.url, types: ['FALL_DETECTION'] }, secret);
+    await createRegistration(
+      db,
+      secretBox,
+      {
+        projectId,
+        url: receiver.url,
+        types: ['FALL_DETECTION'],
+        ...(await registrationOptions(plan, inputs)),
+      },
+      secret,
+    );
     if (testReceiver) {
       await addProject(db, testProject);
       await addMember(db, testProject, BENCH_USER);
@@ -604,6 +668,7 @@ async function main(): Promise<number> {
       mode: plan.mode,
       command: commandOf(plan),
       stages: plan.stages,
+      ...(plan.options.length && { options: plan.options, tokensIssued: inputs.tokensIssued ?? 0 }),
       faults: plan.stages.includes('neighbour') ? plan.faults : [],
       machine: {
         cores: cores.length,
@@ -650,10 +715,18 @@ async function main(): Promise<number> {
 
 /** Closes the client, stops the services, the failing receiver and the stack; safe to call twice. */
 async function stopAll(inputs: RunInputs): Promise<void> {
-  const { connection, keysDb, neighbour, stack } = inputs;
+  const { connection, keysDb, neighbour, stack, tokenEndpoint } = inputs;
   const capture = inputs.dashboard?.capture;
   if (inputs.dashboard) inputs.dashboard.capture = undefined;
-  Object.assign(inputs, { connection: undefined, keysDb: undefined, neighbour: undefined, stack: undefined });
+  Object.assign(inputs, {
+    connection: undefined,
+    keysDb: undefined,
+    neighbour: undefined,
+    stack: undefined,
+    tokenEndpoint: undefined,
+  });
+  tokenEndpoint?.closeAllConnections();
+  await new Promise((done) => (tokenEndpoint ? tokenEndpoint.close(done) : done(undefined)));
   await capture?.stop().catch(() => undefined);
   await connection?.close().catch(() => undefined);
   await keysDb?.destroy().catch(() => undefined);

@@ -22,11 +22,20 @@ export const DEFAULT_STAGES: readonly Stage[] = STAGES.filter(
   (stage) => stage !== 'engine-search' && stage !== 'trail',
 );
 export const NEIGHBOUR_FAULTS: readonly NeighbourFault[] = ['hang', 'refuse', '503'];
+/**
+ * What the measured project's registration may carry (`--options`), to price each on the delivery path: `v1a` Ed25519
+ * signatures beside the HMAC ones, `oauth` a bearer token from a token endpoint in the bench process (cached, as in
+ * production), `rate` a rate limit too high to hold anything back (1000/s), so only its slot's cost shows.
+ */
+export const DELIVERY_OPTIONS = ['v1a', 'oauth', 'rate'] as const;
+export type BenchDeliveryOption = (typeof DELIVERY_OPTIONS)[number];
 
 export interface Plan {
   mode: 'full' | 'quick';
   stages: Stage[];
   faults: NeighbourFault[];
+  /** The measured project's registration options (none by default). */
+  options: BenchDeliveryOption[];
   n: number;
   sizes: number[];
   warmup: number;
@@ -63,7 +72,7 @@ export interface Plan {
   workerEnv: Record<string, string>;
 }
 
-const FULL: Omit<Plan, 'stages' | 'faults'> = {
+const FULL: Omit<Plan, 'stages' | 'faults' | 'options'> = {
   mode: 'full',
   n: 2_000,
   sizes: [500, 2_000, 5_000],
@@ -91,7 +100,7 @@ const FULL: Omit<Plan, 'stages' | 'faults'> = {
   searchWarmup: 50,
   workerEnv: {},
 };
-const QUICK: Omit<Plan, 'stages' | 'faults'> = {
+const QUICK: Omit<Plan, 'stages' | 'faults' | 'options'> = {
   mode: 'quick',
   n: 20,
   sizes: [10, 20],
@@ -157,6 +166,7 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
       stages: { type: 'string' },
       'engine-search': { type: 'boolean', default: false },
       faults: { type: 'string' },
+      options: { type: 'string' },
       n: { type: 'string' },
       sizes: { type: 'string' },
       'steady-seconds': { type: 'string' },
@@ -177,7 +187,8 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
   const stages = values.stages ? pick(values.stages, STAGES, 'stages') : [...DEFAULT_STAGES];
   if (values['engine-search'] && !stages.includes('engine-search')) stages.push('engine-search');
   const faults = values.faults ? pick(values.faults, NEIGHBOUR_FAULTS, 'faults') : [...NEIGHBOUR_FAULTS];
-  const plan: Plan = { ...(values.quick ? QUICK : FULL), stages, faults };
+  const options = values.options ? pick(values.options, DELIVERY_OPTIONS, 'options') : [];
+  const plan: Plan = { ...(values.quick ? QUICK : FULL), stages, faults, options };
   const count = (text: string, name: string, min = 1) => {
     const value = Number(text);
     if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be an integer of at least ${min}`);
@@ -217,6 +228,7 @@ export function commandOf(plan: Plan): string {
     ...(plan.faults.join() === NEIGHBOUR_FAULTS.join() || !plan.stages.includes('neighbour')
       ? []
       : [`--faults ${plan.faults.join(',')}`]),
+    ...(plan.options.length ? [`--options ${plan.options.join(',')}`] : []),
   ];
   return `npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}`;
 }

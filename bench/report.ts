@@ -23,6 +23,9 @@ export interface EngineRow extends EngineResult {
 export interface BenchReport {
   startedAt: string;
   mode: 'full' | 'quick';
+  /** `--options`: what the measured registration carried, and (oauth) how many tokens its endpoint issued. */
+  options?: string[];
+  tokensIssued?: number;
   command: string;
   /** The stages this run took, and the neighbour stage's faults. */
   stages: Stage[];
@@ -233,6 +236,13 @@ export function formatReport(report: BenchReport): string {
         `worker ${Object.entries(report.workerOptions)
           .map(([key, value]) => `${key}=${value}`)
           .join(' ')}`,
+    );
+  if (report.options?.length)
+    out.push(
+      `Registration options: ${report.options.join(', ')}` +
+        (report.tokensIssued !== undefined && report.options.includes('oauth')
+          ? ` (${report.tokensIssued} OAuth tokens issued)`
+          : ''),
     );
   out.push('');
   const stageRows: (string | number)[][] = [];
