@@ -1,6 +1,8 @@
-// The production topology docker-compose.yml describes, started natively and driven as its users would: the real
-// Temporal server (not the dev server) on its own PostgreSQL databases with mTLS on the frontend, two API and two
-// worker processes from dist/ with NODE_ENV=production and every production guard, https receivers.
+// The production topology docker-compose.yml with docker-compose.cluster.yml describes, started natively and driven as
+// its users would: the real Temporal server (not the dev server) as a cluster, one process per service (two frontends
+// behind HAProxy, two history hosts, two matching hosts, the internal frontend, the worker service) on its own
+// PostgreSQL databases with mTLS everywhere, two API and two worker processes from dist/ with NODE_ENV=production and
+// every production guard, https receivers.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -32,6 +34,7 @@ import { independentSignatureValid, type ReceivedRequest } from '../support/rece
 import { workflowInputShown } from '../support/temporal-ui-page';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startIdentityProvider, type IdentityProvider } from './identity-provider';
+import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
 import { ensureTemporalUi, startTemporalUi, startTlsFront, temporalUiEnvironment } from './temporal-ui';
 import {
   adminToolsEnvironment,
@@ -45,7 +48,6 @@ import {
   oauthEnvironment,
   postgresServerOf,
   root,
-  startTemporalServer,
   temporalCli,
   workerEnvironment,
   workerProcess,
@@ -161,14 +163,14 @@ function grpcTlsProbe(port: string, serverCa: string, client: { cert: string; ke
 /** Timings of this run, printed at the end for docs/operators.md ("Proven topology"). */
 const figures: Record<string, number> = {};
 
-describe('production topology: Temporal server with mTLS, 2 API and 2 worker processes in production mode', function () {
+describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 API and 2 worker processes in production mode', function () {
   this.timeout(300_000);
   /** The service's database as compose sets it up: the roles of deploy/postgres/init-roles.sh, migrated as the owner. */
   let database: TestDatabase & { urls: Record<keyof typeof DATABASE_ROLES, string> };
   let certs: Certificates;
   let intruders: Certificates;
   let receiverCerts: Certificates;
-  let temporal: Awaited<ReturnType<typeof startTemporalServer>>;
+  let temporal: TemporalCluster;
   let idp: IdentityProvider;
   let ui: ServiceProcess;
   let uiUrl: string;
@@ -318,12 +320,12 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
         resource: TEMPORAL_RESOURCE,
       };
     figures['identity provider'] = Date.now() - started;
-    temporal = await startTemporalServer(serverDir, postgresServerOf(database.urls.temporal), certs, {
+    temporal = await startTemporalCluster(serverDir, postgresServerOf(database.urls.temporal), certs, {
       jwksUri: idp.jwksUri,
       jwksCa: receiverCerts.internodeCa,
       admin: oauthClients['admin-tools'],
     });
-    figures['Temporal server: schema, start, namespace'] = Date.now() - started;
+    figures['Temporal cluster (8 hosts, HAProxy): schema, start, namespace'] = Date.now() - started;
     const payloadKeys = `p1:${key32().toString('base64')}`;
     settings = {
       apiDatabaseUrl: database.urls.api,
@@ -385,7 +387,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     await browser?.close();
     await Promise.allSettled([api1, api2, ui, ...(workers ?? [])].filter(Boolean).map((s) => s.kill()));
     await codecFront?.close();
-    await temporal?.process.kill();
+    await temporal?.kill();
     await Promise.allSettled(receivers.map((r) => r.close()));
     await idp?.close();
     await temporal?.dropDatabases();
@@ -470,25 +472,32 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     );
   });
 
-  it('no client certificate opens an internode port: history, matching and worker refuse it at the handshake', async () => {
-    const { ports } = temporal;
-    const internode = {
-      history: ports.HISTORY_GRPC_PORT,
-      matching: ports.MATCHING_GRPC_PORT,
-      worker: ports.WORKER_GRPC_PORT,
-    };
+  it('no client certificate opens an internode port: every history, matching and worker host refuses it at the handshake', async () => {
+    const internode = Object.values(temporal.hosts)
+      .filter((host) => ['history', 'matching', 'worker'].includes(host.service))
+      .map((host) => [host.name, host.grpcPort] as const);
+    assert.equal(internode.length, 5, 'two history hosts, two matching hosts, one worker service');
+    const frontends = Object.values(temporal.hosts)
+      .filter((host) => host.service === 'frontend')
+      .map((host) => [host.name, host.grpcPort] as const);
+    const balancerPort = temporal.address.split(':')[1]!;
     const probe = (port: string, name: string) => grpcTlsProbe(port, certs.internodeCa, certs.of(name));
     // The probe itself: the server's own certificate is served on every internode port.
-    for (const [role, port] of Object.entries(internode))
-      assert.equal(await probe(port, 'temporal'), 'served', `${role}: the server's own certificate`);
+    for (const [host, port] of internode)
+      assert.equal(await probe(port, 'temporal'), 'served', `${host}: the server's own certificate`);
     for (const client of ['monitoring', 'webhooks', 'temporal-ui', 'admin-tools']) {
-      assert.equal(await probe(ports.FRONTEND_GRPC_PORT, client), 'served', `${client}: served on the frontend`);
-      for (const [role, port] of Object.entries(internode)) {
+      // Through the balancer (TLS passes through it: the frontend's own handshake) and at each frontend.
+      for (const [host, port] of [['balancer', balancerPort] as const, ...frontends])
+        assert.equal(await probe(port, client), 'served', `${client}: served on ${host}`);
+      for (const [host, port] of internode) {
         const outcome = await probe(port, client);
         // The server's TLS alert: the port knows no CA that signed this certificate.
-        assert.equal(outcome, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', `${client} on ${role} (${port})`);
+        assert.equal(outcome, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', `${client} on ${host} (${port})`);
       }
     }
+    // An intruder's certificate is refused by the frontend behind the balancer, as at the frontend itself.
+    const intruder = await grpcTlsProbe(balancerPort, certs.internodeCa, intruders.of('monitoring'));
+    assert.notEqual(intruder, 'served', 'a certificate of another CA through the balancer');
   });
 
   /** A call's gRPC status: 0 when it succeeds (7 is PERMISSION_DENIED). */

@@ -187,7 +187,7 @@ export const TEST_ONLY_SERVER_VARIABLES = [
 ];
 
 /** A free port below 32768: the server stores membership ports in a smallint column. */
-async function freeLowPort(): Promise<number> {
+export async function freeLowPort(): Promise<number> {
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
     const free = await new Promise<boolean>((resolve) => {
@@ -227,6 +227,19 @@ export interface TemporalAuth {
   jwksCa: string;
 }
 
+/** Every service of the server; one process runs them all, or a cluster runs one per host. */
+export const TEMPORAL_SERVICES = ['frontend', 'internal-frontend', 'history', 'matching', 'worker'] as const;
+export type TemporalService = (typeof TEMPORAL_SERVICES)[number];
+
+/** What one server process runs, and the history shard count every host of its database shares. */
+export interface TemporalHost {
+  services: readonly TemporalService[];
+  /** Fixed when the database is first used: every host must say the same number, and it can never change. */
+  historyShards: number;
+}
+/** Compose's default: the template's 4, which databases made by earlier versions of this stack were created with. */
+export const SINGLE_SERVER: TemporalHost = { services: TEMPORAL_SERVICES, historyShards: 4 };
+
 /** The server's environment, read by its embedded config template exactly as in the temporalio/server image. */
 export const temporalServerEnvironment = (
   pg: PostgresServer,
@@ -234,6 +247,7 @@ export const temporalServerEnvironment = (
   certs: Certificates,
   ports: TemporalPorts,
   auth: TemporalAuth,
+  host: TemporalHost = SINGLE_SERVER,
 ): Record<string, string> => ({
   DB: 'postgres12',
   DB_PORT: pg.port,
@@ -258,7 +272,8 @@ export const temporalServerEnvironment = (
   TEMPORAL_TLS_CLIENT2_CA_CERT: certs.ca,
   TEMPORAL_TLS_FRONTEND_SERVER_NAME: 'temporal',
   USE_INTERNAL_FRONTEND: 'true',
-  TEMPORAL_SERVICES: 'frontend,internal-frontend,history,matching,worker',
+  TEMPORAL_SERVICES: host.services.join(','),
+  NUM_HISTORY_SHARDS: String(host.historyShards),
   // Who may do what is decided by the caller's access token: the stock JWT claim mapper reads its `permissions`
   // (`<namespace>:<read|write|admin>`) once its signature checks against the identity provider's JWKS; the default
   // authorizer allows by those roles. No token, or another signer's: health checks only.
