@@ -34,7 +34,8 @@ import { independentSignatureValid, type ReceivedRequest } from '../support/rece
 import { workflowInputShown } from '../support/temporal-ui-page';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startIdentityProvider, type IdentityProvider } from './identity-provider';
-import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
+import { lossFigures, lossTable, startEventFlow, type LossFigures } from './host-loss';
+import { startTemporalCluster, type ClusterHostName, type TemporalCluster } from './temporal-cluster';
 import { ensureTemporalUi, startTemporalUi, startTlsFront, temporalUiEnvironment } from './temporal-ui';
 import {
   adminToolsEnvironment,
@@ -162,6 +163,9 @@ function grpcTlsProbe(port: string, serverCa: string, client: { cert: string; ke
 
 /** Timings of this run, printed at the end for docs/operators.md ("Proven topology"). */
 const figures: Record<string, number> = {};
+/** Events per second while a Temporal host is lost, and how long it stays down. */
+const HOST_LOSS_RATE = Number(process.env.PRODUCTION_HOST_LOSS_RATE ?? 20);
+const HOST_LOSS_MS = Number(process.env.PRODUCTION_HOST_LOSS_MS ?? 20_000);
 
 describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 API and 2 worker processes in production mode', function () {
   this.timeout(300_000);
@@ -231,7 +235,7 @@ describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 AP
     return { projectId, receiver: target, secret: registered.body.secret as string };
   }
 
-  function emit(projectId: string, webhookType: SubscribableType, eventId = randomUUID()): Promise<string> {
+  function emit(projectId: string, webhookType: SubscribableType, eventId: string = randomUUID()): Promise<string> {
     const payload = webhookType === 'FALL_DETECTION' ? fallPayload : vitalPayload;
     return emitWebhookEvent(monitoring, { projectId, webhookType, userUUID: USER, payload }, { eventId });
   }
@@ -1088,5 +1092,80 @@ describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 AP
     figures['token renewals during the flow, per process'] = Math.min(...renewals);
     figures['events emitted during the flow'] = emitted.length;
     process.stdout.write(`      tokens issued during the flow, by client: ${JSON.stringify(issued)}\n`);
+  });
+
+  /** Each host loss's figures, printed as a table after the last (docs/operators.md, "The Temporal cluster"). */
+  const losses: Record<string, LossFigures & { rejoinedMs: number }> = {};
+
+  /**
+   * Falls and vital signs flow at HOST_LOSS_RATE; `host` is SIGKILLed, stays down HOST_LOSS_MS, is started again and
+   * must rejoin the cluster (a new member at its port in cluster_membership). Every event is delivered exactly once,
+   * signed by its project's secret.
+   */
+  async function loseHostUnderLoad(host: ClusterHostName) {
+    const {
+      projectId,
+      receiver: target,
+      secret,
+    } = await registeredProject(api1, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+    const { process: victim } = temporal.hosts[host];
+    const membersBefore = await temporal.memberIds(host);
+    assert.ok(membersBefore.length > 0, `${host} is a member before the loss`);
+    const flow = startEventFlow((type, eventId) => emit(projectId, type, eventId), HOST_LOSS_RATE);
+    let killedAt = 0;
+    let backAt = 0;
+    let rejoinedMs = NaN;
+    try {
+      await sleep(5_000);
+      killedAt = Date.now();
+      const exit = await victim.stop('SIGKILL');
+      assert.equal(exit.signal, 'SIGKILL');
+      await sleep(HOST_LOSS_MS);
+      await victim.start();
+      backAt = Date.now();
+      const deadline = Date.now() + 90_000;
+      for (;;) {
+        const members = await temporal.memberIds(host);
+        if (members.some((id) => !membersBefore.includes(id))) break;
+        assert.ok(Date.now() < deadline, `${host} rejoined the cluster: ${members.join(', ')} ${victim.output()}`);
+        await sleep(250);
+      }
+      rejoinedMs = Date.now() - backAt;
+      // Deliveries after the rejoin too.
+      await sleep(3_000);
+    } finally {
+      await flow.stop();
+    }
+    const ids = flow.emitted.map((event) => event.workflowId);
+    await untilDelivered(target, ids, 180_000);
+    for (const id of doubledIds(target)) process.stdout.write(`      history of ${id}: ${await historyOutline(id)}\n`);
+    const delivered = assertAllDelivered(target, ids, secret);
+    assert.equal(delivered.duplicates, 0, 'each event answered once');
+    assert.ok(
+      target.requests.every((request) => stockAccepts(secret, request)),
+      'every delivery verifies',
+    );
+    const lost = lossFigures(target, flow.emitted, killedAt, backAt);
+    losses[host] = { ...lost, rejoinedMs };
+    figures[`${host} lost: deliveries again after`] = lost.recoveryMs;
+    figures[`${host} lost: falls p99 during the loss`] = lost.fallsP99DuringLossMs;
+    process.stdout.write(`      ${host} lost: ${JSON.stringify(losses[host])}\n`);
+  }
+
+  it('a history host SIGKILLed while falls and vitals flow: its shards move, every event is delivered once, it rejoins', async function () {
+    this.timeout(600_000);
+    await loseHostUnderLoad('history-1');
+  });
+
+  it('a matching host SIGKILLed while falls and vitals flow: every event is delivered once, it rejoins', async function () {
+    this.timeout(600_000);
+    await loseHostUnderLoad('matching-1');
+  });
+
+  it('a frontend SIGKILLed while falls and vitals flow: clients reconnect through HAProxy, every event is delivered once, it rejoins', async function () {
+    this.timeout(600_000);
+    await loseHostUnderLoad('frontend-1');
+    process.stdout.write(`      host losses at ${HOST_LOSS_RATE} events/s, each host down ${HOST_LOSS_MS / 1000} s:\n`);
+    process.stdout.write(lossTable(losses));
   });
 });

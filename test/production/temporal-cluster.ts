@@ -51,7 +51,11 @@ export const CLUSTER_HISTORY_SHARDS = 8;
 /** The template's port variables of each service: a second host of a service gets its own values of these. */
 const PORT_VARIABLES: Record<TemporalService, (keyof TemporalPorts)[]> = {
   frontend: ['FRONTEND_GRPC_PORT', 'FRONTEND_HTTP_PORT', 'FRONTEND_MEMBERSHIP_PORT'],
-  'internal-frontend': ['INTERNAL_FRONTEND_GRPC_PORT', 'INTERNAL_FRONTEND_HTTP_PORT', 'INTERNAL_FRONTEND_MEMBERSHIP_PORT'],
+  'internal-frontend': [
+    'INTERNAL_FRONTEND_GRPC_PORT',
+    'INTERNAL_FRONTEND_HTTP_PORT',
+    'INTERNAL_FRONTEND_MEMBERSHIP_PORT',
+  ],
   history: ['HISTORY_GRPC_PORT', 'HISTORY_MEMBERSHIP_PORT'],
   matching: ['MATCHING_GRPC_PORT', 'MATCHING_MEMBERSHIP_PORT'],
   worker: ['WORKER_GRPC_PORT', 'WORKER_MEMBERSHIP_PORT'],
@@ -119,7 +123,8 @@ async function startOnFreePorts(
   const hosts = {} as Record<ClusterHostName, ClusterHost>;
   for (const [name, service] of Object.entries(CLUSTER_HOSTS) as [ClusterHostName, TemporalService][]) {
     const ports = { ...shared };
-    if (seen.has(service)) for (const variable of PORT_VARIABLES[service]) ports[variable] = String(await freeLowPort());
+    if (seen.has(service))
+      for (const variable of PORT_VARIABLES[service]) ports[variable] = String(await freeLowPort());
     seen.add(service);
     const [grpc, membership] = [PORT_VARIABLES[service][0]!, PORT_VARIABLES[service].at(-1)!];
     const env = temporalServerEnvironment(pg, databases, certs, ports, auth, {
@@ -204,8 +209,12 @@ async function startBalancer(frontends: ClusterHost[]): Promise<ServiceProcess> 
   writeFileSync(config, haproxyConfig(`127.0.0.1:${port}`, frontends));
   const binary = process.env.HAPROXY_PATH ?? (existsSync('/usr/sbin/haproxy') ? '/usr/sbin/haproxy' : 'haproxy');
   // PORT and DIR are not read by HAProxy: they keep where it listens, and what to remove, with the process.
-  const balancer = new ServiceProcess('haproxy', binary, ['-db', '-f', config], { PORT: String(port), DIR: dir }, () =>
-    true,
+  const balancer = new ServiceProcess(
+    'haproxy',
+    binary,
+    ['-db', '-f', config],
+    { PORT: String(port), DIR: dir },
+    () => true,
   );
   await balancer.start();
   const deadline = Date.now() + 30_000;
