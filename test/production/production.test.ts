@@ -164,7 +164,7 @@ function grpcTlsProbe(port: string, serverCa: string, client: { cert: string; ke
 /** Timings of this run, printed at the end for docs/operators.md ("Proven topology"). */
 const figures: Record<string, number> = {};
 /** Events per second while a Temporal host is lost, and how long it stays down. */
-const HOST_LOSS_RATE = Number(process.env.PRODUCTION_HOST_LOSS_RATE ?? 20);
+const HOST_LOSS_RATE = Number(process.env.PRODUCTION_HOST_LOSS_RATE ?? 10);
 const HOST_LOSS_MS = Number(process.env.PRODUCTION_HOST_LOSS_MS ?? 20_000);
 
 describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 API and 2 worker processes in production mode', function () {
@@ -1125,6 +1125,7 @@ describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 AP
       backAt = Date.now();
       const deadline = Date.now() + 90_000;
       for (;;) {
+        assert.equal(victim.process!.child.exitCode, null, `${host} restarted: ${victim.output()}`);
         const members = await temporal.memberIds(host);
         if (members.some((id) => !membersBefore.includes(id))) break;
         assert.ok(Date.now() < deadline, `${host} rejoined the cluster: ${members.join(', ')} ${victim.output()}`);

@@ -48,6 +48,18 @@ export type ClusterHostName = keyof typeof CLUSTER_HOSTS;
 /** More than one shard per history host, so a lost host's shards move to the survivor. */
 export const CLUSTER_HISTORY_SHARDS = 8;
 
+/**
+ * Each host's PostgreSQL pools: eight hosts with the template's 20 + 10 would pass the test server's 100 connections
+ * (a restarted host then finds none free); history and matching, the busy ones, get the most.
+ */
+const SQL_CONNECTIONS: Record<TemporalService, { main: number; visibility: number }> = {
+  history: { main: 10, visibility: 2 },
+  matching: { main: 6, visibility: 2 },
+  frontend: { main: 3, visibility: 3 },
+  'internal-frontend': { main: 2, visibility: 2 },
+  worker: { main: 2, visibility: 2 },
+};
+
 /** The template's port variables of each service: a second host of a service gets its own values of these. */
 const PORT_VARIABLES: Record<TemporalService, (keyof TemporalPorts)[]> = {
   frontend: ['FRONTEND_GRPC_PORT', 'FRONTEND_HTTP_PORT', 'FRONTEND_MEMBERSHIP_PORT'],
@@ -130,6 +142,7 @@ async function startOnFreePorts(
     const env = temporalServerEnvironment(pg, databases, certs, ports, auth, {
       services: [service],
       historyShards: CLUSTER_HISTORY_SHARDS,
+      sqlConnections: SQL_CONNECTIONS[service],
     });
     hosts[name] = {
       name,

@@ -236,6 +236,8 @@ export interface TemporalHost {
   services: readonly TemporalService[];
   /** Fixed when the database is first used: every host must say the same number, and it can never change. */
   historyShards: number;
+  /** Each host's PostgreSQL pools (the template's 20 and 10 otherwise): hosts × both must fit max_connections. */
+  sqlConnections?: { main: number; visibility: number };
 }
 /** Compose's default: the template's 4, which databases made by earlier versions of this stack were created with. */
 export const SINGLE_SERVER: TemporalHost = { services: TEMPORAL_SERVICES, historyShards: 4 };
@@ -274,6 +276,12 @@ export const temporalServerEnvironment = (
   USE_INTERNAL_FRONTEND: 'true',
   TEMPORAL_SERVICES: host.services.join(','),
   NUM_HISTORY_SHARDS: String(host.historyShards),
+  ...(host.sqlConnections && {
+    SQL_MAX_CONNS: String(host.sqlConnections.main),
+    SQL_MAX_IDLE_CONNS: String(host.sqlConnections.main),
+    SQL_VIS_MAX_CONNS: String(host.sqlConnections.visibility),
+    SQL_VIS_MAX_IDLE_CONNS: String(host.sqlConnections.visibility),
+  }),
   // Who may do what is decided by the caller's access token: the stock JWT claim mapper reads its `permissions`
   // (`<namespace>:<read|write|admin>`) once its signature checks against the identity provider's JWKS; the default
   // authorizer allows by those roles. No token, or another signer's: health checks only.
