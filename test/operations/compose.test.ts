@@ -727,17 +727,14 @@ describe('docker-compose.yml', () => {
  */
 function mergedWithCluster(): { cluster: ComposeFile; merged: ComposeFile } {
   const doc = parseDocument(readFileSync(join(root, 'docker-compose.cluster.yml'), 'utf8'), { merge: true });
+  const override = doc.toJS({ maxAliasCount: -1 }) as ComposeFile;
   const tagged = new Map<string, string>();
-  for (const [name, node] of Object.entries((doc.toJS({ maxAliasCount: -1 }) as ComposeFile).services ?? {}) as [
-    string,
-    Service,
-  ][])
+  for (const [name, node] of Object.entries(override.services))
     for (const key of Object.keys(node)) {
       const value: unknown = doc.getIn(['services', name, key], true);
       if (isNode(value) && value.tag && (isMap(value) || isSeq(value) || value.tag === '!reset'))
         tagged.set(`${name}.${key}`, value.tag);
     }
-  const override = doc.toJS({ maxAliasCount: -1 }) as ComposeFile;
   const merge = (base: unknown, over: unknown): unknown => {
     if (Array.isArray(base) && Array.isArray(over)) return [...base, ...over];
     if (base && over && typeof base === 'object' && typeof over === 'object')
@@ -753,14 +750,14 @@ function mergedWithCluster(): { cluster: ComposeFile; merged: ComposeFile } {
   };
   const services: Record<string, Service> = structuredClone(compose.services);
   for (const [name, over] of Object.entries(override.services)) {
-    const merged = { ...(services[name] ?? {}) } as Record<string, unknown>;
+    const merged: Record<string, unknown> & Service = { ...(services[name] ?? {}) };
     for (const [key, value] of Object.entries(over)) {
       const tag = tagged.get(`${name}.${key}`);
       if (tag === '!reset') delete merged[key];
       else if (tag === '!override') merged[key] = value;
       else merged[key] = merge(merged[key], value);
     }
-    services[name] = merged as Service;
+    services[name] = merged;
   }
   return { cluster: override, merged: { ...compose, services } };
 }
