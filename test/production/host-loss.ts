@@ -70,6 +70,8 @@ export interface LossFigures {
   fallsP99DuringLossMs: number;
   /** The same before the kill, for comparison. */
   fallsP99BeforeMs: number;
+  /** The slowest event (fall or vital) emitted while the host was down: a lost history host's shards wait for the move. */
+  slowestDuringLossMs: number;
 }
 
 /** p99 by nearest rank. */
@@ -99,9 +101,9 @@ export function lossFigures(
     const id = String(request.headers['x-webhook-id']);
     arrived.set(id, Math.min(arrived.get(id) ?? Infinity, request.receivedAt));
   }
-  const latencies = (from: number, to: number) =>
+  const latencies = (from: number, to: number, types: SubscribableType[] = ['FALL_DETECTION']) =>
     emitted
-      .filter((event) => event.type === 'FALL_DETECTION' && event.at >= from && event.at < to)
+      .filter((event) => types.includes(event.type) && event.at >= from && event.at < to)
       .map((event) => arrived.get(event.workflowId)! - event.at);
   const during = latencies(killedAt, backAt);
   return {
@@ -110,6 +112,7 @@ export function lossFigures(
     fallsDuringLoss: during.length,
     fallsP99DuringLossMs: p99(during),
     fallsP99BeforeMs: p99(latencies(0, killedAt)),
+    slowestDuringLossMs: Math.max(...latencies(killedAt, backAt, ['FALL_DETECTION', 'VITAL_THRESHOLD'])),
   };
 }
 
@@ -121,6 +124,7 @@ export function lossTable(rows: Record<string, LossFigures & { rejoinedMs: numbe
     'deliveries again after',
     'falls p99 during loss',
     'falls p99 before',
+    'slowest during loss',
     'rejoined after restart',
   ];
   const lines = Object.entries(rows).map(([host, f]) => [
@@ -129,6 +133,7 @@ export function lossTable(rows: Record<string, LossFigures & { rejoinedMs: numbe
     `${(f.recoveryMs / 1000).toFixed(1)} s`,
     `${(f.fallsP99DuringLossMs / 1000).toFixed(1)} s (${f.fallsDuringLoss} falls)`,
     `${(f.fallsP99BeforeMs / 1000).toFixed(1)} s`,
+    `${(f.slowestDuringLossMs / 1000).toFixed(1)} s`,
     `${(f.rejoinedMs / 1000).toFixed(1)} s`,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((line) => line[i]!.length)));
