@@ -1132,6 +1132,16 @@ describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 AP
         await sleep(250);
       }
       rejoinedMs = Date.now() - backAt;
+      if (temporal.hosts[host].service === 'frontend') {
+        // The balancer saw it go (with the clients' connections it had) and come back, and serves through it again.
+        const balancerSaw = (state: string) => new RegExp(`${host} is ${state}.*`).exec(temporal.balancer.output());
+        while (!balancerSaw('UP')) {
+          assert.ok(Date.now() < deadline, `HAProxy marks ${host} up again: ${temporal.balancer.output()}`);
+          await sleep(250);
+        }
+        assert.ok(balancerSaw('DOWN'), `HAProxy marked ${host} down: ${temporal.balancer.output()}`);
+        process.stdout.write(`      HAProxy: ${balancerSaw('DOWN')![0]}\n`);
+      }
       // Deliveries after the rejoin too.
       await sleep(3_000);
     } finally {
