@@ -35,7 +35,7 @@ import { workflowInputShown } from '../support/temporal-ui-page';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startIdentityProvider, type IdentityProvider } from './identity-provider';
 import { lossFigures, lossTable, startEventFlow, type LossFigures } from './host-loss';
-import { startTemporalCluster, type ClusterHostName, type TemporalCluster } from './temporal-cluster';
+import { balancerSessions, startTemporalCluster, type ClusterHostName, type TemporalCluster } from './temporal-cluster';
 import { ensureTemporalUi, startTemporalUi, startTlsFront, temporalUiEnvironment } from './temporal-ui';
 import {
   adminToolsEnvironment,
@@ -1117,6 +1117,10 @@ describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 AP
     let rejoinedMs = NaN;
     try {
       await sleep(5_000);
+      const isFrontend = temporal.hosts[host].service === 'frontend';
+      const sessionsBefore = isFrontend ? await balancerSessions(temporal.balancer) : {};
+      // Clients' connections were on the frontend lost, not only on the other.
+      if (isFrontend) assert.ok(sessionsBefore[host]! > 0, `clients on ${host}: ${JSON.stringify(sessionsBefore)}`);
       killedAt = Date.now();
       const exit = await victim.stop('SIGKILL');
       assert.equal(exit.signal, 'SIGKILL');
@@ -1132,7 +1136,7 @@ describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 AP
         await sleep(250);
       }
       rejoinedMs = Date.now() - backAt;
-      if (temporal.hosts[host].service === 'frontend') {
+      if (isFrontend) {
         // The balancer saw it go (with the clients' connections it had) and come back, and serves through it again.
         const balancerSaw = (state: string) => new RegExp(`${host} is ${state}.*`).exec(temporal.balancer.output());
         while (!balancerSaw('UP')) {
@@ -1141,6 +1145,9 @@ describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 AP
         }
         assert.ok(balancerSaw('DOWN'), `HAProxy marked ${host} down: ${temporal.balancer.output()}`);
         process.stdout.write(`      HAProxy: ${balancerSaw('DOWN')![0]}\n`);
+        process.stdout.write(
+          `      client connections by frontend, before the loss: ${JSON.stringify(sessionsBefore)}, after: ${JSON.stringify(await balancerSessions(temporal.balancer))}\n`,
+        );
       }
       // Deliveries after the rejoin too.
       await sleep(3_000);

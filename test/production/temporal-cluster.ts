@@ -219,7 +219,7 @@ async function startBalancer(frontends: ClusterHost[]): Promise<ServiceProcess> 
   const dir = mkdtempSync(join(tmpdir(), 'webhooks-haproxy-'));
   const port = await freePort();
   const config = join(dir, 'haproxy.cfg');
-  writeFileSync(config, haproxyConfig(`127.0.0.1:${port}`, frontends));
+  writeFileSync(config, haproxyConfig(`127.0.0.1:${port}`, frontends, join(dir, 'stats.sock')));
   const binary = process.env.HAPROXY_PATH ?? (existsSync('/usr/sbin/haproxy') ? '/usr/sbin/haproxy' : 'haproxy');
   // PORT and DIR are not read by HAProxy: they keep where it listens, and what to remove, with the process.
   const balancer = new ServiceProcess(
@@ -241,10 +241,16 @@ async function startBalancer(frontends: ClusterHost[]): Promise<ServiceProcess> 
 }
 
 /** The balancer's configuration (docs/operators.md, "The Temporal cluster"; deploy/haproxy/haproxy.cfg). */
-export const haproxyConfig = (bind: string, frontends: { name: string; grpcPort: string }[]): string =>
+export const haproxyConfig = (
+  bind: string,
+  frontends: { name: string; grpcPort: string }[],
+  statsSocket?: string,
+): string =>
   [
     'global',
     '  log stdout format raw local0 notice',
+    // The suite reads each frontend's current sessions here: which clients' connections a loss cut.
+    ...(statsSocket ? [`  stats socket ${statsSocket} mode 600 level user`] : []),
     '  maxconn 4096',
     'defaults',
     '  mode tcp',
@@ -263,6 +269,30 @@ export const haproxyConfig = (bind: string, frontends: { name: string; grpcPort:
     ...frontends.map((f) => `  server ${f.name} 127.0.0.1:${f.grpcPort}`),
     '',
   ].join('\n');
+
+/** Each frontend's current client connections through the balancer (HAProxy's `show stat`, column scur). */
+export function balancerSessions(balancer: ServiceProcess): Promise<Record<string, number>> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(join(balancer.env.DIR!, 'stats.sock'));
+    let csv = '';
+    socket.on('data', (chunk: Buffer) => (csv += chunk.toString()));
+    socket.once('error', reject);
+    socket.once('connect', () => socket.write('show stat\n'));
+    socket.once('end', () => {
+      const [header, ...rows] = csv.trim().split('\n');
+      const columns = header!.replace(/^# /, '').split(',');
+      const [pxname, svname, scur] = ['pxname', 'svname', 'scur'].map((name) => columns.indexOf(name));
+      resolve(
+        Object.fromEntries(
+          rows
+            .map((row) => row.split(','))
+            .filter((cells) => cells[pxname!] === 'temporal-frontends' && cells[svname!]!.startsWith('frontend-'))
+            .map((cells) => [cells[svname!]!, Number(cells[scur!])]),
+        ),
+      );
+    });
+  });
+}
 
 function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
