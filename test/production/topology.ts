@@ -1,9 +1,9 @@
-// The production topology of docker-compose.yml, started natively (no Docker engine here): the real Temporal server
-// with its own databases and mTLS on the frontend, API and worker processes from dist/ with NODE_ENV=production.
-// The environments are built here, named as compose names them; test/operations/compose.test.ts checks the two agree.
+// The production topology of docker-compose.yml, started natively (no Docker engine here): the environments of the
+// real Temporal server (run as the cluster of temporal-cluster.ts) with its own databases and mTLS, and of the API and
+// worker processes from dist/ with NODE_ENV=production. Named as compose names them; test/operations/compose.test.ts
+// checks the two agree.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -457,77 +457,6 @@ export const workerProcess = (name: string, env: Record<string, string>) =>
   new ServiceProcess(name, process.execPath, [join(root, 'dist', 'worker', 'main.js')], env, (out) =>
     out.includes('worker started'),
   );
-
-/** The real Temporal server on its own databases, mTLS on, namespace and search attributes registered. */
-export async function startTemporalServer(
-  serverDir: string,
-  pg: PostgresServer,
-  certs: Certificates,
-  auth: TemporalAuth & { admin: OAuthClient },
-): Promise<{ address: string; ports: TemporalPorts; process: ServiceProcess; dropDatabases(): Promise<void> }> {
-  const suffix = randomBytes(4).toString('hex');
-  const databases = { DBNAME: `temporal_prod_${suffix}`, VISIBILITY_DBNAME: `temporal_prod_${suffix}_visibility` };
-  const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
-  await run('sh', [join(root, 'deploy', 'temporal-schema.sh')], { env: sqlEnv });
-  try {
-    return await startOnFreePorts(serverDir, pg, databases, certs, auth);
-  } catch (error) {
-    // A port picked free was taken before the server bound it (other processes share the machine): once more, on
-    // other ports, with the same databases.
-    if (!/the server exited/.test((error as Error).message)) throw error;
-    return startOnFreePorts(serverDir, pg, databases, certs, auth);
-  }
-}
-
-async function startOnFreePorts(
-  serverDir: string,
-  pg: PostgresServer,
-  databases: { DBNAME: string; VISIBILITY_DBNAME: string },
-  certs: Certificates,
-  auth: TemporalAuth & { admin: OAuthClient },
-): Promise<{ address: string; ports: TemporalPorts; process: ServiceProcess; dropDatabases(): Promise<void> }> {
-  const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
-  const ports = await freeTemporalPorts();
-  const server = new ServiceProcess(
-    'temporal server',
-    join(serverDir, 'server'),
-    ['start'],
-    temporalServerEnvironment(pg, databases, certs, ports, auth),
-    () => true,
-  );
-  await server.start();
-  const address = `127.0.0.1:${ports.FRONTEND_GRPC_PORT}`;
-  try {
-    const exited = server.process!.exited.then(() => assert.fail('the server exited'));
-    exited.catch(() => undefined);
-    await Promise.race([
-      exited,
-      run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
-        env: {
-          ...process.env,
-          // The namespace's set-up is the one admin caller: the script fetches its token (curl trusts the provider).
-          ...namespaceSetupEnvironment(address, certs, auth.admin),
-          CURL_CA_BUNDLE: auth.jwksCa,
-          TEMPORAL_CLI: temporalCli(),
-        },
-        timeout: 120_000,
-      }),
-    ]);
-  } catch (error) {
-    throw new Error(`Temporal did not come up: ${(error as Error).message}\n${server.output()}`);
-  }
-  return {
-    address,
-    ports,
-    process: server,
-    async dropDatabases() {
-      for (const db of Object.values(databases))
-        await run(join(serverDir, 'sql'), ['--db', db, 'drop-database', '--force'], { env: sqlEnv }).catch(
-          () => undefined,
-        );
-    },
-  };
-}
 
 /** The Temporal CLI (the admin tools' `temporal`): TEMPORAL_CLI_PATH, PATH or pip's scripts folder. */
 export const temporalCli = () => temporalCliPath() ?? 'temporal';
