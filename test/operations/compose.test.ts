@@ -5,11 +5,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Ajv from 'ajv';
-import { parse } from 'yaml';
+import { isMap, isNode, isSeq, parse, parseDocument } from 'yaml';
 import { loadConfig } from '../../common/config';
 import { temporalCliPath } from '../../dev/temporal-binaries';
 import * as production from '../production/topology';
 import * as productionUi from '../production/temporal-ui';
+import * as cluster from '../production/temporal-cluster';
 
 const root = join(__dirname, '..', '..');
 const run = promisify(execFile);
@@ -717,6 +718,125 @@ describe('docker-compose.yml', () => {
       for (const name of names)
         assert.throws(() => resolvedEnvironment(name, env), new RegExp(missing), `${name} requires ${missing}`);
     }
+  });
+});
+
+/**
+ * docker-compose.cluster.yml on top of docker-compose.yml, merged as `docker compose -f … -f …` merges: maps key by
+ * key, sequences appended, scalars replaced; `!reset` removes a key, `!override` replaces it whole.
+ */
+function mergedWithCluster(): { cluster: ComposeFile; merged: ComposeFile } {
+  const doc = parseDocument(readFileSync(join(root, 'docker-compose.cluster.yml'), 'utf8'), { merge: true });
+  const override = doc.toJS({ maxAliasCount: -1 }) as ComposeFile;
+  const tagged = new Map<string, string>();
+  for (const [name, node] of Object.entries(override.services))
+    for (const key of Object.keys(node)) {
+      const value: unknown = doc.getIn(['services', name, key], true);
+      if (isNode(value) && value.tag && (isMap(value) || isSeq(value) || value.tag === '!reset'))
+        tagged.set(`${name}.${key}`, value.tag);
+    }
+  const merge = (base: unknown, over: unknown): unknown => {
+    if (Array.isArray(base) && Array.isArray(over)) return [...base, ...over];
+    if (base && over && typeof base === 'object' && typeof over === 'object')
+      return Object.fromEntries(
+        [...new Set([...Object.keys(base), ...Object.keys(over)])].map((key) => [
+          key,
+          key in over
+            ? merge((base as Record<string, unknown>)[key], (over as Record<string, unknown>)[key])
+            : (base as Record<string, unknown>)[key],
+        ]),
+      );
+    return over;
+  };
+  const services: Record<string, Service> = structuredClone(compose.services);
+  for (const [name, over] of Object.entries(override.services)) {
+    const merged: Record<string, unknown> & Service = { ...(services[name] ?? {}) };
+    for (const [key, value] of Object.entries(over)) {
+      const tag = tagged.get(`${name}.${key}`);
+      if (tag === '!reset') delete merged[key];
+      else if (tag === '!override') merged[key] = value;
+      else merged[key] = merge(merged[key], value);
+    }
+    services[name] = merged;
+  }
+  return { cluster: override, merged: { ...compose, services } };
+}
+
+describe('docker-compose.cluster.yml: the Temporal server as a cluster, on top of docker-compose.yml', () => {
+  const { cluster: clusterFile, merged } = mergedWithCluster();
+  const hostService = (name: string) => `temporal-${name}`;
+
+  it('is valid against the Compose Specification schema, alone and merged with docker-compose.yml', () => {
+    const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, validateSchema: false });
+    const validate = ajv.compile(JSON.parse(readFileSync(join(root, 'test', 'fixtures', 'compose-spec.json'), 'utf8')));
+    assert.ok(validate(clusterFile), JSON.stringify(validate.errors, null, 2));
+    assert.ok(validate(merged), JSON.stringify(validate.errors, null, 2));
+  });
+
+  it('runs one host per service as test:production does: two frontends, history and matching hosts, one internal frontend and worker', () => {
+    const hosts = Object.keys(merged.services).filter((name) => /^temporal-(?!schema|init|ui)/.test(name));
+    assert.deepEqual(hosts.sort(), Object.keys(cluster.CLUSTER_HOSTS).map(hostService).sort());
+    const single = resolvedEnvironment('temporal', userEnv);
+    for (const [name, role] of Object.entries(cluster.CLUSTER_HOSTS)) {
+      const host = merged.services[hostService(name)]!;
+      assert.equal(host.image, `temporalio/server:${production.TEMPORAL_SERVER_VERSION}`, name);
+      const env = Object.fromEntries(
+        Object.entries(host.environment ?? {}).map(([key, value]) => [key, interpolate(String(value), userEnv)]),
+      );
+      assert.equal(env.TEMPORAL_SERVICES, role, name);
+      // The same variables the suite gives each host (ports and test-only ones aside), and the single server's values.
+      const suite = production.temporalServerEnvironment(
+        production.postgresServerOf('postgres://u:p@h:5432/d'),
+        { DBNAME: 'temporal', VISIBILITY_DBNAME: 'temporal_visibility' },
+        {
+          dir: '/c',
+          ca: '/c/ca.pem',
+          internodeCa: '/c/i.pem',
+          of: (n) => ({ cert: `/c/${n}.pem`, key: `/c/${n}.key` }),
+        },
+        Object.fromEntries(
+          production.TEST_ONLY_SERVER_VARIABLES.map((n) => [n, '1']),
+        ) as unknown as production.TemporalPorts,
+        { jwksUri: 'https://i/jwks', jwksCa: '/c/idp-ca.pem' },
+        { services: [role], historyShards: cluster.CLUSTER_HISTORY_SHARDS, sqlConnections: { main: 1, visibility: 1 } },
+      );
+      assert.deepEqual(
+        Object.keys(env).sort(),
+        Object.keys(suite)
+          .filter((n) => !production.TEST_ONLY_SERVER_VARIABLES.includes(n))
+          .sort(),
+        name,
+      );
+      for (const [key, value] of Object.entries(single))
+        if (key !== 'TEMPORAL_SERVICES') assert.equal(env[key], value, `${name}: ${key} as the single server's`);
+      assert.deepEqual(host.volumes, service('temporal').volumes, `${name} mounts what the single server mounts`);
+      assert.deepEqual(host.depends_on, { 'temporal-schema': { condition: 'service_completed_successfully' } });
+    }
+  });
+
+  it('`temporal` becomes HAProxy in front of both frontends: no key, no database password, the suite’s settings', () => {
+    const balancer = merged.services.temporal!;
+    assert.match(balancer.image ?? '', /^haproxy:\d+\.\d+\.\d+$/);
+    assert.equal(balancer.environment, undefined, 'the server environment is reset');
+    assert.deepEqual(balancer.volumes, ['./deploy/haproxy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro']);
+    assert.deepEqual(balancer.depends_on, {
+      'temporal-frontend-1': { condition: 'service_started' },
+      'temporal-frontend-2': { condition: 'service_started' },
+    });
+    // Clients keep dialling temporal:7233.
+    for (const name of ['api', 'worker', 'temporal-init'])
+      assert.equal(resolvedEnvironment(name, userEnv).TEMPORAL_ADDRESS, 'temporal:7233', name);
+    const shipped = readFileSync(join(root, 'deploy', 'haproxy', 'haproxy.cfg'), 'utf8');
+    assert.match(shipped, /^\s*bind :7233$/m);
+    for (const frontend of ['frontend-1', 'frontend-2'])
+      assert.match(shipped, new RegExp(`^\\s*server ${frontend} ${hostService(frontend)}:7233$`, 'm'));
+    // Every setting the suite's balancer runs with is in the shipped file (which adds Docker's DNS).
+    const suite = cluster.haproxyConfig('127.0.0.1:1', []).split('\n');
+    for (const line of suite.filter((l) => l && !/^\s*bind /.test(l)))
+      assert.ok(
+        shipped.split('\n').some((s) => s === line || (line.includes('default-server') && s.startsWith(line))),
+        line,
+      );
   });
 });
 

@@ -1,6 +1,8 @@
-// The production topology docker-compose.yml describes, started natively and driven as its users would: the real
-// Temporal server (not the dev server) on its own PostgreSQL databases with mTLS on the frontend, two API and two
-// worker processes from dist/ with NODE_ENV=production and every production guard, https receivers.
+// The production topology docker-compose.yml with docker-compose.cluster.yml describes, started natively and driven as
+// its users would: the real Temporal server (not the dev server) as a cluster, one process per service (two frontends
+// behind HAProxy, two history hosts, two matching hosts, the internal frontend, the worker service) on its own
+// PostgreSQL databases with mTLS everywhere, two API and two worker processes from dist/ with NODE_ENV=production and
+// every production guard, https receivers.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -32,6 +34,8 @@ import { independentSignatureValid, type ReceivedRequest } from '../support/rece
 import { workflowInputShown } from '../support/temporal-ui-page';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startIdentityProvider, type IdentityProvider } from './identity-provider';
+import { lossFigures, lossTable, startEventFlow, type LossFigures } from './host-loss';
+import { balancerSessions, startTemporalCluster, type ClusterHostName, type TemporalCluster } from './temporal-cluster';
 import { ensureTemporalUi, startTemporalUi, startTlsFront, temporalUiEnvironment } from './temporal-ui';
 import {
   adminToolsEnvironment,
@@ -45,7 +49,6 @@ import {
   oauthEnvironment,
   postgresServerOf,
   root,
-  startTemporalServer,
   temporalCli,
   workerEnvironment,
   workerProcess,
@@ -160,15 +163,18 @@ function grpcTlsProbe(port: string, serverCa: string, client: { cert: string; ke
 
 /** Timings of this run, printed at the end for docs/operators.md ("Proven topology"). */
 const figures: Record<string, number> = {};
+/** Events per second while a Temporal host is lost, and how long it stays down. */
+const HOST_LOSS_RATE = Number(process.env.PRODUCTION_HOST_LOSS_RATE ?? 10);
+const HOST_LOSS_MS = Number(process.env.PRODUCTION_HOST_LOSS_MS ?? 20_000);
 
-describe('production topology: Temporal server with mTLS, 2 API and 2 worker processes in production mode', function () {
+describe('production topology: a Temporal cluster behind HAProxy with mTLS, 2 API and 2 worker processes in production mode', function () {
   this.timeout(300_000);
   /** The service's database as compose sets it up: the roles of deploy/postgres/init-roles.sh, migrated as the owner. */
   let database: TestDatabase & { urls: Record<keyof typeof DATABASE_ROLES, string> };
   let certs: Certificates;
   let intruders: Certificates;
   let receiverCerts: Certificates;
-  let temporal: Awaited<ReturnType<typeof startTemporalServer>>;
+  let temporal: TemporalCluster;
   let idp: IdentityProvider;
   let ui: ServiceProcess;
   let uiUrl: string;
@@ -229,7 +235,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     return { projectId, receiver: target, secret: registered.body.secret as string };
   }
 
-  function emit(projectId: string, webhookType: SubscribableType, eventId = randomUUID()): Promise<string> {
+  function emit(projectId: string, webhookType: SubscribableType, eventId: string = randomUUID()): Promise<string> {
     const payload = webhookType === 'FALL_DETECTION' ? fallPayload : vitalPayload;
     return emitWebhookEvent(monitoring, { projectId, webhookType, userUUID: USER, payload }, { eventId });
   }
@@ -318,12 +324,12 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
         resource: TEMPORAL_RESOURCE,
       };
     figures['identity provider'] = Date.now() - started;
-    temporal = await startTemporalServer(serverDir, postgresServerOf(database.urls.temporal), certs, {
+    temporal = await startTemporalCluster(serverDir, postgresServerOf(database.urls.temporal), certs, {
       jwksUri: idp.jwksUri,
       jwksCa: receiverCerts.internodeCa,
       admin: oauthClients['admin-tools'],
     });
-    figures['Temporal server: schema, start, namespace'] = Date.now() - started;
+    figures['Temporal cluster (8 hosts, HAProxy): schema, start, namespace'] = Date.now() - started;
     const payloadKeys = `p1:${key32().toString('base64')}`;
     settings = {
       apiDatabaseUrl: database.urls.api,
@@ -385,7 +391,7 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     await browser?.close();
     await Promise.allSettled([api1, api2, ui, ...(workers ?? [])].filter(Boolean).map((s) => s.kill()));
     await codecFront?.close();
-    await temporal?.process.kill();
+    await temporal?.kill();
     await Promise.allSettled(receivers.map((r) => r.close()));
     await idp?.close();
     await temporal?.dropDatabases();
@@ -470,25 +476,32 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     );
   });
 
-  it('no client certificate opens an internode port: history, matching and worker refuse it at the handshake', async () => {
-    const { ports } = temporal;
-    const internode = {
-      history: ports.HISTORY_GRPC_PORT,
-      matching: ports.MATCHING_GRPC_PORT,
-      worker: ports.WORKER_GRPC_PORT,
-    };
+  it('no client certificate opens an internode port: every history, matching and worker host refuses it at the handshake', async () => {
+    const internode = Object.values(temporal.hosts)
+      .filter((host) => ['history', 'matching', 'worker'].includes(host.service))
+      .map((host) => [host.name, host.grpcPort] as const);
+    assert.equal(internode.length, 5, 'two history hosts, two matching hosts, one worker service');
+    const frontends = Object.values(temporal.hosts)
+      .filter((host) => host.service === 'frontend')
+      .map((host) => [host.name, host.grpcPort] as const);
+    const balancerPort = temporal.address.split(':')[1]!;
     const probe = (port: string, name: string) => grpcTlsProbe(port, certs.internodeCa, certs.of(name));
     // The probe itself: the server's own certificate is served on every internode port.
-    for (const [role, port] of Object.entries(internode))
-      assert.equal(await probe(port, 'temporal'), 'served', `${role}: the server's own certificate`);
+    for (const [host, port] of internode)
+      assert.equal(await probe(port, 'temporal'), 'served', `${host}: the server's own certificate`);
     for (const client of ['monitoring', 'webhooks', 'temporal-ui', 'admin-tools']) {
-      assert.equal(await probe(ports.FRONTEND_GRPC_PORT, client), 'served', `${client}: served on the frontend`);
-      for (const [role, port] of Object.entries(internode)) {
+      // Through the balancer (TLS passes through it: the frontend's own handshake) and at each frontend.
+      for (const [host, port] of [['balancer', balancerPort] as const, ...frontends])
+        assert.equal(await probe(port, client), 'served', `${client}: served on ${host}`);
+      for (const [host, port] of internode) {
         const outcome = await probe(port, client);
         // The server's TLS alert: the port knows no CA that signed this certificate.
-        assert.equal(outcome, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', `${client} on ${role} (${port})`);
+        assert.equal(outcome, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', `${client} on ${host} (${port})`);
       }
     }
+    // An intruder's certificate is refused by the frontend behind the balancer, as at the frontend itself.
+    const intruder = await grpcTlsProbe(balancerPort, certs.internodeCa, intruders.of('monitoring'));
+    assert.notEqual(intruder, 'served', 'a certificate of another CA through the balancer');
   });
 
   /** A call's gRPC status: 0 when it succeeds (7 is PERMISSION_DENIED). */
@@ -1079,5 +1092,98 @@ describe('production topology: Temporal server with mTLS, 2 API and 2 worker pro
     figures['token renewals during the flow, per process'] = Math.min(...renewals);
     figures['events emitted during the flow'] = emitted.length;
     process.stdout.write(`      tokens issued during the flow, by client: ${JSON.stringify(issued)}\n`);
+  });
+
+  /** Each host loss's figures, printed as a table after the last (docs/operators.md, "The Temporal cluster"). */
+  const losses: Record<string, LossFigures & { rejoinedMs: number }> = {};
+
+  /**
+   * Falls and vital signs flow at HOST_LOSS_RATE; `host` is SIGKILLed, stays down HOST_LOSS_MS, is started again and
+   * must rejoin the cluster (a new member at its port in cluster_membership). Every event is delivered exactly once,
+   * signed by its project's secret.
+   */
+  async function loseHostUnderLoad(host: ClusterHostName) {
+    const {
+      projectId,
+      receiver: target,
+      secret,
+    } = await registeredProject(api1, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
+    const { process: victim } = temporal.hosts[host];
+    const membersBefore = await temporal.memberIds(host);
+    assert.ok(membersBefore.length > 0, `${host} is a member before the loss`);
+    const flow = startEventFlow((type, eventId) => emit(projectId, type, eventId), HOST_LOSS_RATE);
+    let killedAt = 0;
+    let backAt = 0;
+    let rejoinedMs = NaN;
+    try {
+      await sleep(5_000);
+      const isFrontend = temporal.hosts[host].service === 'frontend';
+      const sessionsBefore = isFrontend ? await balancerSessions(temporal.balancer) : {};
+      // Clients' connections were on the frontend lost, not only on the other.
+      if (isFrontend) assert.ok(sessionsBefore[host]! > 0, `clients on ${host}: ${JSON.stringify(sessionsBefore)}`);
+      killedAt = Date.now();
+      const exit = await victim.stop('SIGKILL');
+      assert.equal(exit.signal, 'SIGKILL');
+      await sleep(HOST_LOSS_MS);
+      await victim.start();
+      backAt = Date.now();
+      const deadline = Date.now() + 90_000;
+      for (;;) {
+        assert.equal(victim.process!.child.exitCode, null, `${host} restarted: ${victim.output()}`);
+        const members = await temporal.memberIds(host);
+        if (members.some((id) => !membersBefore.includes(id))) break;
+        assert.ok(Date.now() < deadline, `${host} rejoined the cluster: ${members.join(', ')} ${victim.output()}`);
+        await sleep(250);
+      }
+      rejoinedMs = Date.now() - backAt;
+      if (isFrontend) {
+        // The balancer saw it go (with the clients' connections it had) and come back, and serves through it again.
+        const balancerSaw = (state: string) => new RegExp(`${host} is ${state}.*`).exec(temporal.balancer.output());
+        while (!balancerSaw('UP')) {
+          assert.ok(Date.now() < deadline, `HAProxy marks ${host} up again: ${temporal.balancer.output()}`);
+          await sleep(250);
+        }
+        assert.ok(balancerSaw('DOWN'), `HAProxy marked ${host} down: ${temporal.balancer.output()}`);
+        process.stdout.write(`      HAProxy: ${balancerSaw('DOWN')![0]}\n`);
+        process.stdout.write(
+          `      client connections by frontend, before the loss: ${JSON.stringify(sessionsBefore)}, after: ${JSON.stringify(await balancerSessions(temporal.balancer))}\n`,
+        );
+      }
+      // Deliveries after the rejoin too.
+      await sleep(3_000);
+    } finally {
+      await flow.stop();
+    }
+    const ids = flow.emitted.map((event) => event.workflowId);
+    await untilDelivered(target, ids, 180_000);
+    for (const id of doubledIds(target)) process.stdout.write(`      history of ${id}: ${await historyOutline(id)}\n`);
+    const delivered = assertAllDelivered(target, ids, secret);
+    assert.equal(delivered.duplicates, 0, 'each event answered once');
+    assert.ok(
+      target.requests.every((request) => stockAccepts(secret, request)),
+      'every delivery verifies',
+    );
+    const lost = lossFigures(target, flow.emitted, killedAt, backAt);
+    losses[host] = { ...lost, rejoinedMs };
+    figures[`${host} lost: deliveries again after`] = lost.recoveryMs;
+    figures[`${host} lost: falls p99 during the loss`] = lost.fallsP99DuringLossMs;
+    process.stdout.write(`      ${host} lost: ${JSON.stringify(losses[host])}\n`);
+  }
+
+  it('a history host SIGKILLed while falls and vitals flow: its shards move, every event is delivered once, it rejoins', async function () {
+    this.timeout(600_000);
+    await loseHostUnderLoad('history-1');
+  });
+
+  it('a matching host SIGKILLed while falls and vitals flow: every event is delivered once, it rejoins', async function () {
+    this.timeout(600_000);
+    await loseHostUnderLoad('matching-1');
+  });
+
+  it('a frontend SIGKILLed while falls and vitals flow: clients reconnect through HAProxy, every event is delivered once, it rejoins', async function () {
+    this.timeout(600_000);
+    await loseHostUnderLoad('frontend-1');
+    process.stdout.write(`      host losses at ${HOST_LOSS_RATE} events/s, each host down ${HOST_LOSS_MS / 1000} s:\n`);
+    process.stdout.write(lossTable(losses));
   });
 });

@@ -1,9 +1,9 @@
-// The production topology of docker-compose.yml, started natively (no Docker engine here): the real Temporal server
-// with its own databases and mTLS on the frontend, API and worker processes from dist/ with NODE_ENV=production.
-// The environments are built here, named as compose names them; test/operations/compose.test.ts checks the two agree.
+// The production topology of docker-compose.yml, started natively (no Docker engine here): the environments of the
+// real Temporal server (run as the cluster of temporal-cluster.ts) with its own databases and mTLS, and of the API and
+// worker processes from dist/ with NODE_ENV=production. Named as compose names them; test/operations/compose.test.ts
+// checks the two agree.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -187,7 +187,7 @@ export const TEST_ONLY_SERVER_VARIABLES = [
 ];
 
 /** A free port below 32768: the server stores membership ports in a smallint column. */
-async function freeLowPort(): Promise<number> {
+export async function freeLowPort(): Promise<number> {
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
     const free = await new Promise<boolean>((resolve) => {
@@ -227,6 +227,21 @@ export interface TemporalAuth {
   jwksCa: string;
 }
 
+/** Every service of the server; one process runs them all, or a cluster runs one per host. */
+export const TEMPORAL_SERVICES = ['frontend', 'internal-frontend', 'history', 'matching', 'worker'] as const;
+export type TemporalService = (typeof TEMPORAL_SERVICES)[number];
+
+/** What one server process runs, and the history shard count every host of its database shares. */
+export interface TemporalHost {
+  services: readonly TemporalService[];
+  /** Fixed when the database is first used: every host must say the same number, and it can never change. */
+  historyShards: number;
+  /** Each host's PostgreSQL pools (the template's 20 and 10 otherwise): hosts × both must fit max_connections. */
+  sqlConnections?: { main: number; visibility: number };
+}
+/** Compose's default: the template's 4, which databases made by earlier versions of this stack were created with. */
+export const SINGLE_SERVER: TemporalHost = { services: TEMPORAL_SERVICES, historyShards: 4 };
+
 /** The server's environment, read by its embedded config template exactly as in the temporalio/server image. */
 export const temporalServerEnvironment = (
   pg: PostgresServer,
@@ -234,6 +249,7 @@ export const temporalServerEnvironment = (
   certs: Certificates,
   ports: TemporalPorts,
   auth: TemporalAuth,
+  host: TemporalHost = SINGLE_SERVER,
 ): Record<string, string> => ({
   DB: 'postgres12',
   DB_PORT: pg.port,
@@ -258,7 +274,14 @@ export const temporalServerEnvironment = (
   TEMPORAL_TLS_CLIENT2_CA_CERT: certs.ca,
   TEMPORAL_TLS_FRONTEND_SERVER_NAME: 'temporal',
   USE_INTERNAL_FRONTEND: 'true',
-  TEMPORAL_SERVICES: 'frontend,internal-frontend,history,matching,worker',
+  TEMPORAL_SERVICES: host.services.join(','),
+  NUM_HISTORY_SHARDS: String(host.historyShards),
+  ...(host.sqlConnections && {
+    SQL_MAX_CONNS: String(host.sqlConnections.main),
+    SQL_MAX_IDLE_CONNS: String(host.sqlConnections.main),
+    SQL_VIS_MAX_CONNS: String(host.sqlConnections.visibility),
+    SQL_VIS_MAX_IDLE_CONNS: String(host.sqlConnections.visibility),
+  }),
   // Who may do what is decided by the caller's access token: the stock JWT claim mapper reads its `permissions`
   // (`<namespace>:<read|write|admin>`) once its signature checks against the identity provider's JWKS; the default
   // authorizer allows by those roles. No token, or another signer's: health checks only.
@@ -434,77 +457,6 @@ export const workerProcess = (name: string, env: Record<string, string>) =>
   new ServiceProcess(name, process.execPath, [join(root, 'dist', 'worker', 'main.js')], env, (out) =>
     out.includes('worker started'),
   );
-
-/** The real Temporal server on its own databases, mTLS on, namespace and search attributes registered. */
-export async function startTemporalServer(
-  serverDir: string,
-  pg: PostgresServer,
-  certs: Certificates,
-  auth: TemporalAuth & { admin: OAuthClient },
-): Promise<{ address: string; ports: TemporalPorts; process: ServiceProcess; dropDatabases(): Promise<void> }> {
-  const suffix = randomBytes(4).toString('hex');
-  const databases = { DBNAME: `temporal_prod_${suffix}`, VISIBILITY_DBNAME: `temporal_prod_${suffix}_visibility` };
-  const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
-  await run('sh', [join(root, 'deploy', 'temporal-schema.sh')], { env: sqlEnv });
-  try {
-    return await startOnFreePorts(serverDir, pg, databases, certs, auth);
-  } catch (error) {
-    // A port picked free was taken before the server bound it (other processes share the machine): once more, on
-    // other ports, with the same databases.
-    if (!/the server exited/.test((error as Error).message)) throw error;
-    return startOnFreePorts(serverDir, pg, databases, certs, auth);
-  }
-}
-
-async function startOnFreePorts(
-  serverDir: string,
-  pg: PostgresServer,
-  databases: { DBNAME: string; VISIBILITY_DBNAME: string },
-  certs: Certificates,
-  auth: TemporalAuth & { admin: OAuthClient },
-): Promise<{ address: string; ports: TemporalPorts; process: ServiceProcess; dropDatabases(): Promise<void> }> {
-  const sqlEnv = { ...process.env, ...schemaEnvironment(pg, databases), TEMPORAL_SQL_TOOL: join(serverDir, 'sql') };
-  const ports = await freeTemporalPorts();
-  const server = new ServiceProcess(
-    'temporal server',
-    join(serverDir, 'server'),
-    ['start'],
-    temporalServerEnvironment(pg, databases, certs, ports, auth),
-    () => true,
-  );
-  await server.start();
-  const address = `127.0.0.1:${ports.FRONTEND_GRPC_PORT}`;
-  try {
-    const exited = server.process!.exited.then(() => assert.fail('the server exited'));
-    exited.catch(() => undefined);
-    await Promise.race([
-      exited,
-      run('sh', [join(root, 'deploy', 'temporal-namespace.sh')], {
-        env: {
-          ...process.env,
-          // The namespace's set-up is the one admin caller: the script fetches its token (curl trusts the provider).
-          ...namespaceSetupEnvironment(address, certs, auth.admin),
-          CURL_CA_BUNDLE: auth.jwksCa,
-          TEMPORAL_CLI: temporalCli(),
-        },
-        timeout: 120_000,
-      }),
-    ]);
-  } catch (error) {
-    throw new Error(`Temporal did not come up: ${(error as Error).message}\n${server.output()}`);
-  }
-  return {
-    address,
-    ports,
-    process: server,
-    async dropDatabases() {
-      for (const db of Object.values(databases))
-        await run(join(serverDir, 'sql'), ['--db', db, 'drop-database', '--force'], { env: sqlEnv }).catch(
-          () => undefined,
-        );
-    },
-  };
-}
 
 /** The Temporal CLI (the admin tools' `temporal`): TEMPORAL_CLI_PATH, PATH or pip's scripts folder. */
 export const temporalCli = () => temporalCliPath() ?? 'temporal';
