@@ -59,6 +59,18 @@ describe('retry schedule (time-skipping test server)', function () {
     fx.receiver.script(busy, busy, { status: 200 });
     const config: ActivityConfig = { ...loadConfig({}), ALLOW_PRIVATE_WEBHOOK_URLS: true, WEBHOOK_TIMEOUT_MS: 1_000 };
     const workflowId = `webhook-event-${randomUUID()}`;
+    // A 503 also slows the whole endpoint down until a time on the database's clock (activities/endpoint/slow-down.ts,
+    // proven on the dev server in test/endpoint-state/gone.test.ts). This server skips the workflow's time but not the
+    // database's, so the endpoint would stay slowed for every skipped attempt: its mark is cleared as it comes, and what
+    // is measured here is the workflow's own wait, capped at the maximum interval.
+    const clearing = setInterval(() => {
+      void fx.database
+        .db('webhook_registrations')
+        .where({ project_id: projectId })
+        .whereNotNull('slowed_until')
+        .update({ slowed_until: null })
+        .catch(() => undefined);
+    }, 20);
     const result = await withWorker(config, async (taskQueue) => {
       const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
         args: [fallEvent(projectId)],
@@ -66,7 +78,7 @@ describe('retry schedule (time-skipping test server)', function () {
         workflowId,
       });
       return handle.result();
-    });
+    }).finally(() => clearInterval(clearing));
     assert.equal(result.status, 'delivered');
     assert.equal(result.attempts, 3);
     // Server time, which skips ahead: two waits of exactly the 10 min cap, not 3,170 years.
