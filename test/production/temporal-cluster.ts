@@ -154,7 +154,38 @@ async function startOnFreePorts(
     };
   }
   const all = Object.values(hosts);
-  await Promise.all(all.map((host) => host.process.start()));
+  const membershipDb = createDb(
+    `postgres://${encodeURIComponent(pg.user)}:${encodeURIComponent(pg.password)}@${pg.host}:${pg.port}/${databases.DBNAME}`,
+    { max: 1 },
+  );
+  const memberIds = async (host: ClusterHost) => {
+    const { rows } = await membershipDb.raw<{ rows: { id: string }[] }>(
+      `SELECT encode(host_id, 'hex') AS id FROM cluster_membership
+        WHERE rpc_port IN (?, ?) AND record_expiry > now() AT TIME ZONE 'UTC'`,
+      [Number(host.membershipPort), Number(host.grpcPort)],
+    );
+    return rows.map((row) => row.id);
+  };
+  // One host at a time, each until it has joined: every host saves the cluster's metadata as it starts, and hosts
+  // starting together on a fresh database lose that write to each other ("SaveClusterMetadata encountered version
+  // mismatch") and exit.
+  try {
+    for (const host of all) {
+      await host.process.start();
+      const joined = Date.now();
+      while ((await memberIds(host)).length === 0) {
+        const child = host.process.process?.child;
+        if (child && (child.exitCode !== null || child.signalCode !== null)) assert.fail(`${host.name} exited`);
+        if (Date.now() - joined > 60_000) assert.fail(`${host.name} did not join the cluster within 60 s`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  } catch (error) {
+    const outputs = all.map((h) => `--- ${h.process.name}\n${h.process.output().slice(-1_500)}`);
+    await Promise.allSettled(all.map((host) => host.process.kill()));
+    await membershipDb.destroy();
+    throw new Error(`the Temporal cluster did not come up: ${(error as Error).message}\n${outputs.join('\n')}`);
+  }
   const frontends = all.filter((host) => host.service === 'frontend');
   const balancer = await startBalancer(frontends);
   const address = `127.0.0.1:${balancer.env.PORT}`;
@@ -184,25 +215,14 @@ async function startOnFreePorts(
   } catch (error) {
     const outputs = [balancer, ...all.map((h) => h.process)].map((s) => `--- ${s.name}\n${s.output().slice(-1_500)}`);
     await kill();
+    await membershipDb.destroy();
     throw new Error(`the Temporal cluster did not come up: ${(error as Error).message}\n${outputs.join('\n')}`);
   }
-  const membershipDb = createDb(
-    `postgres://${encodeURIComponent(pg.user)}:${encodeURIComponent(pg.password)}@${pg.host}:${pg.port}/${databases.DBNAME}`,
-    { max: 1 },
-  );
   return {
     address,
     hosts,
     balancer,
-    async memberIds(name) {
-      const host = hosts[name];
-      const { rows } = await membershipDb.raw<{ rows: { id: string }[] }>(
-        `SELECT encode(host_id, 'hex') AS id FROM cluster_membership
-          WHERE rpc_port IN (?, ?) AND record_expiry > now() AT TIME ZONE 'UTC'`,
-        [Number(host.membershipPort), Number(host.grpcPort)],
-      );
-      return rows.map((row) => row.id);
-    },
+    memberIds: (name) => memberIds(hosts[name]),
     async kill() {
       await membershipDb.destroy();
       await kill();
