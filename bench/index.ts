@@ -13,7 +13,12 @@ import { cpus, loadavg, platform, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import jwt from 'jsonwebtoken';
-import { temporalConnectionOptions, tracingClientInterceptors } from '../common/temporal/connection';
+import {
+  temporalConnectionOptions,
+  temporalTokenRefresher,
+  tracingClientInterceptors,
+} from '../common/temporal/connection';
+import type { TokenRefresher } from '../common/temporal/token';
 import { installTracing } from '../common/telemetry/tracing-sdk';
 import { loadConfig, type Config } from '../common/config';
 import { ENCRYPTED_ENCODING, payloadCodecFromConfig } from '../common/crypto/payload-codec';
@@ -49,6 +54,7 @@ import {
 } from './processes';
 import { evaluateTargets, formatReport, writeReport, type BenchReport, type GrowthRow } from './report';
 import { DEV_SERVER_SQLITE_PRAGMAS, benchTemporalPid, startBenchStack, type BenchStack } from './stack';
+import { ResourceMeter, type MeteredProcess } from './resources';
 import {
   apiGet,
   apiRegisterDeleteCycle,
@@ -95,6 +101,7 @@ type StageFigures = Pick<
   | 'trail'
   | 'neighbour'
   | 'flood'
+  | 'resources'
 > & { temporalServer?: string };
 
 interface RunInputs {
@@ -108,6 +115,9 @@ interface RunInputs {
   /** What the run starts, stopped at the end whatever happens (stopAll). */
   processes: BenchProcess[];
   connection?: Connection;
+  /** The bench client's access tokens for the cluster's authorizer (`--engine cluster`). */
+  tokens?: TokenRefresher;
+  resourceMeter?: ResourceMeter;
   /** The emitting client's reads of the projects' data keys. */
   keysDb?: Knex;
   neighbour?: NeighbourReceiver;
@@ -173,7 +183,12 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   const { plan, config, dataDir, logDir, cpuProfDir, problems, processes } = inputs;
   const selected = new Set(plan.stages);
   const jwtSecret = randomBytes(32).toString('hex');
-  const stack: BenchStack = await startBenchStack({ dataDir, config: { ...config, JWT_SECRET: jwtSecret } });
+  if (plan.engine === 'cluster') log('starting the Temporal cluster (8 hosts, HAProxy, mTLS, authorizer)');
+  const stack: BenchStack = await startBenchStack({
+    dataDir,
+    config: { ...config, JWT_SECRET: jwtSecret },
+    engine: plan.engine,
+  });
   inputs.stack = stack;
   log(`Postgres ${stack.postgres}, Temporal ${stack.temporal} at ${stack.temporalAddress}`);
 
@@ -270,6 +285,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     LOG_PRETTY: 'false',
     // The API stage's register/DELETE cycles are one caller writing far faster than a person does.
     AUDITED_WRITES_PER_MINUTE: '1000000',
+    ...stack.clientEnv,
     ...plan.workerEnv,
   };
   // Stages that need the delivery worker; the API stage needs the API; the engine stage the empty worker.
@@ -312,9 +328,15 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     });
   }
 
-  const connection = await Connection.connect(
-    temporalConnectionOptions({ ...config, TEMPORAL_ADDRESS: stack.temporalAddress }),
-  );
+  // On the cluster: mTLS with the workers' certificate, and an access token for the authorizer, as a monitoring
+  // system connects.
+  const clientConfig = { ...config, TEMPORAL_ADDRESS: stack.temporalAddress, ...stack.clientEnv };
+  const tokens = stack.clientEnv ? await temporalTokenRefresher(clientConfig) : undefined;
+  inputs.tokens = tokens;
+  const connection = await Connection.connect({
+    ...temporalConnectionOptions(clientConfig),
+    ...(tokens && { apiKey: () => tokens.current() }),
+  });
   inputs.connection = connection;
   const keysDb = createDb(stack.databaseUrl, { max: 2 });
   inputs.keysDb = keysDb;
@@ -372,8 +394,10 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
 
   // A configured server's process: counted with its children (a wrapper script or container init may start it).
   const configuredTemporal = stack.temporal === 'configured';
+  const temporalHosts = (stack.temporalProcesses ?? []).map(({ name, pid }) => ({ name, pid }));
   const cpu = new CpuMeter([
     ...(stack.temporalPid ? [{ name: 'temporal', pid: stack.temporalPid, withChildren: configuredTemporal }] : []),
+    ...temporalHosts,
     ...(worker ? [{ name: 'worker', pid: worker.pid }] : []),
     ...(emptyWorker ? [{ name: 'empty-worker', pid: emptyWorker.pid }] : []),
     ...(stack.postgresPid ? [{ name: 'postgres', pid: stack.postgresPid, withChildren: true }] : []),
@@ -382,11 +406,35 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     ...(api ? [{ name: 'api', pid: api.pid }] : []),
     ...(app ? [{ name: 'app', pid: app.pid }] : []),
   ]);
+  // Each part of the system on its own, for the per-delivery figures (docs/capacity.md): a cluster's hosts summed
+  // per service, PostgreSQL split by database.
+  const metered: MeteredProcess[] = [
+    ...(stack.temporalProcesses ?? []).map(({ service, pid }) => ({
+      part: service === 'haproxy' ? 'haproxy' : `temporal ${service}`,
+      pid,
+    })),
+    ...(stack.temporalPid
+      ? [{ part: 'temporal (dev server)', pid: stack.temporalPid, withChildren: configuredTemporal }]
+      : []),
+    ...(worker ? [{ part: 'worker', pid: worker.pid }] : []),
+    ...(api ? [{ part: 'api', pid: api.pid }] : []),
+    { part: 'bench (load generator)', pid: process.pid },
+    { part: 'receiver', pid: receiver.pid },
+  ];
+  const meter = new ResourceMeter({
+    processes: metered,
+    ...(stack.postgres === 'embedded' && { databaseUrl: stack.databaseUrl }),
+    postgresPid: stack.postgresPid,
+    sqliteFiles: stack.sqliteFiles,
+    balancerDir: stack.balancerDir,
+  });
+  inputs.resourceMeter = meter;
   const figures: StageFigures = {
     temporalServer,
     stack: {
       postgres: stack.postgres,
       temporal: stack.temporal,
+      ...(stack.historyShards && { historyShards: stack.historyShards }),
       ...(stack.temporalPid && configuredTemporal && { temporalPid: stack.temporalPid }),
       sqlitePragmas: stack.temporal === 'dev-server' ? DEV_SERVER_SQLITE_PRAGMAS : [],
     },
@@ -395,7 +443,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   if (emptyWorker) {
     log(`engine limit: ${plan.n} empty workflows`);
     await cpu.start();
-    figures.engine = { ...(await engineLimit(ctx, plan.n, 'engine')), cpuSeconds: await cpu.stop() };
+    figures.engine = { ...(await engineLimit(ctx, plan.n, 'engine')), cpuSeconds: withTemporalTotal(await cpu.stop()) };
   }
   if (selected.has('raw')) {
     log(`raw send limit: ${plan.n} signed POSTs`);
@@ -404,7 +452,9 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   }
   if (selected.has('steady')) {
     log(`steady load: ${plan.steadyRate}/s for ${plan.steadySeconds} s`);
+    await meter.start();
     figures.steady = await pipelineSteady(ctx, plan.steadyRate, plan.steadySeconds, 'steady');
+    figures.resources = { steady: await meter.stop(figures.steady.accounting.delivered) };
     check('steady', figures.steady.accounting);
   }
   if (selected.has('saturation') && worker) {
@@ -418,8 +468,11 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
       log(`pipeline at saturation: N = ${size}`);
       sampler.start();
       await cpu.start();
+      if (size === plan.n) await meter.start();
       const result = await pipelineSaturation(ctx, size, `saturation-${size}`);
-      const cpuSeconds = await cpu.stop();
+      if (size === plan.n)
+        figures.resources = { ...figures.resources, saturation: await meter.stop(result.accounting.delivered) };
+      const cpuSeconds = withTemporalTotal(await cpu.stop());
       const peaks = await sampler.stop();
       check(`saturation N=${size}`, result.accounting);
       growth.push({
@@ -434,6 +487,10 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     }
     figures.growth = growth;
     figures.saturation = growth.find((row) => row.n === plan.n)!;
+  }
+  if (figures.resources) {
+    const rates = [...(figures.growth ?? []), ...(figures.steady ? [figures.steady] : [])];
+    figures.resources.peakDeliveredPerSecond = Math.max(...rates.map((row) => row.deliveredPerSecond));
   }
 
   if (api && selected.has('api')) {
@@ -565,6 +622,13 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   }
   if (inputs.dashboard?.capture) await drawDashboard(inputs.dashboard, dataDir);
   return figures;
+}
+
+/** A cluster's hosts are measured one by one (`temporal history-1`, …); `temporal` is their sum, as the dev server's. */
+function withTemporalTotal(cpuSeconds: Record<string, number>): Record<string, number> {
+  const hosts = Object.entries(cpuSeconds).filter(([name]) => name.startsWith('temporal '));
+  if (hosts.length === 0 || cpuSeconds.temporal !== undefined) return cpuSeconds;
+  return { ...cpuSeconds, temporal: Math.round(hosts.reduce((sum, [, used]) => sum + used, 0) * 10) / 10 };
 }
 
 /** The commit of the bench's sources (with `-dirty` when they differ from it), or undefined outside git. */
@@ -715,7 +779,7 @@ async function main(): Promise<number> {
 
 /** Closes the client, stops the services, the failing receiver and the stack; safe to call twice. */
 async function stopAll(inputs: RunInputs): Promise<void> {
-  const { connection, keysDb, neighbour, stack, tokenEndpoint } = inputs;
+  const { connection, keysDb, neighbour, stack, tokenEndpoint, tokens, resourceMeter } = inputs;
   const capture = inputs.dashboard?.capture;
   if (inputs.dashboard) inputs.dashboard.capture = undefined;
   Object.assign(inputs, {
@@ -724,7 +788,11 @@ async function stopAll(inputs: RunInputs): Promise<void> {
     neighbour: undefined,
     stack: undefined,
     tokenEndpoint: undefined,
+    tokens: undefined,
+    resourceMeter: undefined,
   });
+  tokens?.stop();
+  await resourceMeter?.close().catch(() => undefined);
   tokenEndpoint?.closeAllConnections();
   await new Promise((done) => (tokenEndpoint ? tokenEndpoint.close(done) : done(undefined)));
   await capture?.stop().catch(() => undefined);

@@ -30,8 +30,13 @@ export const NEIGHBOUR_FAULTS: readonly NeighbourFault[] = ['hang', 'refuse', '5
 export const DELIVERY_OPTIONS = ['v1a', 'oauth', 'rate'] as const;
 export type BenchDeliveryOption = (typeof DELIVERY_OPTIONS)[number];
 
+/** `--engine`: Temporal's dev server (the default), or the production cluster of test/production (bench/cluster.ts). */
+export const ENGINES = ['dev-server', 'cluster'] as const;
+export type Engine = (typeof ENGINES)[number];
+
 export interface Plan {
   mode: 'full' | 'quick';
+  engine: Engine;
   stages: Stage[];
   faults: NeighbourFault[];
   /** The measured project's registration options (none by default). */
@@ -72,7 +77,7 @@ export interface Plan {
   workerEnv: Record<string, string>;
 }
 
-const FULL: Omit<Plan, 'stages' | 'faults' | 'options'> = {
+const FULL: Omit<Plan, 'stages' | 'faults' | 'options' | 'engine'> = {
   mode: 'full',
   n: 2_000,
   sizes: [500, 2_000, 5_000],
@@ -100,7 +105,7 @@ const FULL: Omit<Plan, 'stages' | 'faults' | 'options'> = {
   searchWarmup: 50,
   workerEnv: {},
 };
-const QUICK: Omit<Plan, 'stages' | 'faults' | 'options'> = {
+const QUICK: Omit<Plan, 'stages' | 'faults' | 'options' | 'engine'> = {
   mode: 'quick',
   n: 20,
   sizes: [10, 20],
@@ -167,6 +172,7 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
       'engine-search': { type: 'boolean', default: false },
       faults: { type: 'string' },
       options: { type: 'string' },
+      engine: { type: 'string', default: 'dev-server' },
       n: { type: 'string' },
       sizes: { type: 'string' },
       'steady-seconds': { type: 'string' },
@@ -188,7 +194,10 @@ export function parseArgsToPlan(argv: string[]): BenchArgs {
   if (values['engine-search'] && !stages.includes('engine-search')) stages.push('engine-search');
   const faults = values.faults ? pick(values.faults, NEIGHBOUR_FAULTS, 'faults') : [...NEIGHBOUR_FAULTS];
   const options = values.options ? pick(values.options, DELIVERY_OPTIONS, 'options') : [];
-  const plan: Plan = { ...(values.quick ? QUICK : FULL), stages, faults, options };
+  const [engine] = pick(values.engine, ENGINES, 'engine');
+  if (engine === 'cluster' && stages.includes('engine-search'))
+    throw new Error('--engine cluster: the engine search starts dev servers of its own; run it without --engine');
+  const plan: Plan = { ...(values.quick ? QUICK : FULL), stages, faults, options, engine: engine! };
   const count = (text: string, name: string, min = 1) => {
     const value = Number(text);
     if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be an integer of at least ${min}`);
@@ -229,6 +238,7 @@ export function commandOf(plan: Plan): string {
       ? []
       : [`--faults ${plan.faults.join(',')}`]),
     ...(plan.options.length ? [`--options ${plan.options.join(',')}`] : []),
+    ...(plan.engine === 'cluster' ? ['--engine cluster'] : []),
   ];
   return `npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}`;
 }

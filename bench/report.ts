@@ -6,6 +6,7 @@ import type { TrailStageResult } from './trail';
 import type { EngineSearchResult } from './engine-search';
 import type { FloodResult, NeighbourRow } from './neighbour';
 import type { Stage } from './plan';
+import { perDelivery, type ResourceFigures } from './resources';
 import type { ApiResult, DeliveryStageResult, EngineResult, SteadyResult, TestRoundTripResult } from './stages';
 
 export interface GrowthRow extends DeliveryStageResult {
@@ -44,11 +45,23 @@ export interface BenchReport {
    * `temporal`: `dev-server` (the bench's own, on SQLite with sqlitePragmas) or `configured` (TEMPORAL_ADDRESS,
    * measured when BENCH_TEMPORAL_PID names its process; no SQLite claim). Absent when only the engine search ran.
    */
-  stack?: { postgres: string; temporal: string; temporalPid?: number; sqlitePragmas: string[] };
+  stack?: {
+    postgres: string;
+    temporal: string;
+    temporalPid?: number;
+    sqlitePragmas: string[];
+    /** `cluster`: the history shards its hosts share. */
+    historyShards?: number;
+  };
   /** Payloads the bench's client starts workflows with are encrypted, as production clients do. */
   payloadEncryption: boolean;
   workerOptions: Record<string, number>;
   engine?: EngineRow;
+  /**
+   * What each part spent over the steady stage and the saturation stage of N = --n (bench/resources.ts), whose
+   * per-delivery figures docs/capacity.md scales; and the highest verified deliveries per second of the run.
+   */
+  resources?: { steady?: ResourceFigures; saturation?: ResourceFigures; peakDeliveredPerSecond?: number };
   rawSend?: DeliveryStageResult;
   saturation?: DeliveryStageResult;
   steady?: SteadyResult;
@@ -229,9 +242,13 @@ export function formatReport(report: BenchReport): string {
         // Only the dev server the bench starts runs on SQLite; a configured server is what it is.
         (stack.temporal === 'dev-server'
           ? ` (SQLite ${stack.sqlitePragmas.join(', ')})`
-          : stack.temporalPid
-            ? ` (pid ${stack.temporalPid}: its CPU and RSS are measured)`
-            : ' (no BENCH_TEMPORAL_PID: its CPU and RSS are not measured)') +
+          : stack.temporal === 'cluster'
+            ? ` (the production cluster: 2 frontends behind HAProxy, 2 history hosts, ${stack.historyShards} shards, ` +
+              `2 matching, internal frontend, worker service; mTLS and the authorizer; one PostgreSQL for Temporal's ` +
+              `databases and the service's)`
+            : stack.temporalPid
+              ? ` (pid ${stack.temporalPid}: its CPU and RSS are measured)`
+              : ' (no BENCH_TEMPORAL_PID: its CPU and RSS are not measured)') +
         `; payloads ${report.payloadEncryption ? 'encrypted' : 'NOT encrypted'} by the bench's client; ` +
         `worker ${Object.entries(report.workerOptions)
           .map(([key, value]) => `${key}=${value}`)
@@ -293,6 +310,7 @@ export function formatReport(report: BenchReport): string {
       : []),
   ];
   if (cpuLines.length) out.push(`CPU seconds per 1000: ${cpuLines.join('; ')}`, '');
+  out.push(...resourceTables(report));
   if (report.growth?.length)
     out.push(
       'Growth (pipeline at saturation):',
@@ -435,6 +453,44 @@ export function formatReport(report: BenchReport): string {
     `Run took ${report.durationSeconds} s; load average ${report.machine.loadAverage.before} before, ${report.machine.loadAverage.after} after.`,
   );
   return out.join('\n');
+}
+
+/** Each part's CPU-seconds per 1000 deliveries and bytes per delivery, steady and at saturation, side by side. */
+function resourceTables(report: BenchReport): string[] {
+  const { resources } = report;
+  if (!resources || (!resources.steady && !resources.saturation)) return [];
+  const stages = (
+    [
+      ['steady', resources.steady],
+      ['saturation', resources.saturation],
+    ] as const
+  ).flatMap(([name, figures]) => (figures ? [{ name, figures, derived: perDelivery(figures) }] : []));
+  const heading = stages.map(
+    ({ name, figures }) => `${name} (${figures.deliveries} deliveries in ${figures.seconds} s)`,
+  );
+  const rows = (pick: (derived: ReturnType<typeof perDelivery>) => Record<string, number>) => {
+    const keys = [...new Set(stages.flatMap(({ derived }) => Object.keys(pick(derived))))];
+    return keys.map((key) => [key, ...stages.map(({ derived }) => pick(derived)[key] ?? '-')]);
+  };
+  return [
+    `Per delivery, each part (CPU-seconds from /proc: robust to other load on the machine; PostgreSQL backends ` +
+      `split by the database they serve). Peak rate reached: ${resources.peakDeliveredPerSecond ?? '-'} verified/s.`,
+    table(
+      ['CPU-seconds per 1000 deliveries', ...heading],
+      rows((d) => d.cpuSecondsPer1000),
+    ),
+    '',
+    table(
+      ['bytes per delivery', ...heading],
+      rows((d) => d.bytesPerDelivery),
+    ),
+    '',
+    table(
+      ['per delivery', ...heading],
+      rows((d) => d.perDelivery),
+    ),
+    '',
+  ];
 }
 
 function searchTable(report: BenchReport): string[] {

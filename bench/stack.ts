@@ -1,12 +1,14 @@
 // The servers the bench measures against: the configured Postgres and Temporal, or the dev stack's embedded
 // PostgreSQL and Temporal dev server (SQLite in WAL mode) in the bench's fresh temporary folder, never ./.data.
 import { chmodSync } from 'node:fs';
+import { join } from 'node:path';
 import pino from 'pino';
 import type { Config } from '../common/config';
 import { isAlive, startDevStack } from '../dev/stack';
 export { DEV_SERVER_SQLITE_PRAGMAS } from '../dev/stack';
 import { freePort } from '../dev/ports';
 import { createScratchDatabase } from '../db';
+import { startClusterStack, type TemporalProcess } from './cluster';
 
 export interface BenchStack {
   databaseUrl: string;
@@ -16,9 +18,20 @@ export interface BenchStack {
   /** Pid of the embedded PostgreSQL's postmaster (its backends are its children). */
   postgresPid?: number;
   postgres: 'embedded' | 'configured';
-  temporal: 'dev-server' | 'configured';
+  temporal: 'dev-server' | 'configured' | 'cluster';
+  /** `--engine cluster`: each Temporal host (and HAProxy), measured on its own and summed per service. */
+  temporalProcesses?: TemporalProcess[];
+  historyShards?: number;
+  /** What the worker, the API and the bench's client add to their environment to reach Temporal (TLS, tokens). */
+  clientEnv?: Record<string, string>;
+  balancerDir?: string;
+  /** The dev server's SQLite file and its WAL, whose growth is Temporal's bytes per delivery there. */
+  sqliteFiles?: string[];
   stop(): Promise<void>;
 }
+
+/** Where the stages run: Temporal's dev server (or TEMPORAL_ADDRESS), or the production cluster (bench/cluster.ts). */
+export type BenchEngine = 'dev-server' | 'cluster';
 
 /** BENCH_TEMPORAL_PID: the process id of the Temporal server TEMPORAL_ADDRESS points at, on this machine. */
 export function benchTemporalPid(): number | undefined {
@@ -31,10 +44,18 @@ export function benchTemporalPid(): number | undefined {
   return pid;
 }
 
-export async function startBenchStack(options: { dataDir: string; config: Config }): Promise<BenchStack> {
+export async function startBenchStack(options: {
+  dataDir: string;
+  config: Config;
+  engine?: BenchEngine;
+}): Promise<BenchStack> {
   // The embedded PostgreSQL runs as the postgres user, which must reach its folder inside ours.
   chmodSync(options.dataDir, 0o755);
   const { config } = options;
+  if (options.engine === 'cluster') {
+    const cluster = await startClusterStack(options);
+    return { ...cluster, postgres: 'embedded', temporal: 'cluster' };
+  }
   const devStack = await startDevStack({
     config: { ...config, NODE_ENV: 'development', DATA_DIR: options.dataDir },
     logger: pino({ level: 'silent' }),
@@ -66,6 +87,9 @@ export async function startBenchStack(options: { dataDir: string; config: Config
       postgresPid: devStack.pids.postgres,
       postgres: devStack.env.DATABASE_URL ? 'embedded' : 'configured',
       temporal: devStack.env.TEMPORAL_ADDRESS ? 'dev-server' : 'configured',
+      ...(devStack.env.TEMPORAL_ADDRESS && {
+        sqliteFiles: ['temporal.db', 'temporal.db-wal'].map((file) => join(options.dataDir, file)),
+      }),
       stop,
     };
   } catch (error) {
