@@ -38,8 +38,6 @@ export interface ClusterStack {
   historyShards: number;
   /** What the worker, the API and the bench's own client add to their environment to reach the cluster. */
   clientEnv: Record<string, string>;
-  /** HAProxy's stats socket folder: the bytes clients exchanged with the frontends. */
-  balancerDir: string;
   stop(): Promise<void>;
 }
 
@@ -125,7 +123,6 @@ export async function startClusterStack(options: { dataDir: string; config: Conf
         ...oauthEnvironment(oauth('webhooks')),
         NODE_EXTRA_CA_CERTS: providerCerts.internodeCa,
       },
-      balancerDir: cluster.balancer.env.DIR!,
       stop,
     };
   } catch (error) {

@@ -426,7 +426,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     ...(stack.postgres === 'embedded' && { databaseUrl: stack.databaseUrl }),
     postgresPid: stack.postgresPid,
     sqliteFiles: stack.sqliteFiles,
-    balancerDir: stack.balancerDir,
+    balancerPid: stack.temporalProcesses?.find(({ service }) => service === 'haproxy')?.pid,
   });
   inputs.resourceMeter = meter;
   const figures: StageFigures = {

@@ -294,29 +294,39 @@ export class RssSampler {
   }
 }
 
-/** utime + stime of a process in clock ticks, and its parent; undefined when it is gone or /proc is unavailable. */
-async function procTicks(pid: number): Promise<{ ppid: number; used: number } | undefined> {
+/**
+ * utime + stime of a process in clock ticks, cutime + cstime (its children that exited and were waited for), and its
+ * parent; undefined when it is gone or /proc is unavailable.
+ */
+async function procTicks(pid: number): Promise<{ ppid: number; used: number; reaped: number } | undefined> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // Fields 14 and 15 of proc(5) (utime, stime) are at 11 and 12 after the command name.
-    return { ppid: Number(fields[1]), used: Number(fields[11]) + Number(fields[12]) };
+    // Fields 14 to 17 of proc(5) (utime, stime, cutime, cstime) are at 11 to 14 after the command name.
+    return {
+      ppid: Number(fields[1]),
+      used: Number(fields[11]) + Number(fields[12]),
+      reaped: Number(fields[13]) + Number(fields[14]),
+    };
   } catch {
     return undefined;
   }
 }
 
 /**
- * CPU seconds (user + system) a process and, optionally, all its live descendants have used so far (a server in a
- * container or behind a wrapper script works in its children); undefined when the process is not running here.
+ * CPU seconds (user + system) a process and, optionally, all its descendants have used so far (a server in a
+ * container or behind a wrapper script works in its children): the live ones, and those that exited, through their
+ * parents' cutime and cstime (PostgreSQL's backends come and go with the pools' connections); undefined when the
+ * process is not running here.
  */
 export async function cpuSeconds(pid: number, withChildren = false): Promise<number | undefined> {
   const own = await procTicks(pid);
   if (!own) return undefined;
   let total = own.used;
   if (withChildren) {
+    total += own.reaped;
     const ids = (await readdir('/proc').catch(() => [])).filter((name) => /^\d+$/.test(name)).map(Number);
-    const parents = new Map<number, { ppid: number; used: number }>();
+    const parents = new Map<number, { ppid: number; used: number; reaped: number }>();
     for (const id of ids) {
       const entry = await procTicks(id);
       if (entry) parents.set(id, entry);
@@ -326,7 +336,7 @@ export async function cpuSeconds(pid: number, withChildren = false): Promise<num
         if (parent === pid) return true;
       return false;
     };
-    for (const [id, entry] of parents) if (id !== pid && descends(id)) total += entry.used;
+    for (const [id, entry] of parents) if (id !== pid && descends(id)) total += entry.used + entry.reaped;
   }
   return total / CLOCK_TICKS_PER_SECOND;
 }

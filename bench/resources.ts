@@ -2,9 +2,7 @@
 // per process (counted from /proc, so other work on the machine slows a stage but does not inflate them), PostgreSQL's
 // CPU split by the database each backend serves, each database's growth and writes, the WAL, block writes, the
 // service's delivery-log rows, and (on the cluster) the bytes clients exchanged with the frontends through HAProxy.
-import { connect } from 'node:net';
-import { join } from 'node:path';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import type { Knex } from 'knex';
 import { createDb } from '../db';
 import { cpuSeconds } from './processes';
@@ -46,8 +44,11 @@ export interface ResourceFigures {
   serviceTableGrowthBytes?: number;
   /** The dev server's SQLite file and its WAL: their growth. */
   sqliteGrowthBytes?: number;
-  /** Through HAProxy: bytes clients sent to the frontends, and received. */
-  network?: { toFrontends: number; fromFrontends: number };
+  /**
+   * The bytes HAProxy read (from the clients and from the frontends; its /proc io rchar: it reads nothing else), i.e.
+   * the traffic between the clients (worker, bench, API) and the frontends, both directions together.
+   */
+  network?: { clientsAndFrontends: number };
 }
 
 /** The service database's delivery-log and audit tables, counted per stage. */
@@ -65,7 +66,7 @@ interface Snapshot {
   rows: Map<string, number>;
   tableBytes?: number;
   sqlite?: number;
-  network?: { in: number; out: number };
+  network?: number;
 }
 
 export class ResourceMeter {
@@ -79,7 +80,7 @@ export class ResourceMeter {
       databaseUrl?: string;
       postgresPid?: number;
       sqliteFiles?: string[];
-      balancerDir?: string;
+      balancerPid?: number;
     },
   ) {
     if (options.databaseUrl) this.db = createDb(options.databaseUrl, { max: 1 });
@@ -143,11 +144,8 @@ export class ResourceMeter {
       figures.serviceTableGrowthBytes = after.tableBytes - before.tableBytes;
     if (after.sqlite !== undefined && before.sqlite !== undefined)
       figures.sqliteGrowthBytes = after.sqlite - before.sqlite;
-    if (after.network && before.network)
-      figures.network = {
-        toFrontends: after.network.in - before.network.in,
-        fromFrontends: after.network.out - before.network.out,
-      };
+    if (after.network !== undefined && before.network !== undefined)
+      figures.network = { clientsAndFrontends: after.network - before.network };
     return figures;
   }
 
@@ -177,8 +175,12 @@ export class ResourceMeter {
       for (const file of this.options.sqliteFiles) bytes += (await stat(file).catch(() => undefined))?.size ?? 0;
       snapshot.sqlite = bytes;
     }
-    if (this.options.balancerDir)
-      snapshot.network = await balancerBytes(this.options.balancerDir).catch(() => undefined);
+    // HAProxy's own counters of bytes are updated as TCP sessions end, and gRPC's stay open for the whole run.
+    if (this.options.balancerPid)
+      snapshot.network = await readFile(`/proc/${this.options.balancerPid}/io`, 'utf8').then(
+        (io) => Number(/^rchar:\s+(\d+)/m.exec(io)?.[1]),
+        () => undefined,
+      );
     return snapshot;
   }
 
@@ -238,27 +240,6 @@ export class ResourceMeter {
   }
 }
 
-/** HAProxy's `show stat` for the frontends' backend: bytes in (from clients) and out (to them). */
-function balancerBytes(dir: string): Promise<{ in: number; out: number }> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(join(dir, 'stats.sock'));
-    let csv = '';
-    socket.on('data', (chunk: Buffer) => (csv += chunk.toString()));
-    socket.once('error', reject);
-    socket.once('connect', () => socket.write('show stat\n'));
-    socket.once('end', () => {
-      const [header, ...rows] = csv.trim().split('\n');
-      const columns = header!.replace(/^# /, '').split(',');
-      const [pxname, svname, bin, bout] = ['pxname', 'svname', 'bin', 'bout'].map((name) => columns.indexOf(name));
-      const total = rows
-        .map((row) => row.split(','))
-        .find((cells) => cells[pxname!] === 'temporal-frontends' && cells[svname!] === 'BACKEND');
-      if (!total) reject(new Error('no temporal-frontends backend in HAProxy stats'));
-      else resolve({ in: Number(total[bin!]), out: Number(total[bout!]) });
-    });
-  });
-}
-
 const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits;
 
 /** Each part's figures per delivery (CPU-seconds per 1000 deliveries; bytes per delivery), for the table and docs. */
@@ -297,9 +278,9 @@ export function perDelivery(figures: ResourceFigures): {
   for (const [table, rows] of Object.entries(figures.serviceRows ?? {})) rates[`${table} rows`] = round(rows / n, 2);
   if (figures.sqliteGrowthBytes !== undefined)
     bytesPerDelivery['Temporal SQLite file and WAL'] = Math.round(figures.sqliteGrowthBytes / n);
-  if (figures.network) {
-    bytesPerDelivery['network: clients → frontends'] = Math.round(figures.network.toFrontends / n);
-    bytesPerDelivery['network: frontends → clients'] = Math.round(figures.network.fromFrontends / n);
-  }
+  if (figures.network)
+    bytesPerDelivery['network: clients ↔ frontends (through HAProxy)'] = Math.round(
+      figures.network.clientsAndFrontends / n,
+    );
   return { cpuSecondsPer1000, bytesPerDelivery, perDelivery: rates };
 }

@@ -24,7 +24,6 @@ export interface BenchStack {
   historyShards?: number;
   /** What the worker, the API and the bench's client add to their environment to reach Temporal (TLS, tokens). */
   clientEnv?: Record<string, string>;
-  balancerDir?: string;
   /** The dev server's SQLite file and its WAL, whose growth is Temporal's bytes per delivery there. */
   sqliteFiles?: string[];
   stop(): Promise<void>;
