@@ -426,7 +426,7 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     ...(stack.postgres === 'embedded' && { databaseUrl: stack.databaseUrl }),
     postgresPid: stack.postgresPid,
     sqliteFiles: stack.sqliteFiles,
-    balancerPid: stack.temporalProcesses?.find(({ service }) => service === 'haproxy')?.pid,
+    ...(stack.temporal === 'cluster' && { balancerPort: Number(stack.temporalAddress.split(':').at(-1)) }),
   });
   inputs.resourceMeter = meter;
   const figures: StageFigures = {

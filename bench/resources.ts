@@ -2,10 +2,14 @@
 // per process (counted from /proc, so other work on the machine slows a stage but does not inflate them), PostgreSQL's
 // CPU split by the database each backend serves, each database's growth and writes, the WAL, block writes, the
 // service's delivery-log rows, and (on the cluster) the bytes clients exchanged with the frontends through HAProxy.
-import { readFile, stat } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import type { Knex } from 'knex';
 import { createDb } from '../db';
 import { cpuSeconds } from './processes';
+
+const run = promisify(execFile);
 
 /** A process measured on its own; `part` groups several (the two history hosts are "temporal history"). */
 export interface MeteredProcess {
@@ -45,10 +49,11 @@ export interface ResourceFigures {
   /** The dev server's SQLite file and its WAL: their growth. */
   sqliteGrowthBytes?: number;
   /**
-   * The bytes HAProxy read (from the clients and from the frontends; its /proc io rchar: it reads nothing else), i.e.
-   * the traffic between the clients (worker, bench, API) and the frontends, both directions together.
+   * The bytes between the clients (worker, bench, API) and HAProxy's port, i.e. the frontends: the kernel's count of
+   * each established connection (`ss -ti`: bytes_received from the clients, bytes_acked to them). gRPC keeps its
+   * connections for the whole run; one that closed during the stage would be missed.
    */
-  network?: { clientsAndFrontends: number };
+  network?: { toFrontends: number; fromFrontends: number };
 }
 
 /** The service database's delivery-log and audit tables, counted per stage. */
@@ -66,7 +71,7 @@ interface Snapshot {
   rows: Map<string, number>;
   tableBytes?: number;
   sqlite?: number;
-  network?: number;
+  network?: { in: number; out: number };
 }
 
 export class ResourceMeter {
@@ -80,7 +85,8 @@ export class ResourceMeter {
       databaseUrl?: string;
       postgresPid?: number;
       sqliteFiles?: string[];
-      balancerPid?: number;
+      /** The port every client dials (HAProxy's). */
+      balancerPort?: number;
     },
   ) {
     if (options.databaseUrl) this.db = createDb(options.databaseUrl, { max: 1 });
@@ -144,8 +150,11 @@ export class ResourceMeter {
       figures.serviceTableGrowthBytes = after.tableBytes - before.tableBytes;
     if (after.sqlite !== undefined && before.sqlite !== undefined)
       figures.sqliteGrowthBytes = after.sqlite - before.sqlite;
-    if (after.network !== undefined && before.network !== undefined)
-      figures.network = { clientsAndFrontends: after.network - before.network };
+    if (after.network && before.network)
+      figures.network = {
+        toFrontends: after.network.in - before.network.in,
+        fromFrontends: after.network.out - before.network.out,
+      };
     return figures;
   }
 
@@ -175,12 +184,10 @@ export class ResourceMeter {
       for (const file of this.options.sqliteFiles) bytes += (await stat(file).catch(() => undefined))?.size ?? 0;
       snapshot.sqlite = bytes;
     }
-    // HAProxy's own counters of bytes are updated as TCP sessions end, and gRPC's stay open for the whole run.
-    if (this.options.balancerPid)
-      snapshot.network = await readFile(`/proc/${this.options.balancerPid}/io`, 'utf8').then(
-        (io) => Number(/^rchar:\s+(\d+)/m.exec(io)?.[1]),
-        () => undefined,
-      );
+    // HAProxy's own byte counters move only as a TCP session ends (gRPC's last the whole run), and its /proc io
+    // counts no recv() or send(): the kernel's count per connection instead.
+    if (this.options.balancerPort)
+      snapshot.network = await connectionBytes(this.options.balancerPort).catch(() => undefined);
     return snapshot;
   }
 
@@ -240,6 +247,14 @@ export class ResourceMeter {
   }
 }
 
+/** Bytes received and acknowledged-as-sent over the established TCP connections to a local port (iproute2's ss). */
+async function connectionBytes(port: number): Promise<{ in: number; out: number }> {
+  const { stdout } = await run('ss', ['-Htin', 'state', 'established', `( sport = :${port} )`]);
+  const sum = (name: string) =>
+    [...stdout.matchAll(new RegExp(`\\b${name}:(\\d+)`, 'g'))].reduce((total, match) => total + Number(match[1]), 0);
+  return { in: sum('bytes_received'), out: sum('bytes_acked') };
+}
+
 const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits;
 
 /** Each part's figures per delivery (CPU-seconds per 1000 deliveries; bytes per delivery), for the table and docs. */
@@ -278,9 +293,9 @@ export function perDelivery(figures: ResourceFigures): {
   for (const [table, rows] of Object.entries(figures.serviceRows ?? {})) rates[`${table} rows`] = round(rows / n, 2);
   if (figures.sqliteGrowthBytes !== undefined)
     bytesPerDelivery['Temporal SQLite file and WAL'] = Math.round(figures.sqliteGrowthBytes / n);
-  if (figures.network)
-    bytesPerDelivery['network: clients ↔ frontends (through HAProxy)'] = Math.round(
-      figures.network.clientsAndFrontends / n,
-    );
+  if (figures.network) {
+    bytesPerDelivery['network: clients → frontends (HAProxy)'] = Math.round(figures.network.toFrontends / n);
+    bytesPerDelivery['network: frontends → clients (HAProxy)'] = Math.round(figures.network.fromFrontends / n);
+  }
   return { cpuSecondsPer1000, bytesPerDelivery, perDelivery: rates };
 }
