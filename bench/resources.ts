@@ -26,6 +26,8 @@ export interface DatabaseFigures {
   transactions: number;
   /** CPU-seconds of the backends connected to this database (pg_stat_activity's pid → /proc). */
   backendCpuSeconds: number;
+  /** The tables that grew most (each with its indexes and TOAST), bytes: where a delivery's bytes go. */
+  largestGrowth?: Record<string, number>;
 }
 
 export interface ResourceFigures {
@@ -64,7 +66,7 @@ interface Snapshot {
   cpu: Map<string, number>;
   backends: Map<number, { database: string; cpu: number }>;
   postgresCpu?: number;
-  databases: Map<string, { size: number; tuples: number; xacts: number }>;
+  databases: Map<string, { size: number; tuples: number; xacts: number; tables?: Map<string, number> }>;
   walLsn?: string;
   io?: { writes: number; fsyncs: number };
   walSyncs?: number;
@@ -76,6 +78,8 @@ interface Snapshot {
 
 export class ResourceMeter {
   private db: Knex | undefined;
+  /** A connection to each other database of the instance, for its tables' sizes. */
+  private others = new Map<string, Knex>();
   private before: Snapshot | undefined;
 
   constructor(
@@ -110,11 +114,17 @@ export class ResourceMeter {
       for (const [name, now] of after.databases) {
         const was = before.databases.get(name);
         if (!was) continue;
+        const tables = [...(now.tables ?? [])]
+          .map(([table, bytes]) => [table, bytes - (was.tables?.get(table) ?? 0)] as const)
+          .filter(([, grew]) => grew > 0)
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 5);
         databases[name] = {
           growthBytes: now.size - was.size,
           tuplesWritten: now.tuples - was.tuples,
           transactions: now.xacts - was.xacts,
           backendCpuSeconds: 0,
+          ...(tables.length && { largestGrowth: Object.fromEntries(tables) }),
         };
       }
       let backends = 0;
@@ -159,7 +169,23 @@ export class ResourceMeter {
   }
 
   async close(): Promise<void> {
-    await this.db?.destroy();
+    await Promise.all([...(this.db ? [this.db] : []), ...this.others.values()].map((db) => db.destroy()));
+  }
+
+  private async tableSizes(database: string): Promise<Map<string, number>> {
+    let db = this.others.get(database);
+    if (!db) {
+      const url = new URL(this.options.databaseUrl!);
+      url.pathname = `/${database}`;
+      db = createDb(url.toString(), { max: 1 });
+      this.others.set(database, db);
+    }
+    const { rows } = await db.raw<{ rows: { name: string; bytes: string }[] }>(
+      `SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes FROM pg_class c
+        WHERE c.relkind IN ('r', 'p')
+          AND c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)`,
+    );
+    return new Map(rows.map((row) => [row.name, Number(row.bytes)]));
   }
 
   private async snapshot(): Promise<Snapshot> {
@@ -215,6 +241,7 @@ export class ResourceMeter {
         size: Number(row.size),
         tuples: Number(row.tuples),
         xacts: Number(row.xacts),
+        tables: await this.tableSizes(row.datname).catch(() => undefined),
       });
     snapshot.walLsn = (await query<{ lsn: string }>('SELECT pg_current_wal_lsn() AS lsn'))[0]?.lsn;
     // PostgreSQL 18 counts the WAL's writes and fsyncs in pg_stat_io too (object 'wal'): the tables' and indexes'
@@ -279,6 +306,8 @@ export function perDelivery(figures: ResourceFigures): {
       if (db.tuplesWritten === 0 && db.growthBytes === 0 && db.backendCpuSeconds === 0) continue;
       cpuSecondsPer1000[`postgres backends: ${name}`] = round((db.backendCpuSeconds * 1000) / n, 2);
       bytesPerDelivery[`database growth: ${name}`] = Math.round(db.growthBytes / n);
+      for (const [table, grew] of Object.entries(db.largestGrowth ?? {}))
+        bytesPerDelivery[`  of which ${table} (${name})`] = Math.round(grew / n);
       rates[`rows written: ${name}`] = round(db.tuplesWritten / n, 1);
       rates[`transactions: ${name}`] = round(db.transactions / n, 1);
     }

@@ -3,7 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_STAGES, parseArgsToPlan } from '../../bench/plan';
+import { DEFAULT_STAGES, commandOf, parseArgsToPlan } from '../../bench/plan';
 import { evaluateTargets, formatReport, type BenchReport } from '../../bench/report';
 
 const ROOT = join(__dirname, '..', '..');
@@ -108,6 +108,22 @@ describe('bench quick mode (npm run bench -- --quick)', function () {
       report.targets.map((target) => target.name.split(':')[0]!.split(' ')[0]),
       ['pipeline', 'steady', 'steady', 'API', 'API', 'test', 'neighbour', 'neighbour', 'neighbour', 'flood', 'peak'],
     );
+    // Each part's cost per delivery, over the steady stage and the saturation stage of N = --n (docs/capacity.md).
+    const { resources } = report;
+    assert.ok(resources?.steady && resources.saturation && (resources.peakDeliveredPerSecond ?? 0) > 0);
+    for (const stage of [resources.steady, resources.saturation]) {
+      assert.ok(stage.deliveries > 0);
+      for (const part of ['worker', 'temporal (dev server)', 'postgres'])
+        assert.ok((stage.cpuSeconds[part] ?? -1) >= 0, `${part} measured: ${JSON.stringify(stage.cpuSeconds)}`);
+      assert.ok(stage.postgres && stage.postgres.walBytes > 0, 'the WAL of the instance');
+      assert.ok(Object.keys(stage.postgres.databases).length > 0, 'each database of the instance');
+      assert.ok(stage.sqliteGrowthBytes !== undefined, "the dev server's SQLite file");
+      // The log row of a delivery is written once its receipt is answered: the last few may fall after the stage.
+      assert.ok((stage.serviceRows?.deliveries ?? 0) >= stage.deliveries / 2, JSON.stringify(stage.serviceRows));
+    }
+    assert.ok((resources.saturation.cpuSeconds.worker ?? 0) > 0);
+    assert.match(stdout, /CPU-seconds per 1000 deliveries/);
+    assert.match(stdout, /WAL \(whole instance\)/);
     assert.match(stdout, /engine limit/);
     assert.match(stdout, /SQLite/);
     assert.match(stdout, /Test button \(POST \/webhooks\/test\/project\/:id in npm start's process/);
@@ -183,6 +199,13 @@ describe('bench stage selection (bench/plan.ts, bench/report.ts)', () => {
     assert.deepEqual(parseArgsToPlan(['--faults', '503,hang']).plan.faults, ['hang', '503']);
     assert.throws(() => parseArgsToPlan(['--stages', 'engine,warp']), /--stages: unknown warp/);
     assert.throws(() => parseArgsToPlan(['--faults', 'slow']), /--faults: unknown slow/);
+    // --engine cluster: the production cluster (bench/cluster.ts); the engine search starts dev servers of its own.
+    assert.equal(parseArgsToPlan([]).plan.engine, 'dev-server');
+    const cluster = parseArgsToPlan(['--engine', 'cluster', '--stages', 'steady,saturation']).plan;
+    assert.equal(cluster.engine, 'cluster');
+    assert.equal(commandOf(cluster), 'npm run bench -- --stages steady,saturation --engine cluster');
+    assert.throws(() => parseArgsToPlan(['--engine', 'k8s']), /--engine: unknown k8s/);
+    assert.throws(() => parseArgsToPlan(['--engine', 'cluster', '--engine-search']), /engine search/);
   });
 
   it('leaves the targets of absent stages out; the throughput ratio needs the engine and saturation', () => {
