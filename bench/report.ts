@@ -469,7 +469,16 @@ function resourceTables(report: BenchReport): string[] {
     ({ name, figures }) => `${name} (${figures.deliveries} deliveries in ${figures.seconds} s)`,
   );
   const rows = (pick: (derived: ReturnType<typeof perDelivery>) => Record<string, number>) => {
-    const keys = [...new Set(stages.flatMap(({ derived }) => Object.keys(pick(derived))))];
+    // A row only one stage has (a table that grew in one of them) goes after its neighbour in that stage, not last.
+    const keys: string[] = [];
+    for (const { derived } of stages) {
+      let at = 0;
+      for (const key of Object.keys(pick(derived))) {
+        const found = keys.indexOf(key);
+        if (found >= 0) at = found + 1;
+        else keys.splice(at++, 0, key);
+      }
+    }
     return keys.map((key) => [key, ...stages.map(({ derived }) => pick(derived)[key] ?? '-')]);
   };
   return [
