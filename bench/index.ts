@@ -343,7 +343,14 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
   const temporalServer = await connection.workflowService
     .getClusterInfo({})
     .then((info) => info.serverVersion || undefined)
-    .catch(() => undefined);
+    // Behind the cluster's authorizer GetClusterInfo is a cluster-wide call a `default:write` token may not make;
+    // GetSystemInfo answers every caller.
+    .catch(() =>
+      connection.workflowService
+        .getSystemInfo({})
+        .then((info) => info.serverVersion || undefined)
+        .catch(() => undefined),
+    );
   // With OTEL_* set, the bench's emits start the traces, sampled here (OTEL_TRACES_SAMPLER), as a monitoring system's.
   installTracing('webhooks-bench');
   const ctx: StageContext = {
