@@ -128,7 +128,6 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     const secrets = await openSecrets(db, secretBox, registration, context);
     // Custom headers, client certificate, OAuth, route: what the registration's options add to this attempt's request.
     const delivery = await prepareDelivery(registration, { url, log: context.log, attempt: context.attempt });
-    const signed = signedHeaders(secrets, context.webhookId, body);
     const target = {
       registrationId: registration.id,
       isTest: webhookType === 'TEST',
@@ -147,8 +146,9 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       try {
         // The options' headers first: the service's signed headers win over any (the API refuses those names). An
         // option's authorization is obtained here, past the breaker; a 401 may have it obtained afresh, and sent again.
+        // Signed right before each request, past the rate limit's wait and the token's fetch: the timestamp is fresh.
         response = await delivery.send((headers) =>
-          http.post(url, { ...headers, ...signed }, body, delivery.connection),
+          http.post(url, { ...headers, ...signedHeaders(secrets, context.webhookId, body) }, body, delivery.connection),
         );
       } catch (error) {
         throw await deliveryLog.failedAttempt(
