@@ -1,3 +1,4 @@
+import type { KeyObject } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import {
@@ -13,6 +14,7 @@ import {
 import type { Logger } from '../common/telemetry/logger';
 import { registrationSecretAad, type SecretBox } from '../common/crypto/secrets';
 import { asymmetricSignatureHeader, signPayload, standardWebhookSignatureHeader } from '../common/crypto/signature';
+import { createSigningKeyCache, type SigningKeyCache } from '../common/crypto/signing-keys';
 import {
   HTTPS_REQUIRED,
   parseWebhookUrl,
@@ -27,7 +29,6 @@ import {
   forgetUnregisteredWaiter,
   holdForGone,
   isPaused,
-  openSigningKeys,
   type Db,
   type RegistrationRow,
 } from '../db';
@@ -70,6 +71,8 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   const slowDown = createSlowDown(deps);
   const rateLimit = createRateLimit(deps);
   const prepareDelivery = createPrepareDelivery(deps, deps.deliveryOptions ?? DELIVERY_OPTIONS);
+  // v1a: each registration's private keys parsed once, not on every attempt (again when a rotation changes them).
+  const signingKeys = createSigningKeyCache(secretBox);
 
   return async function attempt(
     input: DeliveryAttemptInput,
@@ -125,7 +128,7 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
         statusCode: registration.slowedStatusCode,
       });
     const url = receiverUrl(registration, webhookUrlPolicy(config));
-    const secrets = await openSecrets(db, secretBox, registration, context);
+    const secrets = await openSecrets(db, secretBox, signingKeys, registration, context);
     // Custom headers, client certificate, OAuth, route: what the registration's options add to this attempt's request.
     const delivery = await prepareDelivery(registration, { url, log: context.log, attempt: context.attempt });
     const target = {
@@ -233,10 +236,10 @@ function receiverUrl(registration: RegistrationRow, policy: WebhookUrlPolicy): U
   });
 }
 
-/** What signs an attempt: the secrets, and under v1a the Ed25519 private keys (PKCS #8 PEM); each newest first. */
+/** What signs an attempt: the secrets, and under v1a the Ed25519 private keys (parsed, cached); each newest first. */
 interface SigningMaterial {
   secrets: [current: string, ...previous: string[]];
-  privateKeys: string[];
+  privateKeys: KeyObject[];
 }
 
 /**
@@ -248,6 +251,7 @@ interface SigningMaterial {
 async function openSecrets(
   db: Db,
   secretBox: SecretBox,
+  signingKeys: SigningKeyCache,
   registration: RegistrationRow,
   { log }: AttemptContext,
 ): Promise<SigningMaterial> {
@@ -267,8 +271,7 @@ async function openSecrets(
     const current = open(registration.secretSealed);
     return {
       secrets: overlapping ? [current, open(previousSecretSealed)] : [current],
-      privateKeys:
-        registration.signatureScheme === 'v1a' ? openSigningKeys(secretBox, registration, keyOverlapping) : [],
+      privateKeys: registration.signatureScheme === 'v1a' ? signingKeys.open(registration, keyOverlapping) : [],
     };
   } catch {
     log.error('cannot open the webhook secret: is WEBHOOK_SECRET_KEY the one the registration was sealed with?');
