@@ -92,6 +92,8 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       attempt: context.attempt,
     };
     assertHeaderSafeId(context.webhookId);
+    // Start-to-close counts from the activity's start: an option's own request (a token) ends before it.
+    const deadlineMs = Date.now() + Context.current().info.startToCloseTimeoutMs;
 
     const registration = lookup ? lookup.registration : await findRegistration(db, projectId);
     if (!registration) {
@@ -130,7 +132,12 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
     const url = receiverUrl(registration, webhookUrlPolicy(config));
     const secrets = await openSecrets(db, secretBox, signingKeys, registration, context);
     // Custom headers, client certificate, OAuth, route: what the registration's options add to this attempt's request.
-    const delivery = await prepareDelivery(registration, { url, log: context.log, attempt: context.attempt });
+    const delivery = await prepareDelivery(registration, {
+      url,
+      log: context.log,
+      attempt: context.attempt,
+      deadlineMs,
+    });
     const target = {
       registrationId: registration.id,
       isTest: webhookType === 'TEST',

@@ -7,9 +7,14 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomBytes, randomUUID, verify, type KeyObject } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { ApplicationFailure } from '@temporalio/common';
+import { createWebhookHttpClient } from '../../activities';
 import {
   createTokenCache,
   DEFAULT_TOKEN_LIFETIME_MS,
+  oauthClientCredentials,
   readTokenAnswer,
   tokenUsableUntil,
 } from '../../activities/delivery-options/oauth-client-credentials';
@@ -19,8 +24,10 @@ import { FailureType } from '../../common/contract';
 import { createSecretBox, registrationOAuthCredentialAad, registrationSecretAad } from '../../common/crypto/secrets';
 import {
   CLIENT_ASSERTION_LIFETIME_SECONDS,
+  OAUTH_TOKEN_TIMEOUT_MS,
   inspectOAuthClient,
   signClientAssertion,
+  tokenRequestTimeoutMs,
 } from '../../common/registration/oauth-client';
 import { HTTPS_REQUIRED } from '../../common/registration/webhook-url';
 import * as store from '../../db';
@@ -566,6 +573,78 @@ describe('OAuth client credentials: secrets reseal rewrites the client secret un
     assert.deepEqual(report, { total: 2, resealed: 2 });
     const row = (await store.findRegistration(database.db, projectId))!;
     assert.equal(store.openOAuthCredential(createSecretBox([newKey]), { id: row.id, oauth: row.oauth! }), 'cs-123');
+  });
+});
+
+describe('OAuth client credentials: the token request’s own timeout (a real token endpoint that never answers)', function () {
+  this.timeout(30_000);
+  // Accepts every connection and never answers: only the token request's timeout ends the wait.
+  const sockets = new Set<Socket>();
+  const silent = createServer(() => undefined).on('connection', (socket) => sockets.add(socket));
+  const secretBox = createSecretBox(randomBytes(32));
+  // The receiver's timeout is far longer: the token request must not wait for it.
+  const http = createWebhookHttpClient({ timeoutMs: 20_000, allowPrivate: true });
+  let tokenUrl: string;
+  before(async () => {
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    tokenUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/token`;
+  });
+  after(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+    await http.close();
+  });
+
+  /** The option prepared for one attempt of a registration whose token endpoint is the silent one. */
+  async function authorizationUntil(deadlineMs: number | undefined) {
+    const id = randomUUID();
+    const prepare = oauthClientCredentials.setUp({ config: { WEBHOOK_TIMEOUT_MS: 20_000 }, secretBox, http });
+    const registration = {
+      id,
+      oauth: {
+        tokenUrl,
+        clientId: 'c',
+        clientAuthentication: 'client_secret_post' as const,
+        scope: null,
+        keyId: null,
+        credentialSealed: secretBox.seal('cs-1', registrationOAuthCredentialAad(id)),
+      },
+    } as unknown as store.RegistrationRow;
+    const contribution = await prepare(registration, {
+      url: new URL('http://127.0.0.1/hook'),
+      log: captureLogger().logger,
+      attempt: 2,
+      ...(deadlineMs !== undefined && { deadlineMs }),
+    });
+    return contribution!.authorization!;
+  }
+
+  it('ends at what is left of the attempt’s deadline, not the receiver’s timeout, naming the wait in seconds', async () => {
+    const started = Date.now();
+    const authorization = await authorizationUntil(started + 400);
+    const failure = await authorization.headers().then(
+      () => assert.fail('a token from a silent endpoint'),
+      (error: unknown) => error,
+    );
+    const took = Date.now() - started;
+    assert.ok(failure instanceof ApplicationFailure, String(failure));
+    assert.match(failure.message, /^OAuth token endpoint did not answer within 0\.[34]\d* s \(TIMEOUT\)$/);
+    assert.equal(failure.type, FailureType.ReceiverUnreachable);
+    assert.equal(failure.nonRetryable, false, 'retried like an unreachable receiver');
+    assert.deepEqual((failure.details?.[0] as { attempt: number; errorCode: string }).errorCode, 'OAUTH_TOKEN_TIMEOUT');
+    assert.ok(took >= 300 && took < 5_000, `${took} ms`);
+  });
+
+  it('at most OAUTH_TOKEN_TIMEOUT_MS, whatever the deadline; the least left is 1 ms', () => {
+    assert.equal(OAUTH_TOKEN_TIMEOUT_MS, 10_000);
+    assert.equal(tokenRequestTimeoutMs(1_000), 10_000, 'no deadline');
+    assert.equal(tokenRequestTimeoutMs(1_000, 61_000), 10_000);
+    assert.equal(tokenRequestTimeoutMs(1_000, 11_000), 10_000);
+    assert.equal(tokenRequestTimeoutMs(1_000, 10_999), 9_999);
+    assert.equal(tokenRequestTimeoutMs(1_000, 1_500.7), 500);
+    assert.equal(tokenRequestTimeoutMs(1_000, 1_001), 1);
+    assert.equal(tokenRequestTimeoutMs(1_000, 1_000), 1, 'at the deadline: 1 ms');
+    assert.equal(tokenRequestTimeoutMs(1_000, 500), 1, 'past it: 1 ms');
   });
 });
 
