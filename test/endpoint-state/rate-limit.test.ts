@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { NativeConnection } from '@temporalio/worker';
 import type { ActivityConfig } from '../../activities';
+import { createTestEventSender } from '../../api/webhooks/test-event';
 import type { DeliverWebhookEventInput } from '../../common/contract';
 import * as store from '../../db';
 import type { deliverWebhookEvent } from '../../workflows';
@@ -68,7 +69,14 @@ const kindsOf = (requests: readonly ReceivedRequest[]) =>
 describe('rate limit per endpoint (Temporal dev server, two workers, real receiver, the API in process)', function () {
   this.timeout(300_000);
   const fx = useDeliveryFixture(createLocalEnvironment);
-  const api = useLocalApi(fx);
+  /** The task queue of the worker a test runs: where the API's test endpoint starts its TEST delivery. */
+  let testQueue = '';
+  const api = useLocalApi(fx, () => ({
+    sendTestEvent: (projectId) =>
+      createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: testQueue, TEST_DELIVERY_WAIT_MS: 20_000 })(
+        projectId,
+      ),
+  }));
   // A receiver timeout that a loaded 2-core machine does not reach for a receiver answering at once.
   const rateConfig: ActivityConfig = { ...fastConfig, WEBHOOK_TIMEOUT_MS: 5_000 };
 
@@ -228,6 +236,66 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
     const health = await call('GET', `/webhooks/project/${projectId}/health`);
     assert.deepEqual([health.body.state, health.body.consecutiveFailures], ['healthy', 0], 'no failure counted');
     assert.deepEqual(health.body.rateLimit, { perSecond: rate, waiting: 0 });
+  });
+
+  it('a TEST event that finds no slot within a second is answered at once (502 naming the rate limit), neither queued nor sent', async () => {
+    const projectId = await member();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    assert.equal((await call('PATCH', '/webhooks', { projectId, rateLimit: { perSecond: 1 } })).status, 200);
+    const registration = (await store.findRegistration(fx.database.db, projectId))!;
+    /** The registration's next free slot `inMs` from now, as deliveries ahead of it would have left it. */
+    const nextSlotIn = (inMs: number) =>
+      fx.database.db.raw(
+        `INSERT INTO webhook_rate_limits (registration_id, next_at)
+         VALUES (?, clock_timestamp() + ? * interval '1 millisecond')
+         ON CONFLICT (registration_id) DO UPDATE SET next_at = EXCLUDED.next_at`,
+        [registration.id, inMs],
+      );
+    const nextAt = async () =>
+      (
+        await fx.database
+          .db('webhook_rate_limits')
+          .where({ registration_id: registration.id })
+          .first<{ next_at: Date }>()
+      ).next_at;
+
+    const { refused, refusedInMs, slotBefore, slotAfter, soon, soonInMs } = await fx.runWorker(
+      async (taskQueue) => {
+        testQueue = taskQueue;
+        await nextSlotIn(10_000);
+        const slotBefore = await nextAt();
+        let started = Date.now();
+        const refused = await call('POST', `/webhooks/test/project/${projectId}`);
+        const refusedInMs = Date.now() - started;
+        const slotAfter = await nextAt();
+        // A slot within the second: taken and waited for, then sent.
+        await nextSlotIn(600);
+        started = Date.now();
+        const soon = await call('POST', `/webhooks/test/project/${projectId}`);
+        return { refused, refusedInMs, slotBefore, slotAfter, soon, soonInMs: Date.now() - started };
+      },
+      { config: rateConfig },
+    );
+
+    assert.equal(refused.status, 502, JSON.stringify(refused.body));
+    assert.match(
+      String(refused.body.detail),
+      /The receiver did not acknowledge the TEST event: .* failed after 0 attempt\(s\): The webhook's rate limit is reached/,
+    );
+    assert.ok(refusedInMs < 5_000, `answered at once, not after the next slot (10 s): ${refusedInMs} ms`);
+    assert.deepEqual(slotAfter, slotBefore, 'no slot taken');
+    assert.deepEqual(
+      await fx.database.db('webhook_breaker_waiters').where({ registration_id: registration.id }),
+      [],
+      'not queued',
+    );
+    assert.equal(soon.status, 200, JSON.stringify(soon.body));
+    assert.ok(soonInMs >= 500, `waited for its slot: ${soonInMs} ms`);
+    assert.equal(fx.receiver.requests.length, 1, 'only the TEST that had a slot was sent');
+    assert.equal(JSON.parse(fx.receiver.requests[0]!.rawBody.toString()).test !== undefined, true);
+    const health = await call('GET', `/webhooks/project/${projectId}/health`);
+    assert.deepEqual(health.body.rateLimit, { perSecond: 1, waiting: 0 });
+    assert.deepEqual([health.body.state, health.body.consecutiveFailures], ['healthy', 0], 'no failure counted');
   });
 
   it('a registration without a limit is unaffected: not paced, and its attempts never ask for a slot', async () => {
