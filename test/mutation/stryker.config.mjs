@@ -98,6 +98,7 @@ export default {
       'test/activities/receiver-answer.test.ts',
       'test/activities/oauth.test.ts',
       'test/common/signing-keys.test.ts',
+      'test/common/oauth-client.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
