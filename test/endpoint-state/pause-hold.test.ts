@@ -9,7 +9,7 @@ import {
   type ActivityConfig,
   type WebhookHttpClient,
 } from '../../activities';
-import { heldWaitMs, pausedDeferral } from '../../activities/endpoint/pause';
+import { GONE_RECHECK_MS, createPauseHold, heldWaitMs, pausedDeferral } from '../../activities/endpoint/pause';
 import {
   DELIVERY_DEFERRED,
   FailureType,
@@ -228,6 +228,114 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         .update({ paused_until: database.db.raw(`now() - interval '1 millisecond'`) });
       const { outcome } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 1 });
       assert.equal((outcome as { status: string }).status, 'delivered');
+    });
+  });
+
+  describe('the hold itself: its wait by kind of hold, its log line (createPauseHold, real PostgreSQL)', () => {
+    let database: TestDatabase;
+    let registrations: Registrations;
+    before(async () => {
+      database = await createTestDatabase();
+      registrations = new Registrations(database.db);
+    });
+    after(() => database?.destroy());
+
+    /** The deferral of `runs` holds of one delivery, what it logged, and how often it was marked held. */
+    async function holds(held: { pausedUntil: Date | null; waitToken?: number; goneStatusCode?: number }, runs = 12) {
+      const projectId = newProjectId();
+      await registrations.register(projectId, 'https://receiver.example/hook', ['FALL_DETECTION']);
+      const registrationId = (await store.findRegistration(database.db, projectId))!.id;
+      const logs = captureLogger();
+      const hold = createPauseHold({ db: database.db, config });
+      let marked = 0;
+      const deferrals: { failure: ApplicationFailure; heldAt: number }[] = [];
+      for (let run = 0; run < runs; run += 1) {
+        const heldAt = Date.now();
+        const failure: unknown = await hold(
+          {
+            registrationId,
+            isTest: false,
+            attempt: 4,
+            workflowId: `webhook-event-${randomUUID()}`,
+            priority: 3,
+            log: logs.logger,
+            ...held,
+          },
+          () => Promise.resolve(void (marked += 1)),
+        ).catch((error: unknown) => error);
+        assert.ok(failure instanceof ApplicationFailure, String(failure));
+        deferrals.push({ failure, heldAt });
+      }
+      const waits = deferrals.map(({ failure }) => (failure.details?.[0] as DeliveryDeferredDetails).waitMs);
+      return { deferrals, waits, logs: logs.lines, marked, registrationId };
+    }
+
+    it('a 410’s hold, which has no end: a re-read after ½ to 1 day, its message and status in the deferral', async () => {
+      assert.equal(GONE_RECHECK_MS, 24 * 3_600_000);
+      for (const waitToken of [undefined, 2]) {
+        const { deferrals, waits, logs, marked } = await holds({ pausedUntil: null, goneStatusCode: 410, waitToken });
+        assert.equal(marked, 12, 'each marked held');
+        for (const wait of waits)
+          assert.ok(wait >= GONE_RECHECK_MS / 2 && wait <= GONE_RECHECK_MS + 1, `${wait} ms (wait token ${waitToken})`);
+        assert.ok(
+          waits.some((wait) => wait < GONE_RECHECK_MS * 0.9) && waits.some((wait) => wait > GONE_RECHECK_MS * 0.6),
+          `spread over the half day: ${waits.join(', ')}`,
+        );
+        const message = 'Receiver answered HTTP 410 Gone: deliveries held until a member resumes the webhook';
+        const { failure } = deferrals[0]!;
+        assert.deepEqual([failure.type, failure.nonRetryable, failure.message], [DELIVERY_DEFERRED, true, message]);
+        assert.deepEqual(failure.details?.[0], {
+          reason: 'paused',
+          waitMs: waits[0],
+          attempt: 4,
+          lastError: message,
+          statusCode: 410,
+        });
+        const held = logs.filter((line) => line.msg === 'webhook paused: delivery held');
+        assert.equal(held.length, 12);
+        assert.deepEqual(
+          held.map((line) => [line.level, line.pausedUntil]),
+          Array.from({ length: 12 }, () => [30, 'until resumed']),
+        );
+      }
+    });
+
+    it('a dated pause: listed, a half to a whole BREAKER_WAIT_MAX_MS past its end; unlisted, spread over BREAKER_RESUME_SPREAD_MS', async () => {
+      const pausedUntil = new Date(Date.now() + 10_000);
+      const listed = await holds({ pausedUntil, waitToken: 1 });
+      listed.deferrals.forEach(({ heldAt }, i) => {
+        const untilEnd = pausedUntil.getTime() - heldAt;
+        const wait = listed.waits[i]!;
+        assert.ok(
+          wait >= untilEnd - 1_000 + 30_000 && wait <= untilEnd + 60_000 + 1,
+          `listed: ${wait - untilEnd} ms past`,
+        );
+      });
+      assert.equal(
+        (await database.db('webhook_breaker_waiters').where({ registration_id: listed.registrationId })).length,
+        12,
+      );
+      assert.deepEqual(
+        listed.logs.filter((line) => line.msg === 'webhook paused: delivery held').map((line) => line.pausedUntil),
+        Array.from({ length: 12 }, () => pausedUntil.toISOString()),
+      );
+
+      const unlisted = await holds({ pausedUntil });
+      const margins = unlisted.deferrals.map(({ heldAt }, i) => unlisted.waits[i]! - (pausedUntil.getTime() - heldAt));
+      for (const margin of margins) assert.ok(margin >= -1_000 && margin <= 2_000 + 1, `unlisted: ${margin} ms past`);
+      assert.ok(
+        margins.some((margin) => margin > 100),
+        `spread over 2 s: ${margins.join(', ')}`,
+      );
+      assert.deepEqual(
+        await database.db('webhook_breaker_waiters').where({ registration_id: unlisted.registrationId }),
+        [],
+      );
+      assert.equal(
+        (unlisted.deferrals[0]!.failure.details?.[0] as DeliveryDeferredDetails).lastError,
+        undefined,
+        'no receiver’s error for a pause',
+      );
     });
   });
 
