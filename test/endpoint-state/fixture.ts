@@ -10,10 +10,10 @@ import {
   type ActivityConfig,
   type WebhookHttpClient,
 } from '../../activities';
-import type { DeliverWebhookEventInput, DeliveryAttemptInput } from '../../common/contract';
+import type { DeliverWebhookEventInput, DeliveryAttemptInput, SubscribableType } from '../../common/contract';
 import * as store from '../../db';
 import type { deliverWebhookEvent } from '../../workflows';
-import { USER, captureLogger, Registrations, vitalPayload } from '../support/deliveries';
+import { USER, captureLogger, newProjectId, Registrations, vitalPayload } from '../support/deliveries';
 import type { DeliveryFixture } from '../support/delivery-fixture';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
 import { startTestReceiver, type ReceivedRequest, type TestReceiver } from '../support/receiver';
@@ -43,6 +43,27 @@ export function apiCaller(api: { readonly url: string }) {
     return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
   };
 }
+
+export type ApiCall = ReturnType<typeof apiCaller>;
+
+/** A project of alice's registered to the suite's receiver for `types` (falls and vitals unless named). */
+export async function memberProject(
+  fx: DeliveryFixture,
+  types: SubscribableType[] = ['FALL_DETECTION', 'VITAL_THRESHOLD'],
+) {
+  const projectId = newProjectId();
+  const secret = await fx.registrations.register(projectId, fx.receiver.url, types);
+  await store.addMember(fx.database.db, projectId, 'alice');
+  return { projectId, secret };
+}
+
+/** The project's delivery log as the API lists it, newest first. */
+export const deliveriesOf = async (call: ApiCall, projectId: string) =>
+  (await call('GET', `/webhooks/project/${projectId}/deliveries?limit=100`)).body.items as {
+    id: string;
+    status: string;
+    attempts: number;
+  }[];
 
 /** Starts the events' deliveries one after the other, so that the first listed are the oldest waiters. */
 export async function startEvents(fx: DeliveryFixture, taskQueue: string, events: DeliverWebhookEventInput[]) {

@@ -5,21 +5,13 @@ import { once } from 'node:events';
 import { NativeConnection } from '@temporalio/worker';
 import type { ActivityConfig } from '../../activities';
 import { createTestEventSender } from '../../api/webhooks/test-event';
-import type { DeliverWebhookEventInput } from '../../common/contract';
 import * as store from '../../db';
 import type { deliverWebhookEvent } from '../../workflows';
-import { USER, fallEvent, fastConfig, newProjectId, vitalPayload } from '../support/deliveries';
+import { fallEvent, fastConfig, newProjectId } from '../support/deliveries';
 import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
 import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
 import { createLocalEnvironment } from '../support/temporal';
-import { bearer, hsToken } from '../support/tokens';
-
-const vitalEvent = (projectId: string): DeliverWebhookEventInput => ({
-  projectId,
-  webhookType: 'VITAL_THRESHOLD',
-  userUUID: USER,
-  payload: vitalPayload,
-});
+import { apiCaller, kindsOf, startEvents, vitalEvent } from './fixture';
 
 /** The fewest milliseconds between an arrival and the one `rate` arrivals later: under 1000, a second held more. */
 function tightestWindow(requests: readonly ReceivedRequest[], rate: number): number {
@@ -62,10 +54,6 @@ async function startReceiverProcess() {
   };
 }
 
-/** F a fall, V a vital, in the order the receiver got them. */
-const kindsOf = (requests: readonly ReceivedRequest[]) =>
-  requests.map((request) => ('reasons' in JSON.parse(request.rawBody.toString()) ? 'F' : 'V')).join('');
-
 describe('rate limit per endpoint (Temporal dev server, two workers, real receiver, the API in process)', function () {
   this.timeout(300_000);
   const fx = useDeliveryFixture(createLocalEnvironment);
@@ -77,17 +65,9 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
         projectId,
       ),
   }));
+  const call = apiCaller(api);
   // A receiver timeout that a loaded 2-core machine does not reach for a receiver answering at once.
   const rateConfig: ActivityConfig = { ...fastConfig, WEBHOOK_TIMEOUT_MS: 5_000 };
-
-  const call = async (method: string, path: string, body?: unknown, user = 'alice') => {
-    const response = await fetch(`${api.url}${path}`, {
-      method,
-      headers: { ...bearer(hsToken(user)), ...(body !== undefined && { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
-  };
 
   const member = async () => {
     const projectId = newProjectId();
@@ -106,20 +86,6 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
     } finally {
       await connection.close();
     }
-  };
-
-  const start = async (taskQueue: string, events: DeliverWebhookEventInput[]) => {
-    const handles = [];
-    // One after the other: the vitals are queued before the falls.
-    for (const event of events)
-      handles.push(
-        await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
-          args: [event],
-          taskQueue,
-          workflowId: `webhook-event-${randomUUID()}`,
-        }),
-      );
-    return handles;
   };
 
   it('register and PATCH set and clear rateLimit, audited; a bad value is a 400 naming it that stores nothing', async () => {
@@ -184,11 +150,13 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
     const { results, handles, waitingSeen } = await onTwoWorkers(async (taskQueue) => {
       // 160 vitals queued, then 40 falls: arrival order alone would send the falls last.
       const handles = [
-        ...(await start(
+        ...(await startEvents(
+          fx,
           taskQueue,
           Array.from({ length: 160 }, () => vitalEvent(projectId)),
         )),
-        ...(await start(
+        ...(await startEvents(
+          fx,
           taskQueue,
           Array.from({ length: 40 }, () => fallEvent(projectId)),
         )),
