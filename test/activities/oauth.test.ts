@@ -123,6 +123,19 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
     return { projectId, registrationId: created.body._id as string, view: created.body };
   }
 
+  /** A project whose webhook gets its tokens from a client with a secret (`clients.basic` unless named), with SCOPE. */
+  const registerSecretClient = (
+    client: { clientId: string; clientSecret: string } = clients.basic,
+    fields: Record<string, unknown> = {},
+  ) =>
+    register({
+      tokenUrl: provider.tokenUrl,
+      clientId: client.clientId,
+      clientSecret: client.clientSecret,
+      scope: SCOPE,
+      ...fields,
+    });
+
   const start = (projectId: string, taskQueue: string) =>
     fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
       args: [fallEvent(projectId)],
@@ -144,12 +157,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   const verdictsOf = (projectId: string) => receiver.verdicts.filter((v) => v.projectId === projectId);
 
   it('client_secret_basic: deliveries across several token expiries, each with an active token, none lost, tokens reused', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId } = await registerSecretClient();
     const { logger, raw } = captureLogger();
     const count = 14;
     const results = await fx.runWorker(
@@ -212,13 +220,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
       keyId: clients.rs384.kid,
       scope: SCOPE,
     });
-    const post = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.post.clientId,
-      clientAuthentication: 'client_secret_post',
-      clientSecret: clients.post.clientSecret,
-      scope: SCOPE,
-    });
+    const post = await registerSecretClient(clients.post, { clientAuthentication: 'client_secret_post' });
     const projects = [jwtEs.projectId, jwtRs.projectId, post.projectId];
     const results = await fx.runWorker(async (taskQueue) => {
       const handles = [];
@@ -244,12 +246,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('a receiver answering 401 to a token revoked while kept: a fresh token and the delivery sent again in the same attempt', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.revocable.clientId,
-      clientSecret: clients.revocable.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId } = await registerSecretClient(clients.revocable);
     const { first, second } = await fx.runWorker(async (taskQueue) => {
       const first = await (await start(projectId, taskQueue)).result();
       // The provider forgets the token the worker keeps (it would live two minutes more).
@@ -272,12 +269,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('a token endpoint down fails the attempt retryably, naming the token endpoint (log, breaker, health); back, the delivery goes', async () => {
-    const { projectId, registrationId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId, registrationId } = await registerSecretClient();
     await provider.stop();
     let restarted = false;
     try {
@@ -362,11 +354,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('a token URL at a private address is refused by the SSRF guard like a receiver: no token request, not retried', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-    });
+    const { projectId } = await registerSecretClient(clients.basic, { scope: undefined });
     const answers = provider.tokenAnswers.length;
     const failure = await fx
       .runWorker(async (taskQueue) => (await start(projectId, taskQueue)).result(), {
@@ -390,12 +378,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('through the egress proxy: the token request is tunnelled like the delivery', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId } = await registerSecretClient();
     const proxy = await startTinyproxy();
     try {
       const answers = provider.tokenAnswers.length;
