@@ -1,3 +1,4 @@
+import type { KeyObject } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import {
@@ -13,6 +14,7 @@ import {
 import type { Logger } from '../common/telemetry/logger';
 import { registrationSecretAad, type SecretBox } from '../common/crypto/secrets';
 import { asymmetricSignatureHeader, signPayload, standardWebhookSignatureHeader } from '../common/crypto/signature';
+import { createSigningKeyCache, type SigningKeyCache } from '../common/crypto/signing-keys';
 import {
   HTTPS_REQUIRED,
   parseWebhookUrl,
@@ -27,7 +29,6 @@ import {
   forgetUnregisteredWaiter,
   holdForGone,
   isPaused,
-  openSigningKeys,
   type Db,
   type RegistrationRow,
 } from '../db';
@@ -70,6 +71,8 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
   const slowDown = createSlowDown(deps);
   const rateLimit = createRateLimit(deps);
   const prepareDelivery = createPrepareDelivery(deps, deps.deliveryOptions ?? DELIVERY_OPTIONS);
+  // v1a: each registration's private keys parsed once, not on every attempt (again when a rotation changes them).
+  const signingKeys = createSigningKeyCache(secretBox);
 
   return async function attempt(
     input: DeliveryAttemptInput,
@@ -89,6 +92,8 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       attempt: context.attempt,
     };
     assertHeaderSafeId(context.webhookId);
+    // Start-to-close counts from the activity's start: an option's own request (a token) ends before it.
+    const deadlineMs = Date.now() + Context.current().info.startToCloseTimeoutMs;
 
     const registration = lookup ? lookup.registration : await findRegistration(db, projectId);
     if (!registration) {
@@ -125,10 +130,14 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
         statusCode: registration.slowedStatusCode,
       });
     const url = receiverUrl(registration, webhookUrlPolicy(config));
-    const secrets = await openSecrets(db, secretBox, registration, context);
+    const secrets = await openSecrets(db, secretBox, signingKeys, registration, context);
     // Custom headers, client certificate, OAuth, route: what the registration's options add to this attempt's request.
-    const delivery = await prepareDelivery(registration, { url, log: context.log, attempt: context.attempt });
-    const signed = signedHeaders(secrets, context.webhookId, body);
+    const delivery = await prepareDelivery(registration, {
+      url,
+      log: context.log,
+      attempt: context.attempt,
+      deadlineMs,
+    });
     const target = {
       registrationId: registration.id,
       isTest: webhookType === 'TEST',
@@ -147,8 +156,9 @@ export function createAttempt(deps: ActivityDeps, deliveryLog: DeliveryLog) {
       try {
         // The options' headers first: the service's signed headers win over any (the API refuses those names). An
         // option's authorization is obtained here, past the breaker; a 401 may have it obtained afresh, and sent again.
+        // Signed right before each request, past the rate limit's wait and the token's fetch: the timestamp is fresh.
         response = await delivery.send((headers) =>
-          http.post(url, { ...headers, ...signed }, body, delivery.connection),
+          http.post(url, { ...headers, ...signedHeaders(secrets, context.webhookId, body) }, body, delivery.connection),
         );
       } catch (error) {
         throw await deliveryLog.failedAttempt(
@@ -233,10 +243,10 @@ function receiverUrl(registration: RegistrationRow, policy: WebhookUrlPolicy): U
   });
 }
 
-/** What signs an attempt: the secrets, and under v1a the Ed25519 private keys (PKCS #8 PEM); each newest first. */
+/** What signs an attempt: the secrets, and under v1a the Ed25519 private keys (parsed, cached); each newest first. */
 interface SigningMaterial {
   secrets: [current: string, ...previous: string[]];
-  privateKeys: string[];
+  privateKeys: KeyObject[];
 }
 
 /**
@@ -248,6 +258,7 @@ interface SigningMaterial {
 async function openSecrets(
   db: Db,
   secretBox: SecretBox,
+  signingKeys: SigningKeyCache,
   registration: RegistrationRow,
   { log }: AttemptContext,
 ): Promise<SigningMaterial> {
@@ -267,8 +278,7 @@ async function openSecrets(
     const current = open(registration.secretSealed);
     return {
       secrets: overlapping ? [current, open(previousSecretSealed)] : [current],
-      privateKeys:
-        registration.signatureScheme === 'v1a' ? openSigningKeys(secretBox, registration, keyOverlapping) : [],
+      privateKeys: registration.signatureScheme === 'v1a' ? signingKeys.open(registration, keyOverlapping) : [],
     };
   } catch {
     log.error('cannot open the webhook secret: is WEBHOOK_SECRET_KEY the one the registration was sealed with?');

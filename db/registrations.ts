@@ -391,13 +391,6 @@ function signingKeyColumns(k: SigningKeyColumns) {
   };
 }
 
-/** A registration's Ed25519 private keys, opened (PKCS #8 PEM), newest first. Throws when one cannot be. */
-export function openSigningKeys(secretBox: SecretBox, row: RegistrationRow, withPrevious: boolean): string[] {
-  const aad = registrationSigningKeyAad(row.id);
-  const sealed = [row.signingKeySealed, withPrevious ? row.previousSigningKeySealed : null];
-  return sealed.filter((value): value is string => value !== null).map((value) => secretBox.open(value, aad));
-}
-
 /** The columns of an OAuth client, or of none. */
 function oauthColumns(oauth: StoredOAuthClient | null) {
   return {

@@ -1,7 +1,11 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/activity';
 import { FailureType, type AttemptFailureDetails } from '../../common/contract';
-import { signClientAssertion } from '../../common/registration/oauth-client';
+import {
+  signClientAssertion,
+  tokenRequestTimeoutMs,
+  tokenTimeoutMessage,
+} from '../../common/registration/oauth-client';
 import {
   HTTPS_REQUIRED,
   parseWebhookUrl,
@@ -24,16 +28,16 @@ import type { DeliveryOption } from './option';
  * endpoint, kept in this worker per registration and configuration until shortly before it expires, goes to the
  * receiver as `Authorization: Bearer`. A 401 drops it and the attempt sends once more with a fresh one. A token
  * endpoint that gives none fails the attempt as the endpoint's failure, naming the token endpoint's problem. The token
- * request goes through the worker's HTTP client: the SSRF guard and the egress proxy as for receivers.
+ * request goes through the worker's HTTP client: the SSRF guard and the egress proxy as for receivers, with a timeout
+ * of its own (OAUTH_TOKEN_TIMEOUT_MS, less when the attempt's deadline is nearer).
  */
 export const oauthClientCredentials: DeliveryOption = {
   name: 'oauth-client-credentials',
   setUp: ({ config, secretBox, http }) => {
     const routeTo = egressRouteTo(egressProxy(config));
     const policy = webhookUrlPolicy(config);
-    const timeoutMs = config.WEBHOOK_TIMEOUT_MS;
     const tokens = createTokenCache();
-    return (registration, { log, attempt }) => {
+    return (registration, { log, attempt, deadlineMs }) => {
       const client = registration.oauth;
       if (!client) return undefined;
       const tokenUrl = parseWebhookUrl(client.tokenUrl);
@@ -60,8 +64,13 @@ export const oauthClientCredentials: DeliveryOption = {
         .digest('hex');
       const fetchToken = async () => {
         const started = Date.now();
+        // Its own timeout: at most OAUTH_TOKEN_TIMEOUT_MS, and never past the attempt's deadline.
+        const timeoutMs = tokenRequestTimeoutMs(started, deadlineMs);
         try {
-          const answer = await requestToken(http, client, credential, tokenUrl, routeTo(tokenUrl));
+          const answer = await requestToken(http, client, credential, tokenUrl, {
+            route: routeTo(tokenUrl),
+            timeoutMs,
+          });
           log.debug({ tokenHost: tokenUrl.host, expiresIn: answer.expiresIn }, 'OAuth token obtained');
           return { accessToken: answer.accessToken, usableUntil: tokenUsableUntil(started, answer.expiresIn) };
         } catch (error) {
@@ -234,7 +243,7 @@ async function requestToken(
   client: StoredOAuthClient,
   credential: string,
   tokenUrl: URL,
-  route: ReturnType<ReturnType<typeof egressRouteTo>>,
+  { route, timeoutMs }: { route: ReturnType<ReturnType<typeof egressRouteTo>>; timeoutMs: number },
 ): Promise<{ accessToken: string; expiresIn?: number }> {
   const started = Date.now();
   const form = new URLSearchParams({ grant_type: 'client_credentials' });
@@ -253,7 +262,7 @@ async function requestToken(
     form.set('client_assertion_type', 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer');
     form.set('client_assertion', signClientAssertion({ ...client, privateKey: credential }));
   }
-  const response = await http.post(tokenUrl, headers, form.toString(), { route }, { readBody: true });
+  const response = await http.post(tokenUrl, headers, form.toString(), { route }, { readBody: true, timeoutMs });
   const answer = readTokenAnswer(response.statusCode, response.body);
   if ('problem' in answer)
     throw new TokenRequestError(
@@ -266,7 +275,7 @@ async function requestToken(
 }
 
 /** A token request that failed before any answer, as the SSRF guard, the proxy or the connection saw it. */
-function tokenFailure(error: unknown, durationMs: number, timeoutMs: number | undefined): TokenRequestError {
+function tokenFailure(error: unknown, durationMs: number, timeoutMs: number): TokenRequestError {
   if (error instanceof TokenRequestError) return error;
   if (error instanceof ForbiddenTargetError)
     return new TokenRequestError(
@@ -286,7 +295,7 @@ function tokenFailure(error: unknown, durationMs: number, timeoutMs: number | un
     );
   if (error instanceof ReceiverTimeoutError)
     return new TokenRequestError(
-      `OAuth token endpoint did not answer within ${timeoutMs} ms (TIMEOUT)`,
+      tokenTimeoutMessage(timeoutMs),
       FailureType.ReceiverUnreachable,
       'OAUTH_TOKEN_TIMEOUT',
       durationMs,

@@ -24,6 +24,8 @@ export interface AttemptTarget {
   log: Logger;
   /** The delivery's attempt number, for the details of a failure the option throws. */
   attempt: number;
+  /** When the attempt's activity times out (this process's clock): a request the option makes ends before. */
+  deadlineMs?: number;
 }
 
 /**

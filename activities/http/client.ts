@@ -18,6 +18,8 @@ export interface ReceiverResponse {
 export interface RequestOptions {
   /** Read the body (at most MAX_RESPONSE_BYTES) instead of discarding it. */
   readBody?: boolean;
+  /** This request's own timeout (a token request's), instead of the client's; the connection's stays the client's. */
+  timeoutMs?: number;
 }
 
 /** A keep-alive HTTP client for deliveries: no redirects, a whole-attempt timeout, the SSRF guard on connect. */
@@ -159,8 +161,9 @@ export function createWebhookHttpClient(options: {
     async post(url, headers, body, connection = {}, requestOptions = {}) {
       const route = connection.route ?? defaultRoute(url);
       const controller = new AbortController();
-      const timeoutError = new ReceiverTimeoutError(`Receiver did not answer within ${options.timeoutMs} ms`);
-      const timer = setTimeout(() => controller.abort(timeoutError), options.timeoutMs);
+      const timeoutMs = requestOptions.timeoutMs ?? options.timeoutMs;
+      const timeoutError = new ReceiverTimeoutError(`Receiver did not answer within ${timeoutMs} ms`);
+      const timer = setTimeout(() => controller.abort(timeoutError), timeoutMs);
       try {
         // Dispatcher.request does not follow redirects: a 3xx comes back as a status like any other.
         const response = await dispatcherFor(route, connection.clientCertificate).request({
@@ -170,6 +173,7 @@ export function createWebhookHttpClient(options: {
           headers,
           body,
           signal: controller.signal,
+          ...(requestOptions.timeoutMs !== undefined && { headersTimeout: timeoutMs, bodyTimeout: timeoutMs }),
         });
         const text = requestOptions.readBody ? await readLimited(response.body, MAX_RESPONSE_BYTES) : undefined;
         if (text === undefined) await response.body.dump({ limit: MAX_RESPONSE_BYTES }).catch(() => undefined);

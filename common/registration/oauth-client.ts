@@ -158,3 +158,19 @@ export function signClientAssertion(
   const signature = sign(hash, Buffer.from(signingInput), { key: signer.key, dsaEncoding: 'ieee-p1363' });
   return `${signingInput}.${base64url(signature)}`;
 }
+
+/** The most a token request may take; less when the attempt's own deadline is nearer. */
+export const OAUTH_TOKEN_TIMEOUT_MS = 10_000;
+
+/**
+ * A token request's timeout: OAUTH_TOKEN_TIMEOUT_MS, or what is left until the attempt's deadline (`deadlineMs`, on
+ * the clock of `nowMs`) when that is less; at least 1 ms. Without a deadline, OAUTH_TOKEN_TIMEOUT_MS.
+ */
+export function tokenRequestTimeoutMs(nowMs: number, deadlineMs?: number): number {
+  if (deadlineMs === undefined) return OAUTH_TOKEN_TIMEOUT_MS;
+  return Math.max(1, Math.min(OAUTH_TOKEN_TIMEOUT_MS, Math.floor(deadlineMs - nowMs)));
+}
+
+/** The failure of a token request not answered within `timeoutMs`, in seconds as members read them. */
+export const tokenTimeoutMessage = (timeoutMs: number): string =>
+  `OAuth token endpoint did not answer within ${timeoutMs / 1000} s (TIMEOUT)`;

@@ -10,13 +10,13 @@ import { Webhook } from 'standardwebhooks';
 import { createExampleReceiver } from '../../receiver/example-receiver';
 import { startSecretSweep } from '../../worker/secret-sweep';
 import { createSecretBox, registrationSecretAad, registrationSigningKeyAad } from '../../common/crypto/secrets';
-import type { deliverWebhookEvent } from '../../workflows';
-import { addMember, addProject, findRegistration, resealRegistrationSecrets, type RegistrationRow } from '../../db';
-import { fallEvent, fallPayload, newProjectId } from '../support/deliveries';
+import { findRegistration, resealRegistrationSecrets, type RegistrationRow } from '../../db';
+import { fallPayload } from '../support/deliveries';
 import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
 import { independentSignatureValid } from '../support/receiver';
 import { createLocalEnvironment } from '../support/temporal';
 import { bearer, hsToken } from '../support/tokens';
+import { aliceProject, deliverFall, endOverlap } from './rotation-fixture';
 
 interface Reply {
   status: number;
@@ -109,12 +109,7 @@ describe('Ed25519 signatures, Standard Webhooks v1a (API in process, Temporal de
     return { status: response.status, body: text ? (JSON.parse(text) as Reply['body']) : {} };
   }
 
-  async function project(): Promise<string> {
-    const projectId = newProjectId();
-    await addProject(fx.database.db, projectId);
-    await addMember(fx.database.db, projectId, 'alice');
-    return projectId;
-  }
+  const project = () => aliceProject(fx);
 
   /** A project whose webhook signs with v1a, to the public-key receiver; returns the register answer. */
   async function registered(scheme: 'v1' | 'v1a' = 'v1a') {
@@ -132,14 +127,7 @@ describe('Ed25519 signatures, Standard Webhooks v1a (API in process, Temporal de
   /** Delivers one FALL_DETECTION through a real worker; returns the outcome and the request the receiver got. */
   async function deliverOne(projectId: string) {
     const before = receiver.received.length;
-    const result = await fx.runWorker(async (taskQueue) => {
-      const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
-        args: [fallEvent(projectId)],
-        taskQueue,
-        workflowId: `webhook-event-${randomUUID()}`,
-      });
-      return handle.result();
-    });
+    const result = await deliverFall(fx, projectId);
     assert.equal(result.status, 'delivered', 'the public-key receiver accepted the delivery');
     assert.equal(receiver.received.length, before + 1);
     return receiver.received[before]!;
@@ -265,10 +253,7 @@ describe('Ed25519 signatures, Standard Webhooks v1a (API in process, Temporal de
     assert.equal(nodeVerifies(fresh, during), true);
 
     // The hour passes: the overlap's end moved into the past, as the clock would move it.
-    await fx.database
-      .db('webhook_registrations')
-      .where({ project_id: projectId })
-      .update({ previous_signing_key_expires_at: fx.database.db.raw("now() - interval '1 second'") });
+    await endOverlap(fx, projectId, 'previous_signing_key_expires_at');
     assert.equal((await call('GET', `/webhooks/project/${projectId}`)).body.previousPublicKey, null);
     receiver.state.publicKeys = [fresh];
     const afterwards = await deliverOne(projectId);

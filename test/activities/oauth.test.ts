@@ -7,9 +7,14 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomBytes, randomUUID, verify, type KeyObject } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { ApplicationFailure } from '@temporalio/common';
+import { createWebhookHttpClient } from '../../activities';
 import {
   createTokenCache,
   DEFAULT_TOKEN_LIFETIME_MS,
+  oauthClientCredentials,
   readTokenAnswer,
   tokenUsableUntil,
 } from '../../activities/delivery-options/oauth-client-credentials';
@@ -118,6 +123,19 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
     return { projectId, registrationId: created.body._id as string, view: created.body };
   }
 
+  /** A project whose webhook gets its tokens from a client with a secret (`clients.basic` unless named), with SCOPE. */
+  const registerSecretClient = (
+    client: { clientId: string; clientSecret: string } = clients.basic,
+    fields: Record<string, unknown> = {},
+  ) =>
+    register({
+      tokenUrl: provider.tokenUrl,
+      clientId: client.clientId,
+      clientSecret: client.clientSecret,
+      scope: SCOPE,
+      ...fields,
+    });
+
   const start = (projectId: string, taskQueue: string) =>
     fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
       args: [fallEvent(projectId)],
@@ -139,12 +157,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   const verdictsOf = (projectId: string) => receiver.verdicts.filter((v) => v.projectId === projectId);
 
   it('client_secret_basic: deliveries across several token expiries, each with an active token, none lost, tokens reused', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId } = await registerSecretClient();
     const { logger, raw } = captureLogger();
     const count = 14;
     const results = await fx.runWorker(
@@ -207,13 +220,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
       keyId: clients.rs384.kid,
       scope: SCOPE,
     });
-    const post = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.post.clientId,
-      clientAuthentication: 'client_secret_post',
-      clientSecret: clients.post.clientSecret,
-      scope: SCOPE,
-    });
+    const post = await registerSecretClient(clients.post, { clientAuthentication: 'client_secret_post' });
     const projects = [jwtEs.projectId, jwtRs.projectId, post.projectId];
     const results = await fx.runWorker(async (taskQueue) => {
       const handles = [];
@@ -239,12 +246,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('a receiver answering 401 to a token revoked while kept: a fresh token and the delivery sent again in the same attempt', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.revocable.clientId,
-      clientSecret: clients.revocable.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId } = await registerSecretClient(clients.revocable);
     const { first, second } = await fx.runWorker(async (taskQueue) => {
       const first = await (await start(projectId, taskQueue)).result();
       // The provider forgets the token the worker keeps (it would live two minutes more).
@@ -267,12 +269,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('a token endpoint down fails the attempt retryably, naming the token endpoint (log, breaker, health); back, the delivery goes', async () => {
-    const { projectId, registrationId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId, registrationId } = await registerSecretClient();
     await provider.stop();
     let restarted = false;
     try {
@@ -357,11 +354,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('a token URL at a private address is refused by the SSRF guard like a receiver: no token request, not retried', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-    });
+    const { projectId } = await registerSecretClient(clients.basic, { scope: undefined });
     const answers = provider.tokenAnswers.length;
     const failure = await fx
       .runWorker(async (taskQueue) => (await start(projectId, taskQueue)).result(), {
@@ -385,12 +378,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
   });
 
   it('through the egress proxy: the token request is tunnelled like the delivery', async () => {
-    const { projectId } = await register({
-      tokenUrl: provider.tokenUrl,
-      clientId: clients.basic.clientId,
-      clientSecret: clients.basic.clientSecret,
-      scope: SCOPE,
-    });
+    const { projectId } = await registerSecretClient();
     const proxy = await startTinyproxy();
     try {
       const answers = provider.tokenAnswers.length;
@@ -566,6 +554,66 @@ describe('OAuth client credentials: secrets reseal rewrites the client secret un
     assert.deepEqual(report, { total: 2, resealed: 2 });
     const row = (await store.findRegistration(database.db, projectId))!;
     assert.equal(store.openOAuthCredential(createSecretBox([newKey]), { id: row.id, oauth: row.oauth! }), 'cs-123');
+  });
+});
+
+describe('OAuth client credentials: the token request’s own timeout (a real token endpoint that never answers)', function () {
+  this.timeout(30_000);
+  // Accepts every connection and never answers: only the token request's timeout ends the wait.
+  const sockets = new Set<Socket>();
+  const silent = createServer(() => undefined).on('connection', (socket) => sockets.add(socket));
+  const secretBox = createSecretBox(randomBytes(32));
+  // The receiver's timeout is far longer: the token request must not wait for it.
+  const http = createWebhookHttpClient({ timeoutMs: 20_000, allowPrivate: true });
+  let tokenUrl: string;
+  before(async () => {
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    tokenUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/token`;
+  });
+  after(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+    await http.close();
+  });
+
+  /** The option prepared for one attempt of a registration whose token endpoint is the silent one. */
+  async function authorizationUntil(deadlineMs: number | undefined) {
+    const id = randomUUID();
+    const prepare = oauthClientCredentials.setUp({ config: { WEBHOOK_TIMEOUT_MS: 20_000 }, secretBox, http });
+    const registration = {
+      id,
+      oauth: {
+        tokenUrl,
+        clientId: 'c',
+        clientAuthentication: 'client_secret_post' as const,
+        scope: null,
+        keyId: null,
+        credentialSealed: secretBox.seal('cs-1', registrationOAuthCredentialAad(id)),
+      },
+    } as unknown as store.RegistrationRow;
+    const contribution = await prepare(registration, {
+      url: new URL('http://127.0.0.1/hook'),
+      log: captureLogger().logger,
+      attempt: 2,
+      ...(deadlineMs !== undefined && { deadlineMs }),
+    });
+    return contribution!.authorization!;
+  }
+
+  it('ends at what is left of the attempt’s deadline, not the receiver’s timeout, naming the wait in seconds', async () => {
+    const started = Date.now();
+    const authorization = await authorizationUntil(started + 400);
+    const failure = await authorization.headers().then(
+      () => assert.fail('a token from a silent endpoint'),
+      (error: unknown) => error,
+    );
+    const took = Date.now() - started;
+    assert.ok(failure instanceof ApplicationFailure, String(failure));
+    assert.match(failure.message, /^OAuth token endpoint did not answer within 0\.[34]\d* s \(TIMEOUT\)$/);
+    assert.equal(failure.type, FailureType.ReceiverUnreachable);
+    assert.equal(failure.nonRetryable, false, 'retried like an unreachable receiver');
+    assert.deepEqual((failure.details?.[0] as { attempt: number; errorCode: string }).errorCode, 'OAUTH_TOKEN_TIMEOUT');
+    assert.ok(took >= 300 && took < 5_000, `${took} ms`);
   });
 });
 

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
@@ -7,12 +6,12 @@ import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { createExampleReceiver } from '../../receiver/example-receiver';
 import { startSecretSweep } from '../../worker/secret-sweep';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../../common/crypto/signature';
-import type { deliverWebhookEvent } from '../../workflows';
 import { addMember, addProject, eraseExpiredPreviousSecrets, findRegistration } from '../../db';
-import { fallEvent, fallPayload, newProjectId } from '../support/deliveries';
+import { fallPayload, newProjectId } from '../support/deliveries';
 import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
 import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
 import { createLocalEnvironment } from '../support/temporal';
+import { aliceProject, deliverFall, endOverlap } from './rotation-fixture';
 import { bearer, hsToken } from '../support/tokens';
 
 interface Reply {
@@ -55,9 +54,7 @@ describe('secret rotation with overlap (API in process, Temporal dev server, rea
 
   /** A project with alice as its member and a webhook to `url`; returns the project id and the secret. */
   async function registered(url = fx.receiver.url): Promise<{ projectId: string; secret: string }> {
-    const projectId = newProjectId();
-    await addProject(fx.database.db, projectId);
-    await addMember(fx.database.db, projectId, 'alice');
+    const projectId = await aliceProject(fx);
     const reply = await call('POST', '/webhooks/register', 'alice', { projectId, url, types: ['FALL_DETECTION'] });
     assert.equal(reply.status, 201);
     return { projectId, secret: reply.body.secret! };
@@ -66,14 +63,7 @@ describe('secret rotation with overlap (API in process, Temporal dev server, rea
   /** Delivers one FALL_DETECTION through a real worker and returns the request the receiver got. */
   async function deliverOne(projectId: string): Promise<ReceivedRequest> {
     const before = fx.receiver.requests.length;
-    const result = await fx.runWorker(async (taskQueue) => {
-      const handle = await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
-        args: [fallEvent(projectId)],
-        taskQueue,
-        workflowId: `webhook-event-${randomUUID()}`,
-      });
-      return handle.result();
-    });
+    const result = await deliverFall(fx, projectId);
     assert.equal(result.status, 'delivered');
     assert.equal(fx.receiver.requests.length, before + 1);
     return fx.receiver.requests[before]!;
@@ -177,10 +167,7 @@ describe('secret rotation with overlap (API in process, Temporal dev server, rea
     const fresh = reply.body.secret!;
     const during = await deliverOne(projectId);
     // The hour passes: the overlap's end moved into the past, as the clock would move it.
-    await fx.database
-      .db('webhook_registrations')
-      .where({ project_id: projectId })
-      .update({ previous_secret_expires_at: fx.database.db.raw("now() - interval '1 second'") });
+    await endOverlap(fx, projectId, 'previous_secret_expires_at');
     const afterwards = await deliverOne(projectId);
     assert.equal(String(afterwards.headers['webhook-signature']).split(' ').length, 1);
 

@@ -6,20 +6,12 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
-import {
-  createActivities,
-  createWebhookHttpClient,
-  type ActivityConfig,
-  type WebhookHttpClient,
-} from '../../activities';
+import type { ActivityConfig } from '../../activities';
 import { createEndpointGuard } from '../../activities/endpoint/breaker';
 import { DELIVERY_DEFERRED, FailureType, type DeliveryDeferredDetails } from '../../common/contract';
 import { findBreaker, listAuditEvents } from '../../db';
-import { Registrations, captureLogger, fallPayload, fastConfig, newProjectId } from '../support/deliveries';
-import { createTestDatabase, type TestDatabase } from '../support/postgres';
-import { startTestReceiver, type TestReceiver } from '../support/receiver';
+import { captureLogger, fallPayload, fastConfig, newProjectId } from '../support/deliveries';
+import { runAttempt, useAttemptSuite } from './fixture';
 
 const config: ActivityConfig = {
   ...fastConfig,
@@ -68,22 +60,7 @@ async function refusingUrl(): Promise<string> {
 
 describe('circuit breaker, driven by the attempt activity (real HTTP, real PostgreSQL)', function () {
   this.timeout(30_000);
-  let database: TestDatabase;
-  let registrations: Registrations;
-  let http: WebhookHttpClient;
-  let receiver: TestReceiver;
-
-  before(async () => {
-    database = await createTestDatabase();
-    registrations = new Registrations(database.db);
-    http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
-  });
-  after(async () => {
-    await http?.close();
-    await database?.destroy();
-  });
-  beforeEach(async () => (receiver = await startTestReceiver()));
-  afterEach(() => receiver.close());
+  const suite = useAttemptSuite(config.WEBHOOK_TIMEOUT_MS);
 
   /**
    * A registration to `url`, and one attempt of a fall delivery to it per call, as the worker would run it; `settings`
@@ -91,16 +68,13 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
    */
   async function deliveryTo(url: string, settings: Partial<ActivityConfig> = {}) {
     const projectId = newProjectId();
-    await registrations.register(projectId, url, ['FALL_DETECTION']);
-    const { id } = await database.db('webhook_registrations').where({ project_id: projectId }).first<{ id: string }>();
+    await suite.registrations.register(projectId, url, ['FALL_DETECTION']);
+    const { id } = await suite.database
+      .db('webhook_registrations')
+      .where({ project_id: projectId })
+      .first<{ id: string }>();
     const logs = captureLogger();
-    const { deliverWebhookAttempt } = createActivities({
-      db: database.db,
-      secretBox: registrations.secretBox,
-      logger: logs.logger,
-      config: { ...config, ...settings },
-      http,
-    });
+    const deliverWebhookAttempt = suite.attemptActivity({ ...config, ...settings }, logs.logger);
     const workflowId = `webhook-event-${randomUUID()}`;
     let attempt = 0;
     return {
@@ -114,29 +88,23 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
        */
       attempt: ({ listed = true }: { listed?: boolean } = {}) => {
         attempt += 1;
-        const env = new MockActivityEnvironment(
-          { attempt, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
-          // The failures are what the test expects: not printed.
-          { logger: new DefaultLogger('ERROR', () => undefined) },
-        );
-        return env
-          .run(deliverWebhookAttempt, {
+        return runAttempt(
+          deliverWebhookAttempt,
+          {
             projectId,
-            webhookType: 'FALL_DETECTION' as const,
+            webhookType: 'FALL_DETECTION',
             body: JSON.stringify(fallPayload),
             ...(listed && { waitToken: attempt }),
-          })
-          .then(
-            (outcome) => outcome,
-            (error: unknown) => error,
-          );
+          },
+          { attempt, workflowId },
+        );
       },
     };
   }
 
   /** The registration's audit rows, oldest first: action and actor. */
   const auditActions = async (registrationId: string) =>
-    (await listAuditEvents(database.db, { limit: 200 }))
+    (await listAuditEvents(suite.database.db, { limit: 200 }))
       .filter((row) => row.registrationId === registrationId)
       .reverse()
       .map((row) => [row.action, row.actor.kind]);
@@ -154,7 +122,7 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       const thrown = await delivery.attempt();
       assert.equal(failureType(thrown), FailureType.ReceiverUnreachable, `attempt ${i}: ${String(thrown)}`);
     }
-    const breaker = await findBreaker(database.db, delivery.registrationId);
+    const breaker = await findBreaker(suite.database.db, delivery.registrationId);
     assert.equal(breaker?.consecutiveFailures, 3);
     assert.ok(breaker?.openUntil, 'open after three unreachable attempts');
     assert.match(breaker.lastFailure?.message ?? '', message);
@@ -166,7 +134,9 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     assert.equal(details.reason, 'circuit-open');
     assert.match(details.lastError ?? '', message);
     assertDeferral(deferred, 'Circuit breaker open for this webhook');
-    const waiter = await database.db('webhook_breaker_waiters').where({ registration_id: delivery.registrationId });
+    const waiter = await suite.database
+      .db('webhook_breaker_waiters')
+      .where({ registration_id: delivery.registrationId });
     assert.deepEqual(
       waiter.map((row: { priority: number }) => row.priority),
       [1],
@@ -205,11 +175,11 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
   });
 
   it('a receiver answering after WEBHOOK_TIMEOUT_MS opens the breaker; the next attempt waits, sending nothing', async () => {
-    receiver.fallback = { status: 200, delayMs: 5_000 };
+    suite.receiver.fallback = { status: 200, delayMs: 5_000 };
     await assertUnreachableOpens(
-      await deliveryTo(receiver.url, longOpen),
+      await deliveryTo(suite.receiver.url, longOpen),
       /did not answer within 300 ms \(TIMEOUT\)/,
-      () => receiver.requests.length,
+      () => suite.receiver.requests.length,
     );
   });
 
@@ -228,21 +198,21 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
 
   it("a receiver's Retry-After on the failure that opens the breaker lengthens the open period to it", async () => {
     const busy = { status: 503, headers: { 'Retry-After': '5' } };
-    receiver.script(busy, busy, busy);
-    const delivery = await deliveryTo(receiver.url);
+    suite.receiver.script(busy, busy, busy);
+    const delivery = await deliveryTo(suite.receiver.url);
     for (let i = 0; i < 3; i += 1) {
       assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
       // Each 503 slows the endpoint down for its 5 s (activities/endpoint/slow-down.ts): the next attempt comes after them.
-      await database
+      await suite.database
         .db('webhook_registrations')
         .where({ id: delivery.registrationId })
-        .update({ slowed_until: database.db.raw(`now() - interval '1 millisecond'`) });
+        .update({ slowed_until: suite.database.db.raw(`now() - interval '1 millisecond'`) });
     }
     // BREAKER_OPEN_MS is 1 s: the receiver asked for 5.
-    const { ms } = await database
+    const { ms } = await suite.database
       .db('webhook_circuit_breakers')
       .where({ registration_id: delivery.registrationId })
-      .first<{ ms: string }>(database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
+      .first<{ ms: string }>(suite.database.db.raw('extract(epoch FROM open_until - updated_at) * 1000 AS ms'));
     assert.equal(Math.round(Number(ms)), 5_000);
     const deferred = await delivery.attempt();
     const details = (deferred as ApplicationFailure).details?.[0] as DeliveryDeferredDetails | undefined;
@@ -250,12 +220,12 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
   });
 
   it('a 2xx between failures resets the count on a closed breaker: occasional failures never open it', async () => {
-    receiver.script({ status: 500 }, { status: 500 }, { status: 200 }, { status: 500 }, { status: 500 });
-    const delivery = await deliveryTo(receiver.url);
+    suite.receiver.script({ status: 500 }, { status: 500 }, { status: 200 }, { status: 500 }, { status: 500 });
+    const delivery = await deliveryTo(suite.receiver.url);
     const outcomes = [];
     for (let i = 0; i < 5; i += 1) outcomes.push(failureType(await delivery.attempt()));
-    assert.equal(receiver.requests.length, 5, `every attempt reached the receiver: ${outcomes.join(', ')}`);
-    const breaker = await findBreaker(database.db, delivery.registrationId);
+    assert.equal(suite.receiver.requests.length, 5, `every attempt reached the receiver: ${outcomes.join(', ')}`);
+    const breaker = await findBreaker(suite.database.db, delivery.registrationId);
     assert.deepEqual(
       { failures: breaker?.consecutiveFailures, openUntil: breaker?.openUntil },
       { failures: 2, openUntil: null },
@@ -263,12 +233,12 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
   });
 
   it('a 2xx whose breaker reset cannot be written still counts as delivered: logged, never sent again', async () => {
-    receiver.script({ status: 500 }, { status: 200 });
-    const delivery = await deliveryTo(receiver.url);
+    suite.receiver.script({ status: 500 }, { status: 200 });
+    const delivery = await deliveryTo(suite.receiver.url);
     assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
     // PostgreSQL itself refuses the reset (a trigger on exactly that write), as a lost connection would.
     const refuseReset = `refuse_reset_${delivery.registrationId.replace(/-/g, '_')}`;
-    await database.db.raw(`
+    await suite.database.db.raw(`
       CREATE FUNCTION ${refuseReset}() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         IF NEW.consecutive_failures = 0 THEN RAISE EXCEPTION 'breaker reset refused'; END IF;
@@ -279,47 +249,53 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
     try {
       const outcome = await delivery.attempt();
       assert.ok(!(outcome instanceof Error), `delivered, not retried: ${String(outcome)}`);
-      assert.equal(receiver.requests.length, 2);
+      assert.equal(suite.receiver.requests.length, 2);
       assert.ok(delivery.logged().includes('circuit breaker reset not recorded: the delivery stands'));
-      assert.equal((await findBreaker(database.db, delivery.registrationId))?.consecutiveFailures, 1, 'as it was');
+      assert.equal(
+        (await findBreaker(suite.database.db, delivery.registrationId))?.consecutiveFailures,
+        1,
+        'as it was',
+      );
     } finally {
-      await database.db.raw(`DROP TRIGGER ${refuseReset} ON webhook_circuit_breakers; DROP FUNCTION ${refuseReset}();`);
+      await suite.database.db.raw(
+        `DROP TRIGGER ${refuseReset} ON webhook_circuit_breakers; DROP FUNCTION ${refuseReset}();`,
+      );
     }
   });
 
   it('a healthy receiver costs one breaker read per attempt: nothing written, nothing logged about the breaker', async () => {
-    const delivery = await deliveryTo(receiver.url);
+    const delivery = await deliveryTo(suite.receiver.url);
     const statements: string[] = [];
     const onQuery = ({ sql }: { sql: string }) => {
       if (sql.includes('webhook_circuit_breakers')) statements.push(sql.trim().split(/\s+/)[0]!.toUpperCase());
     };
-    database.db.on('query', onQuery);
+    suite.database.db.on('query', onQuery);
     try {
       for (let i = 0; i < 3; i += 1) assert.ok(!((await delivery.attempt()) instanceof Error), `attempt ${i + 1}`);
     } finally {
-      database.db.off('query', onQuery);
+      suite.database.db.off('query', onQuery);
     }
-    assert.equal(receiver.requests.length, 3);
+    assert.equal(suite.receiver.requests.length, 3);
     // The admission is one statement; there is nothing to reset on a breaker that never failed.
     assert.equal(statements.length, 3, statements.join(', '));
-    assert.equal(await findBreaker(database.db, delivery.registrationId), undefined, 'no breaker row');
+    assert.equal(await findBreaker(suite.database.db, delivery.registrationId), undefined, 'no breaker row');
     assert.deepEqual(await auditActions(delivery.registrationId), [], 'no audit row per delivery');
     const aboutBreaker = delivery.logged().filter((msg) => String(msg).startsWith('circuit breaker'));
     assert.deepEqual(aboutBreaker, []);
   });
 
   it('a half-open breaker lets one attempt probe: logged as it probes and as it closes, once each', async () => {
-    receiver.script({ status: 500 }, { status: 500 }, { status: 500 });
-    const delivery = await deliveryTo(receiver.url);
+    suite.receiver.script({ status: 500 }, { status: 500 }, { status: 500 });
+    const delivery = await deliveryTo(suite.receiver.url);
     for (let i = 0; i < 3; i += 1) assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
     // The open period ended a second ago, on the database's clock.
-    await database
+    await suite.database
       .db('webhook_circuit_breakers')
       .where({ registration_id: delivery.registrationId })
-      .update({ open_until: database.db.raw("now() - interval '1 second'") });
+      .update({ open_until: suite.database.db.raw("now() - interval '1 second'") });
     const probe = await delivery.attempt();
     assert.ok(!(probe instanceof Error), `the probe was delivered: ${String(probe)}`);
-    const after = await findBreaker(database.db, delivery.registrationId);
+    const after = await findBreaker(suite.database.db, delivery.registrationId);
     assert.deepEqual(
       { failures: after?.consecutiveFailures, openUntil: after?.openUntil, probeUntil: after?.probeUntil },
       { failures: 0, openUntil: null, probeUntil: null },
@@ -330,7 +306,7 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       [
         count('circuit breaker half-open: this attempt probes the receiver'),
         count('circuit breaker closed: the probe was delivered'),
-        receiver.requests.length,
+        suite.receiver.requests.length,
       ],
       [1, 1, 5],
       delivery.logged().join('\n'),
@@ -344,14 +320,14 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
   });
 
   it('a delivery from before the waiter list waits on its own timer: the rest of the open period, spread', async () => {
-    receiver.script({ status: 500 }, { status: 500 }, { status: 500 });
-    const delivery = await deliveryTo(receiver.url, longOpen);
+    suite.receiver.script({ status: 500 }, { status: 500 }, { status: 500 });
+    const delivery = await deliveryTo(suite.receiver.url, longOpen);
     for (let i = 0; i < 3; i += 1) assert.equal(failureType(await delivery.attempt()), FailureType.ReceiverStatus);
     const measuredAt = Date.now();
-    const { ms } = await database
+    const { ms } = await suite.database
       .db('webhook_circuit_breakers')
       .where({ registration_id: delivery.registrationId })
-      .first<{ ms: string }>(database.db.raw('extract(epoch FROM open_until - now()) * 1000 AS ms'));
+      .first<{ ms: string }>(suite.database.db.raw('extract(epoch FROM open_until - now()) * 1000 AS ms'));
     const remaining = Number(ms);
     const waits: number[] = [];
     for (let i = 0; i < 5; i += 1) {
@@ -369,13 +345,13 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       waits.some((wait) => wait > remaining + 100),
       `spread beyond the open period: ${waits.join(', ')}`,
     );
-    assert.equal(receiver.requests.length, 3, 'nothing sent while open');
+    assert.equal(suite.receiver.requests.length, 3, 'nothing sent while open');
   });
 
   it('an attempt finding the endpoint busy is deferred: listed, for the signal; unlisted, for 1 to 2 timeouts', async () => {
     // The guard itself, on the real database: the test's own post holds the only slot until the test lets it go.
-    const { registrationId } = await deliveryTo(receiver.url);
-    const guard = createEndpointGuard({ db: database.db, config });
+    const { registrationId } = await deliveryTo(suite.receiver.url);
+    const guard = createEndpointGuard({ db: suite.database.db, config });
     const target = (attempt: number, listed: boolean) => ({
       registrationId,
       isTest: false,
@@ -399,7 +375,7 @@ describe('circuit breaker, driven by the attempt activity (real HTTP, real Postg
       return details.waitMs;
     };
     const [listed, unlisted] = [await refused(true), await refused(false)];
-    const busyWaiters = await database.db('webhook_breaker_waiters').where({ registration_id: registrationId });
+    const busyWaiters = await suite.database.db('webhook_breaker_waiters').where({ registration_id: registrationId });
     assert.deepEqual(
       busyWaiters.map((row: { priority: number }) => row.priority),
       [1],

@@ -2,77 +2,32 @@
 // endpoint down. The Temporal dev server, a real receiver on 127.0.0.1 checking signatures, real PostgreSQL, the API in
 // process, the worker's notice sweep and a real receiver of the contacts' signed notices.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import type { ActivityConfig } from '../../activities';
 import { createWebhookHttpClient } from '../../activities';
 import { createNotifier } from '../../activities/notices';
-import type { DeliverWebhookEventInput } from '../../common/contract';
 import * as store from '../../db';
 import { startPauseExpiry } from '../../worker/pause-expiry';
-import type { deliverWebhookEvent } from '../../workflows';
-import { USER, captureLogger, fallEvent, fastConfig, newProjectId, vitalPayload } from '../support/deliveries';
+import { captureLogger, fallEvent, fastConfig } from '../support/deliveries';
 import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
 import { eventually } from '../support/eventually';
 import { independentSignatureValid, startTestReceiver, type TestReceiver } from '../support/receiver';
 import { createLocalEnvironment } from '../support/temporal';
-import { bearer, hsToken } from '../support/tokens';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-const vitalEvent = (projectId: string): DeliverWebhookEventInput => ({
-  projectId,
-  webhookType: 'VITAL_THRESHOLD',
-  userUUID: USER,
-  payload: vitalPayload,
-});
+import {
+  apiCaller,
+  deliveriesOf,
+  kindsOf,
+  listedWaiters,
+  memberProject,
+  sleep,
+  startEvents,
+  vitalEvent,
+} from './fixture';
 
 describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): the endpoint, not one delivery', function () {
   this.timeout(180_000);
   const fx = useDeliveryFixture(createLocalEnvironment);
   const api = useLocalApi(fx);
-
-  const call = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${api.url}${path}`, {
-      method,
-      headers: { ...bearer(hsToken('alice')), ...(body !== undefined && { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
-  };
-
-  const member = async () => {
-    const projectId = newProjectId();
-    const secret = await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION', 'VITAL_THRESHOLD']);
-    await store.addMember(fx.database.db, projectId, 'alice');
-    return { projectId, secret };
-  };
-
-  const startEvents = async (taskQueue: string, events: DeliverWebhookEventInput[]) => {
-    const handles = [];
-    for (const event of events)
-      handles.push(
-        await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
-          args: [event],
-          taskQueue,
-          workflowId: `webhook-event-${randomUUID()}`,
-        }),
-      );
-    return handles;
-  };
-
-  const deliveriesOf = async (projectId: string) =>
-    (await call('GET', `/webhooks/project/${projectId}/deliveries?limit=100`)).body.items as {
-      id: string;
-      status: string;
-    }[];
-
-  const listedWaiters = async (projectId: string) => {
-    const registration = await store.findRegistration(fx.database.db, projectId);
-    return fx.database.db('webhook_breaker_waiters').where({ registration_id: registration!.id });
-  };
-
-  /** F a fall, V a vital, for each request the receiver got, in arrival order. */
-  const kindOf = (request: { rawBody: Buffer }) => ('reasons' in JSON.parse(request.rawBody.toString()) ? 'F' : 'V');
+  const call = apiCaller(api);
 
   describe('410 Gone', () => {
     let contacts: TestReceiver;
@@ -103,7 +58,7 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
         .filter(({ body }) => body.projectId === projectId);
 
     it('ends that delivery’s retries, holds it and the later ones unsent past the give-up window, tells the contacts; a resume delivers all, signed, falls first', async () => {
-      const { projectId, secret } = await member();
+      const { projectId, secret } = await memberProject(fx);
       await store.setNotificationContacts(fx.database.db, projectId, { url: contacts.url, emails: [] });
       fx.receiver.script({ status: 410 });
       // A give-up window of 3 s with retries every 100-200 ms: a 410 retried or failed would show within it.
@@ -115,21 +70,21 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
 
       const outcome = await fx.runWorker(
         async (taskQueue) => {
-          const [gone] = await startEvents(taskQueue, [fallEvent(projectId)]);
+          const [gone] = await startEvents(fx, taskQueue, [fallEvent(projectId)]);
           await fx.receiver.waitForRequests(1);
           const held = await eventually('the registration held by the 410', async () => {
             const got = await call('GET', `/webhooks/project/${projectId}`);
             return got.body.pauseReason === 'gone' && got.body;
           });
           // Later events of the registration: held, never sent.
-          const later = await startEvents(taskQueue, [
+          const later = await startEvents(fx, taskQueue, [
             vitalEvent(projectId),
             vitalEvent(projectId),
             fallEvent(projectId),
           ]);
           const handles = [gone!, ...later];
           await eventually('all 4 held in the delivery log', async () => {
-            const items = await deliveriesOf(projectId);
+            const items = await deliveriesOf(call, projectId);
             return items.length === 4 && items.every((item) => item.status === 'held');
           });
           await sleep(4_000);
@@ -193,7 +148,7 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
         after.map((request) => String(request.headers['webhook-id'])).sort(),
         handles.map((handle) => handle.workflowId).sort(),
       );
-      assert.equal(after.map(kindOf).join(''), 'FFVV', 'falls first');
+      assert.equal(kindsOf(after), 'FFVV', 'falls first');
       assert.equal((await store.findRegistration(fx.database.db, projectId))?.pauseReason, null);
       const ended = await eventually('the end told', () => toldOf(projectId)[1]);
       assert.deepEqual(
@@ -215,7 +170,7 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
     });
 
     it('a member’s pause does not replace the hold, and it has no end for the sweep to reach', async () => {
-      const { projectId } = await member();
+      const { projectId } = await memberProject(fx);
       const registrationId = (await store.findRegistration(fx.database.db, projectId))!.id;
       const hold = await store.holdForGone(fx.database.db, registrationId, 410);
       assert.equal(hold?.started, true);
@@ -249,11 +204,11 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
     slowMs: number,
     config: ActivityConfig,
   ) {
-    const { projectId, secret } = await member();
+    const { projectId, secret } = await memberProject(fx);
     fx.receiver.script({ status, headers });
     const results = await fx.runWorker(
       async (taskQueue) => {
-        const [first] = await startEvents(taskQueue, [fallEvent(projectId)]);
+        const [first] = await startEvents(fx, taskQueue, [fallEvent(projectId)]);
         const [answered] = await fx.receiver.waitForRequests(1);
         const slowed = await eventually('the endpoint slowed down', async () => {
           const got = await call('GET', `/webhooks/project/${projectId}`);
@@ -265,12 +220,12 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
         const others = (
           await Promise.all(
             [vitalEvent, vitalEvent, vitalEvent, fallEvent, fallEvent].map((event) =>
-              startEvents(taskQueue, [event(projectId)]),
+              startEvents(fx, taskQueue, [event(projectId)]),
             ),
           )
         ).flat();
         await eventually('the other 5 deferred, waiting for the resumer', async () => {
-          const listed = (await listedWaiters(projectId)).length;
+          const listed = (await listedWaiters(fx, projectId)).length;
           if (listed < 5 && Date.now() > Date.parse(slowed))
             throw new Error(`only ${listed} of 5 listed before the slow-down ended: the machine is too slow for 3 s`);
           return listed === 5;
@@ -291,12 +246,12 @@ describe('a receiver that is gone (410) or asks to slow down (429, 502, 504): th
       [],
       'none before the slow-down ends',
     );
-    assert.equal(rest.map(kindOf).join(''), 'FFFVVV', 'falls first');
+    assert.equal(kindsOf(rest), 'FFFVVV', 'falls first');
     assert.ok(fx.receiver.requests.every((request) => independentSignatureValid(secret, request)));
     const registrationId = (await store.findRegistration(fx.database.db, projectId))!.id;
     const breaker = await store.findBreaker(fx.database.db, registrationId);
     assert.equal(breaker?.consecutiveOpens ?? 0, 0, 'the breaker never opened');
-    assert.deepEqual(await listedWaiters(projectId), [], 'no waiter left behind');
+    assert.deepEqual(await listedWaiters(fx, projectId), [], 'no waiter left behind');
   }
 
   /** Retry-After honoured up to 10 s; retries otherwise every 100 ms; all woken falls in one round. */

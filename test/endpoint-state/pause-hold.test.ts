@@ -1,15 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
-import {
-  createActivities,
-  createWebhookHttpClient,
-  type ActivityConfig,
-  type WebhookHttpClient,
-} from '../../activities';
-import { heldWaitMs, pausedDeferral } from '../../activities/endpoint/pause';
+import type { ActivityConfig } from '../../activities';
+import { GONE_RECHECK_MS, createPauseHold, heldWaitMs, pausedDeferral } from '../../activities/endpoint/pause';
 import {
   DELIVERY_DEFERRED,
   FailureType,
@@ -27,7 +20,7 @@ import {
   vitalPayload,
 } from '../support/deliveries';
 import { createTestDatabase, type TestDatabase } from '../support/postgres';
-import { startTestReceiver, type TestReceiver } from '../support/receiver';
+import { runAttempt, useAttemptSuite } from './fixture';
 
 const config: ActivityConfig = { ...fastConfig, BREAKER_WAIT_MAX_MS: 60_000, BREAKER_RESUME_SPREAD_MS: 2_000 };
 const HOUR = 3_600_000;
@@ -58,26 +51,12 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
   });
 
   describe('an attempt while paused (real PostgreSQL, real receiver)', () => {
-    let database: TestDatabase;
-    let registrations: Registrations;
-    let http: WebhookHttpClient;
-    let receiver: TestReceiver;
-    before(async () => {
-      database = await createTestDatabase();
-      registrations = new Registrations(database.db);
-      http = createWebhookHttpClient({ timeoutMs: config.WEBHOOK_TIMEOUT_MS, allowPrivate: true });
-    });
-    after(async () => {
-      await http?.close();
-      await database?.destroy();
-    });
-    beforeEach(async () => (receiver = await startTestReceiver()));
-    afterEach(() => receiver.close());
+    const suite = useAttemptSuite(config.WEBHOOK_TIMEOUT_MS);
 
     async function pausedProject(types: SubscribableType[] = ['FALL_DETECTION', 'VITAL_THRESHOLD']) {
       const projectId = newProjectId();
-      await registrations.register(projectId, receiver.url, types);
-      const paused = await store.pauseRegistration(database.db, projectId, HOUR);
+      await suite.registrations.register(projectId, suite.receiver.url, types);
+      const paused = await store.pauseRegistration(suite.database.db, projectId, HOUR);
       assert.ok(paused?.started);
       return { projectId, registrationId: paused.registrationId, pausedUntil: paused.pausedUntil };
     }
@@ -88,32 +67,23 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       webhookType: WebhookType,
       options: { waitToken?: number; workflowId?: string } = {},
     ) {
-      const { deliverWebhookAttempt } = createActivities({
-        db: database.db,
-        secretBox: registrations.secretBox,
-        logger: captureLogger().logger,
-        config,
-        http,
-      });
       const workflowId = options.workflowId ?? `webhook-event-${randomUUID()}`;
-      const env = new MockActivityEnvironment(
-        { attempt: 2, workflowExecution: { workflowId, runId: randomUUID() }, activityId: '1' },
-        { logger: new DefaultLogger('ERROR', () => undefined) },
-      );
-      const outcome = await env
-        .run(deliverWebhookAttempt, {
+      const outcome = await runAttempt(
+        suite.attemptActivity(config),
+        {
           projectId,
           webhookType,
           body: JSON.stringify(webhookType === 'VITAL_THRESHOLD' ? vitalPayload : fallPayload),
           earlierAttempts: 1,
           ...(options.waitToken !== undefined && { waitToken: options.waitToken }),
-        })
-        .catch((error: unknown) => error);
+        },
+        { attempt: 2, workflowId },
+      );
       return { outcome, workflowId };
     }
 
     const waitersOf = (registrationId: string) =>
-      database
+      suite.database
         .db('webhook_breaker_waiters')
         .where({ registration_id: registrationId })
         .select<{ workflow_id: string; wait_token: number; priority: number; eligible_at: Date }[]>(
@@ -139,15 +109,15 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         details.waitMs >= fromEnd + 30_000 - 1_000 && details.waitMs <= fromStart + 60_000 + 1,
         `${details.waitMs}`,
       );
-      assert.equal(receiver.requests.length, 0);
+      assert.equal(suite.receiver.requests.length, 0);
       const [waiter, ...others] = await waitersOf(registrationId);
       assert.deepEqual(others, []);
       assert.deepEqual([waiter!.workflow_id, waiter!.wait_token, waiter!.priority], [workflowId, 4, 3]);
       assert.equal(waiter!.eligible_at.getTime(), pausedUntil!.getTime(), 'due when the pause ends');
-      const logged = await store.findDelivery(database.db, projectId, workflowId);
+      const logged = await store.findDelivery(suite.database.db, projectId, workflowId);
       assert.deepEqual([logged?.status, logged?.attempts], ['held', 0]);
-      assert.equal((await store.findEndpointHealth(database.db, projectId))?.consecutiveFailures ?? 0, 0);
-      assert.equal(await store.findBreaker(database.db, registrationId), undefined, 'the breaker is not touched');
+      assert.equal((await store.findEndpointHealth(suite.database.db, projectId))?.consecutiveFailures ?? 0, 0);
+      assert.equal(await store.findBreaker(suite.database.db, registrationId), undefined, 'the breaker is not touched');
     });
 
     it('a fall is listed first-priority; a delivery without a wait token waits on its own timer, unlisted', async () => {
@@ -166,7 +136,7 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         `spread: ${details.waitMs}`,
       );
       assert.equal((await waitersOf(registrationId)).length, 1, 'not listed');
-      assert.equal((await store.findDelivery(database.db, projectId, workflowId))?.status, 'held');
+      assert.equal((await store.findDelivery(suite.database.db, projectId, workflowId))?.status, 'held');
     });
 
     it('a TEST is refused for good, naming the pause; after resume the attempt is sent', async () => {
@@ -177,17 +147,17 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
         [outcome.type, outcome.nonRetryable, outcome.message],
         [FailureType.WebhookPaused, true, 'The webhook is paused: resume it to send a test event'],
       );
-      await store.resumeRegistration(database.db, projectId);
+      await store.resumeRegistration(suite.database.db, projectId);
       const sent = await attempt(projectId, 'FALL_DETECTION', { waitToken: 1 });
       assert.equal((sent.outcome as { status: string }).status, 'delivered');
-      assert.equal(receiver.requests.length, 1);
+      assert.equal(suite.receiver.requests.length, 1);
     });
 
     it('held under a deleted registration: kept for the next one; an attempt finding none forgets it', async () => {
       const { projectId } = await pausedProject(['FALL_DETECTION']);
       const { workflowId } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 1 });
-      await registrations.delete(projectId);
-      const kept = () => database.db('webhook_unregistered_waiters').where({ project_id: projectId });
+      await suite.registrations.delete(projectId);
+      const kept = () => suite.database.db('webhook_unregistered_waiters').where({ project_id: projectId });
       assert.deepEqual(
         (await kept()).map((row: { workflow_id: string }) => row.workflow_id),
         [workflowId],
@@ -196,21 +166,21 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
       const { outcome } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 2, workflowId });
       assert.deepEqual(outcome, { status: 'skipped', reason: 'registration-deleted', attempt: 3 });
       assert.deepEqual(await kept(), [], 'nobody is to wake it any more');
-      assert.equal(receiver.requests.length, 0);
+      assert.equal(suite.receiver.requests.length, 0);
     });
 
     it('an attempt after a wait, once ended, lets the waiters behind it go: its woken row is forgotten', async () => {
       const projectId = newProjectId();
-      await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
-      const registrationId = (await store.findRegistration(database.db, projectId))!.id;
+      await suite.registrations.register(projectId, suite.receiver.url, ['FALL_DETECTION']);
+      const registrationId = (await store.findRegistration(suite.database.db, projectId))!.id;
       const workflowId = `webhook-event-${randomUUID()}`;
-      await store.addBreakerWaiter(database.db, registrationId, workflowId, 1, 0, 1);
-      await store.addBreakerWaiter(database.db, registrationId, 'webhook-event-vital-behind', 1, 0, 3);
-      await database
+      await store.addBreakerWaiter(suite.database.db, registrationId, workflowId, 1, 0, 1);
+      await store.addBreakerWaiter(suite.database.db, registrationId, 'webhook-event-vital-behind', 1, 0, 3);
+      await suite.database
         .db('webhook_breaker_waiters')
         .where({ registration_id: registrationId, workflow_id: workflowId })
-        .update({ woken_at: database.db.fn.now(), signalled_at: database.db.fn.now() });
-      receiver.script({ status: 500 });
+        .update({ woken_at: suite.database.db.fn.now(), signalled_at: suite.database.db.fn.now() });
+      suite.receiver.script({ status: 500 });
       const { outcome: failed } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 2, workflowId });
       assert.equal((failed as ApplicationFailure).type, FailureType.ReceiverStatus, 'sent, and failed');
       assert.deepEqual(
@@ -222,12 +192,117 @@ describe('pause: held attempts and the pause in PostgreSQL', function () {
 
     it('a pause past its end holds nothing, swept or not', async () => {
       const { projectId } = await pausedProject(['FALL_DETECTION']);
-      await database
+      await suite.database
         .db('webhook_registrations')
         .where({ project_id: projectId })
-        .update({ paused_until: database.db.raw(`now() - interval '1 millisecond'`) });
+        .update({ paused_until: suite.database.db.raw(`now() - interval '1 millisecond'`) });
       const { outcome } = await attempt(projectId, 'FALL_DETECTION', { waitToken: 1 });
       assert.equal((outcome as { status: string }).status, 'delivered');
+    });
+
+    describe('the hold itself: its wait by kind of hold, its log line (createPauseHold)', () => {
+      /** The deferral of `runs` holds of one delivery, what it logged, and how often it was marked held. */
+      async function holds(held: { pausedUntil: Date | null; waitToken?: number; goneStatusCode?: number }, runs = 12) {
+        const projectId = newProjectId();
+        await suite.registrations.register(projectId, 'https://receiver.example/hook', ['FALL_DETECTION']);
+        const registrationId = (await store.findRegistration(suite.database.db, projectId))!.id;
+        const logs = captureLogger();
+        const hold = createPauseHold({ db: suite.database.db, config });
+        let marked = 0;
+        const deferrals: { failure: ApplicationFailure; heldAt: number }[] = [];
+        for (let run = 0; run < runs; run += 1) {
+          const heldAt = Date.now();
+          const failure: unknown = await hold(
+            {
+              registrationId,
+              isTest: false,
+              attempt: 4,
+              workflowId: `webhook-event-${randomUUID()}`,
+              priority: 3,
+              log: logs.logger,
+              ...held,
+            },
+            () => Promise.resolve(void (marked += 1)),
+          ).catch((error: unknown) => error);
+          assert.ok(failure instanceof ApplicationFailure, String(failure));
+          deferrals.push({ failure, heldAt });
+        }
+        const waits = deferrals.map(({ failure }) => (failure.details?.[0] as DeliveryDeferredDetails).waitMs);
+        return { deferrals, waits, logs: logs.lines, marked, registrationId };
+      }
+
+      it('a 410’s hold, which has no end: a re-read after ½ to 1 day, its message and status in the deferral', async () => {
+        assert.equal(GONE_RECHECK_MS, 24 * 3_600_000);
+        for (const waitToken of [undefined, 2]) {
+          const { deferrals, waits, logs, marked } = await holds({ pausedUntil: null, goneStatusCode: 410, waitToken });
+          assert.equal(marked, 12, 'each marked held');
+          for (const wait of waits)
+            assert.ok(
+              wait >= GONE_RECHECK_MS / 2 && wait <= GONE_RECHECK_MS + 1,
+              `${wait} ms (wait token ${waitToken})`,
+            );
+          assert.ok(
+            waits.some((wait) => wait < GONE_RECHECK_MS * 0.9) && waits.some((wait) => wait > GONE_RECHECK_MS * 0.6),
+            `spread over the half day: ${waits.join(', ')}`,
+          );
+          const message = 'Receiver answered HTTP 410 Gone: deliveries held until a member resumes the webhook';
+          const { failure } = deferrals[0]!;
+          assert.deepEqual([failure.type, failure.nonRetryable, failure.message], [DELIVERY_DEFERRED, true, message]);
+          assert.deepEqual(failure.details?.[0], {
+            reason: 'paused',
+            waitMs: waits[0],
+            attempt: 4,
+            lastError: message,
+            statusCode: 410,
+          });
+          const held = logs.filter((line) => line.msg === 'webhook paused: delivery held');
+          assert.equal(held.length, 12);
+          assert.deepEqual(
+            held.map((line) => [line.level, line.pausedUntil]),
+            Array.from({ length: 12 }, () => [30, 'until resumed']),
+          );
+        }
+      });
+
+      it('a dated pause: listed, a half to a whole BREAKER_WAIT_MAX_MS past its end; unlisted, spread over BREAKER_RESUME_SPREAD_MS', async () => {
+        const pausedUntil = new Date(Date.now() + 10_000);
+        const listed = await holds({ pausedUntil, waitToken: 1 });
+        listed.deferrals.forEach(({ heldAt }, i) => {
+          const untilEnd = pausedUntil.getTime() - heldAt;
+          const wait = listed.waits[i]!;
+          assert.ok(
+            wait >= untilEnd - 1_000 + 30_000 && wait <= untilEnd + 60_000 + 1,
+            `listed: ${wait - untilEnd} ms past`,
+          );
+        });
+        assert.equal(
+          (await suite.database.db('webhook_breaker_waiters').where({ registration_id: listed.registrationId })).length,
+          12,
+        );
+        assert.deepEqual(
+          listed.logs.filter((line) => line.msg === 'webhook paused: delivery held').map((line) => line.pausedUntil),
+          Array.from({ length: 12 }, () => pausedUntil.toISOString()),
+        );
+
+        const unlisted = await holds({ pausedUntil });
+        const margins = unlisted.deferrals.map(
+          ({ heldAt }, i) => unlisted.waits[i]! - (pausedUntil.getTime() - heldAt),
+        );
+        for (const margin of margins) assert.ok(margin >= -1_000 && margin <= 2_000 + 1, `unlisted: ${margin} ms past`);
+        assert.ok(
+          margins.some((margin) => margin > 100),
+          `spread over 2 s: ${margins.join(', ')}`,
+        );
+        assert.deepEqual(
+          await suite.database.db('webhook_breaker_waiters').where({ registration_id: unlisted.registrationId }),
+          [],
+        );
+        assert.equal(
+          (unlisted.deferrals[0]!.failure.details?.[0] as DeliveryDeferredDetails).lastError,
+          undefined,
+          'no receiver’s error for a pause',
+        );
+      });
     });
   });
 

@@ -1,30 +1,31 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ActivityConfig } from '../../activities';
-import type { DeliverWebhookEventInput } from '../../common/contract';
 import * as store from '../../db';
 import { startPauseExpiry } from '../../worker/pause-expiry';
 import type { deliverWebhookEvent } from '../../workflows';
-import { USER, captureLogger, fallEvent, fastConfig, newProjectId, vitalPayload } from '../support/deliveries';
+import { captureLogger, fallEvent, fastConfig } from '../support/deliveries';
 import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
 import { eventually } from '../support/eventually';
 import { independentSignatureValid } from '../support/receiver';
 import { createLocalEnvironment } from '../support/temporal';
-import { bearer, hsToken } from '../support/tokens';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-const vitalEvent = (projectId: string): DeliverWebhookEventInput => ({
-  projectId,
-  webhookType: 'VITAL_THRESHOLD',
-  userUUID: USER,
-  payload: vitalPayload,
-});
+import { bearer } from '../support/tokens';
+import {
+  apiCaller,
+  deliveriesOf,
+  kindsOf,
+  listedWaiters,
+  memberProject,
+  sleep,
+  startEvents,
+  vitalEvent,
+} from './fixture';
 
 describe('pause that holds (Temporal dev server, real receiver, the API in process)', function () {
   this.timeout(180_000);
   const fx = useDeliveryFixture(createLocalEnvironment);
   const api = useLocalApi(fx);
+  const call = apiCaller(api);
 
   /** A give-up window of 3 s (retries every 100-200 ms), woken 4 a second per registration once resumed. */
   const pauseConfig: ActivityConfig = {
@@ -33,31 +34,8 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
     BREAKER_RESUME_RATE_PER_SECOND: 4,
   };
 
-  const call = async (method: string, path: string, user = 'alice', body?: unknown) => {
-    const response = await fetch(`${api.url}${path}`, {
-      method,
-      headers: { ...bearer(hsToken(user)), ...(body !== undefined && { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
-  };
-
-  const member = async (types: ('FALL_DETECTION' | 'VITAL_THRESHOLD')[] = ['FALL_DETECTION', 'VITAL_THRESHOLD']) => {
-    const projectId = newProjectId();
-    const secret = await fx.registrations.register(projectId, fx.receiver.url, types);
-    await store.addMember(fx.database.db, projectId, 'alice');
-    return { projectId, secret };
-  };
-
-  const deliveriesOf = async (projectId: string) =>
-    (await call('GET', `/webhooks/project/${projectId}/deliveries?limit=100`)).body.items as {
-      id: string;
-      status: string;
-      attempts: number;
-    }[];
-
   it('holds 20 mixed events past the give-up window without an attempt, then delivers each once, falls first', async () => {
-    const { projectId, secret } = await member();
+    const { projectId, secret } = await memberProject(fx);
     const paused = await call('POST', `/webhooks/project/${projectId}/pause`);
     assert.equal(paused.status, 200);
     assert.ok(Date.parse(String(paused.body.pausedUntil)) - Date.now() > 71 * 3_600_000, 'PAUSE_MAX_HOURS (72)');
@@ -66,17 +44,9 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
       async (taskQueue) => {
         // Interleaved, vitals first: arrival order alone would not put the falls first.
         const events = Array.from({ length: 20 }, (_, i) => (i % 5 < 3 ? vitalEvent(projectId) : fallEvent(projectId)));
-        const handles = [];
-        for (const event of events)
-          handles.push(
-            await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
-              args: [event],
-              taskQueue,
-              workflowId: `webhook-event-${randomUUID()}`,
-            }),
-          );
+        const handles = await startEvents(fx, taskQueue, events);
         const heldLog = await eventually('all 20 held in the delivery log', async () => {
-          const items = await deliveriesOf(projectId);
+          const items = await deliveriesOf(call, projectId);
           return items.length === 20 && items.every((item) => item.status === 'held') && items;
         });
         // Past the 3 s give-up window, several retry intervals over: nothing sent, nothing failed.
@@ -110,7 +80,7 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
     // Paced at the breaker's resume rate: 20 at 4 a second take at least four more rounds after the first.
     const span = requests.at(-1)!.receivedAt - requests[0]!.receivedAt;
     assert.ok(span >= 4 * 900, `paced: ${span} ms from first to last`);
-    const log = await deliveriesOf(projectId);
+    const log = await deliveriesOf(call, projectId);
     assert.ok(log.every((item) => item.status === 'delivered' && item.attempts === 1));
 
     const trail = (await call('GET', `/webhooks/project/${projectId}/audit`)).body.items as {
@@ -125,42 +95,19 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
     assert.equal(resumeRow.changes?.heldDeliveries, 20);
   });
 
-  /** The kind of each request the receiver got, in arrival order: F a fall, V a vital. */
-  const kindsReceived = () =>
-    fx.receiver.requests.map((request) => ('reasons' in JSON.parse(request.rawBody.toString()) ? 'F' : 'V')).join('');
-
-  const startEvents = async (taskQueue: string, events: DeliverWebhookEventInput[]) => {
-    const handles = [];
-    // One after the other: the vitals listed first are the oldest waiters.
-    for (const event of events)
-      handles.push(
-        await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
-          args: [event],
-          taskQueue,
-          workflowId: `webhook-event-${randomUUID()}`,
-        }),
-      );
-    return handles;
-  };
-
-  const listedWaiters = async (projectId: string) => {
-    const registration = await store.findRegistration(fx.database.db, projectId);
-    return fx.database.db('webhook_breaker_waiters').where({ registration_id: registration!.id });
-  };
-
   it('one round of held events, 3 vitals listed before 2 falls: every fall reaches the receiver before any vital', async () => {
-    const { projectId, secret } = await member();
+    const { projectId, secret } = await memberProject(fx);
     await store.pauseRegistration(fx.database.db, projectId, 3_600_000);
     const results = await fx.runWorker(
       async (taskQueue) => {
-        const handles = await startEvents(taskQueue, [
+        const handles = await startEvents(fx, taskQueue, [
           vitalEvent(projectId),
           vitalEvent(projectId),
           vitalEvent(projectId),
           fallEvent(projectId),
           fallEvent(projectId),
         ]);
-        await eventually('all 5 listed as held', async () => (await listedWaiters(projectId)).length === 5);
+        await eventually('all 5 listed as held', async () => (await listedWaiters(fx, projectId)).length === 5);
         assert.equal(fx.receiver.requests.length, 0, 'nothing sent while paused');
         await store.resumeRegistration(fx.database.db, projectId);
         return Promise.all(handles.map((handle) => handle.result()));
@@ -172,25 +119,25 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
       results.every((result) => result.status === 'delivered' && result.attempts === 1),
       JSON.stringify(results),
     );
-    assert.equal(kindsReceived(), 'FFVVV');
+    assert.equal(kindsOf(fx.receiver.requests), 'FFVVV');
     assert.ok(fx.receiver.requests.every((request) => independentSignatureValid(secret, request)));
-    assert.deepEqual(await listedWaiters(projectId), [], 'no waiter left behind');
+    assert.deepEqual(await listedWaiters(fx, projectId), [], 'no waiter left behind');
   });
 
   it('held deliveries of a webhook deleted and registered again go to the new one at once, falls first', async () => {
-    const { projectId, secret: oldSecret } = await member();
+    const { projectId, secret: oldSecret } = await memberProject(fx);
     const paused = await call('POST', `/webhooks/project/${projectId}/pause`);
     assert.ok(Date.parse(String(paused.body.pausedUntil)) - Date.now() > 71 * 3_600_000, 'held up to 72 h');
     const { results, newSecret, registeredAt } = await fx.runWorker(
       async (taskQueue) => {
-        const handles = await startEvents(taskQueue, [vitalEvent(projectId), fallEvent(projectId)]);
+        const handles = await startEvents(fx, taskQueue, [vitalEvent(projectId), fallEvent(projectId)]);
         await eventually('both held', async () => {
-          const items = await deliveriesOf(projectId);
+          const items = await deliveriesOf(call, projectId);
           return items.length === 2 && items.every((item) => item.status === 'held');
         });
         assert.equal((await call('DELETE', `/webhooks/project/${projectId}`)).status, 204);
         const registeredAt = Date.now();
-        const registered = await call('POST', '/webhooks/register', 'alice', {
+        const registered = await call('POST', '/webhooks/register', {
           projectId,
           url: fx.receiver.url,
           types: ['FALL_DETECTION', 'VITAL_THRESHOLD'],
@@ -214,7 +161,7 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
         ['delivered', 1],
       ],
     );
-    assert.equal(kindsReceived(), 'FV');
+    assert.equal(kindsOf(fx.receiver.requests), 'FV');
     const requests = fx.receiver.requests;
     assert.ok(requests.every((request) => request.receivedAt >= registeredAt));
     assert.ok(
@@ -222,8 +169,8 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
       'the new secret signs',
     );
     assert.ok(!requests.some((request) => independentSignatureValid(oldSecret, request)));
-    assert.deepEqual(await listedWaiters(projectId), []);
-    const log = await deliveriesOf(projectId);
+    assert.deepEqual(await listedWaiters(fx, projectId), []);
+    const log = await deliveriesOf(call, projectId);
     assert.ok(
       log.every((item) => item.status === 'delivered'),
       JSON.stringify(log),
@@ -231,7 +178,7 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
   });
 
   it('the give-up window stands still while paused: a held event whose first attempt fails after resume is retried', async () => {
-    const { projectId } = await member(['FALL_DETECTION']);
+    const { projectId } = await memberProject(fx, ['FALL_DETECTION']);
     await store.pauseRegistration(fx.database.db, projectId, 3_600_000);
     fx.receiver.script({ status: 500 }, { status: 500 });
     const result = await fx.runWorker(
@@ -241,7 +188,7 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
           taskQueue,
           workflowId: `webhook-event-${randomUUID()}`,
         });
-        await eventually('held', async () => (await deliveriesOf(projectId))[0]?.status === 'held');
+        await eventually('held', async () => (await deliveriesOf(call, projectId))[0]?.status === 'held');
         // Longer than the whole 3 s window: counted, it would be over before the first attempt.
         await sleep(4_000);
         await store.resumeRegistration(fx.database.db, projectId);
@@ -253,7 +200,7 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
   });
 
   it('a pause ends by itself: held events go out unasked, and the operators read it in the log and the trail', async () => {
-    const { projectId } = await member(['FALL_DETECTION']);
+    const { projectId } = await memberProject(fx, ['FALL_DETECTION']);
     // As a pause of PAUSE_MAX_HOURS would, only shorter than the API allows (and long enough for a busy machine to start
     // a worker and both deliveries inside it).
     await store.pauseRegistration(fx.database.db, projectId, 8_000);
@@ -272,7 +219,7 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
             ),
           );
           await eventually('both held', async () => {
-            const deliveries = await deliveriesOf(projectId);
+            const deliveries = await deliveriesOf(call, projectId);
             return deliveries.length === 2 && deliveries.every((d) => d.status === 'held');
           });
           assert.equal(fx.receiver.requests.length, 0);
@@ -298,14 +245,14 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
   });
 
   it('pause and resume are idempotent, audited once each, for members and manage links only; a TEST is refused', async () => {
-    const { projectId } = await member();
+    const { projectId } = await memberProject(fx);
     const path = (action: string) => `/webhooks/project/${projectId}/${action}`;
-    const first = await call('POST', path('pause'), 'alice', { hours: 1 });
+    const first = await call('POST', path('pause'), { hours: 1 });
     assert.equal(first.status, 200);
-    const again = await call('POST', path('pause'), 'alice', { hours: 5 });
+    const again = await call('POST', path('pause'), { hours: 5 });
     assert.equal(again.body.pausedUntil, first.body.pausedUntil, 'a pause under way is left as it is');
-    assert.equal((await call('POST', path('pause'), 'mallory')).status, 403);
-    const tooLong = await call('POST', path('pause'), 'alice', { hours: 73 });
+    assert.equal((await call('POST', path('pause'), undefined, 'mallory')).status, 403);
+    const tooLong = await call('POST', path('pause'), { hours: 73 });
     assert.equal(tooLong.status, 400);
     assert.match(String(tooLong.body.detail), /hours must be at most PAUSE_MAX_HOURS \(72\)/);
     const test = await call('POST', `/webhooks/test/project/${projectId}`);
@@ -313,7 +260,7 @@ describe('pause that holds (Temporal dev server, real receiver, the API in proce
 
     // A read-only portal link sees the pause and cannot end it; a manage link can.
     const link = async (capabilities: string[]) =>
-      String((await call('POST', path('portal-sessions'), 'alice', { capabilities })).body.token);
+      String((await call('POST', path('portal-sessions'), { capabilities })).body.token);
     const viaLink = async (token: string, method: string, route: string) =>
       (await fetch(`${api.url}${route}`, { method, headers: bearer(token) })).status;
     const reader = await link(['read']);

@@ -4,21 +4,14 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { NativeConnection } from '@temporalio/worker';
 import type { ActivityConfig } from '../../activities';
-import type { DeliverWebhookEventInput } from '../../common/contract';
+import { createTestEventSender } from '../../api/webhooks/test-event';
 import * as store from '../../db';
 import type { deliverWebhookEvent } from '../../workflows';
-import { USER, fallEvent, fastConfig, newProjectId, vitalPayload } from '../support/deliveries';
+import { fallEvent, fastConfig, newProjectId } from '../support/deliveries';
 import { useDeliveryFixture, useLocalApi } from '../support/delivery-fixture';
 import { independentSignatureValid, type ReceivedRequest } from '../support/receiver';
 import { createLocalEnvironment } from '../support/temporal';
-import { bearer, hsToken } from '../support/tokens';
-
-const vitalEvent = (projectId: string): DeliverWebhookEventInput => ({
-  projectId,
-  webhookType: 'VITAL_THRESHOLD',
-  userUUID: USER,
-  payload: vitalPayload,
-});
+import { apiCaller, kindsOf, startEvents, vitalEvent } from './fixture';
 
 /** The fewest milliseconds between an arrival and the one `rate` arrivals later: under 1000, a second held more. */
 function tightestWindow(requests: readonly ReceivedRequest[], rate: number): number {
@@ -61,25 +54,20 @@ async function startReceiverProcess() {
   };
 }
 
-/** F a fall, V a vital, in the order the receiver got them. */
-const kindsOf = (requests: readonly ReceivedRequest[]) =>
-  requests.map((request) => ('reasons' in JSON.parse(request.rawBody.toString()) ? 'F' : 'V')).join('');
-
 describe('rate limit per endpoint (Temporal dev server, two workers, real receiver, the API in process)', function () {
   this.timeout(300_000);
   const fx = useDeliveryFixture(createLocalEnvironment);
-  const api = useLocalApi(fx);
+  /** The task queue of the worker a test runs: where the API's test endpoint starts its TEST delivery. */
+  let testQueue = '';
+  const api = useLocalApi(fx, () => ({
+    sendTestEvent: (projectId) =>
+      createTestEventSender(fx.env.client, { TEMPORAL_TASK_QUEUE: testQueue, TEST_DELIVERY_WAIT_MS: 20_000 })(
+        projectId,
+      ),
+  }));
+  const call = apiCaller(api);
   // A receiver timeout that a loaded 2-core machine does not reach for a receiver answering at once.
   const rateConfig: ActivityConfig = { ...fastConfig, WEBHOOK_TIMEOUT_MS: 5_000 };
-
-  const call = async (method: string, path: string, body?: unknown, user = 'alice') => {
-    const response = await fetch(`${api.url}${path}`, {
-      method,
-      headers: { ...bearer(hsToken(user)), ...(body !== undefined && { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
-  };
 
   const member = async () => {
     const projectId = newProjectId();
@@ -98,20 +86,6 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
     } finally {
       await connection.close();
     }
-  };
-
-  const start = async (taskQueue: string, events: DeliverWebhookEventInput[]) => {
-    const handles = [];
-    // One after the other: the vitals are queued before the falls.
-    for (const event of events)
-      handles.push(
-        await fx.env.client.workflow.start<typeof deliverWebhookEvent>('deliverWebhookEvent', {
-          args: [event],
-          taskQueue,
-          workflowId: `webhook-event-${randomUUID()}`,
-        }),
-      );
-    return handles;
   };
 
   it('register and PATCH set and clear rateLimit, audited; a bad value is a 400 naming it that stores nothing', async () => {
@@ -176,11 +150,13 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
     const { results, handles, waitingSeen } = await onTwoWorkers(async (taskQueue) => {
       // 160 vitals queued, then 40 falls: arrival order alone would send the falls last.
       const handles = [
-        ...(await start(
+        ...(await startEvents(
+          fx,
           taskQueue,
           Array.from({ length: 160 }, () => vitalEvent(projectId)),
         )),
-        ...(await start(
+        ...(await startEvents(
+          fx,
           taskQueue,
           Array.from({ length: 40 }, () => fallEvent(projectId)),
         )),
@@ -228,6 +204,66 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
     const health = await call('GET', `/webhooks/project/${projectId}/health`);
     assert.deepEqual([health.body.state, health.body.consecutiveFailures], ['healthy', 0], 'no failure counted');
     assert.deepEqual(health.body.rateLimit, { perSecond: rate, waiting: 0 });
+  });
+
+  it('a TEST event that finds no slot within a second is answered at once (502 naming the rate limit), neither queued nor sent', async () => {
+    const projectId = await member();
+    await fx.registrations.register(projectId, fx.receiver.url, ['FALL_DETECTION']);
+    assert.equal((await call('PATCH', '/webhooks', { projectId, rateLimit: { perSecond: 1 } })).status, 200);
+    const registration = (await store.findRegistration(fx.database.db, projectId))!;
+    /** The registration's next free slot `inMs` from now, as deliveries ahead of it would have left it. */
+    const nextSlotIn = (inMs: number) =>
+      fx.database.db.raw(
+        `INSERT INTO webhook_rate_limits (registration_id, next_at)
+         VALUES (?, clock_timestamp() + ? * interval '1 millisecond')
+         ON CONFLICT (registration_id) DO UPDATE SET next_at = EXCLUDED.next_at`,
+        [registration.id, inMs],
+      );
+    const nextAt = async () =>
+      (
+        await fx.database
+          .db('webhook_rate_limits')
+          .where({ registration_id: registration.id })
+          .first<{ next_at: Date }>()
+      ).next_at;
+
+    const { refused, refusedInMs, slotBefore, slotAfter, soon, soonInMs } = await fx.runWorker(
+      async (taskQueue) => {
+        testQueue = taskQueue;
+        await nextSlotIn(10_000);
+        const slotBefore = await nextAt();
+        let started = Date.now();
+        const refused = await call('POST', `/webhooks/test/project/${projectId}`);
+        const refusedInMs = Date.now() - started;
+        const slotAfter = await nextAt();
+        // A slot within the second: taken and waited for, then sent.
+        await nextSlotIn(600);
+        started = Date.now();
+        const soon = await call('POST', `/webhooks/test/project/${projectId}`);
+        return { refused, refusedInMs, slotBefore, slotAfter, soon, soonInMs: Date.now() - started };
+      },
+      { config: rateConfig },
+    );
+
+    assert.equal(refused.status, 502, JSON.stringify(refused.body));
+    assert.match(
+      String(refused.body.detail),
+      /The receiver did not acknowledge the TEST event: .* failed after 0 attempt\(s\): The webhook's rate limit is reached/,
+    );
+    assert.ok(refusedInMs < 5_000, `answered at once, not after the next slot (10 s): ${refusedInMs} ms`);
+    assert.deepEqual(slotAfter, slotBefore, 'no slot taken');
+    assert.deepEqual(
+      await fx.database.db('webhook_breaker_waiters').where({ registration_id: registration.id }),
+      [],
+      'not queued',
+    );
+    assert.equal(soon.status, 200, JSON.stringify(soon.body));
+    assert.ok(soonInMs >= 500, `waited for its slot: ${soonInMs} ms`);
+    assert.equal(fx.receiver.requests.length, 1, 'only the TEST that had a slot was sent');
+    assert.equal(JSON.parse(fx.receiver.requests[0]!.rawBody.toString()).test !== undefined, true);
+    const health = await call('GET', `/webhooks/project/${projectId}/health`);
+    assert.deepEqual(health.body.rateLimit, { perSecond: 1, waiting: 0 });
+    assert.deepEqual([health.body.state, health.body.consecutiveFailures], ['healthy', 0], 'no failure counted');
   });
 
   it('a registration without a limit is unaffected: not paced, and its attempts never ask for a slot', async () => {

@@ -48,6 +48,7 @@ export default {
     'common/crypto/data-keys.ts',
     'activities/http/answer.ts',
     'common/registration/oauth-client.ts',
+    'common/crypto/signing-keys.ts',
   ],
   mochaOptions: {
     spec: [
@@ -96,6 +97,8 @@ export default {
       'test/common/data-keys.test.ts',
       'test/activities/receiver-answer.test.ts',
       'test/activities/oauth.test.ts',
+      'test/common/signing-keys.test.ts',
+      'test/common/oauth-client.test.ts',
     ],
     // tsx compiles the instrumented TypeScript in Stryker's sandbox as it does in npm test.
     require: ['tsx/cjs', 'test/support/global-fixtures.ts'],
