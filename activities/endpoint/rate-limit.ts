@@ -23,10 +23,12 @@ export interface RateLimitedAttempt {
 }
 
 /** The deferral that hands a delivery's wait for its endpoint's rate to the workflow: no attempt was made. */
-export function rateLimitedDeferral(attempt: number, waitMs: number): ApplicationFailure {
+export function rateLimitedDeferral(attempt: number, waitMs: number, isTest = false): ApplicationFailure {
+  // A TEST is answered at once, never queued: its words say so.
+  const outcome = isTest ? 'TEST event not sent, try again in' : 'delivery queued, next attempt in at most';
   return ApplicationFailure.create({
     type: DELIVERY_DEFERRED,
-    message: `The webhook's rate limit is reached: delivery queued, next attempt in at most ${waitMs} ms`,
+    message: `The webhook's rate limit is reached: ${outcome} ${waitMs} ms`,
     nonRetryable: true,
     details: [{ reason: 'rate-limited', waitMs, attempt } satisfies DeliveryDeferredDetails],
   });
@@ -70,7 +72,7 @@ export function createRateLimit({ db, config }: Pick<ActivityDeps, 'db' | 'confi
   async function queue(target: RateSlotTaken['target'], nextInMs: number): Promise<never> {
     // A workflow from before the waiter list waits on its timer alone, until the slot is near.
     if (target.isTest || target.waitToken === undefined)
-      throw rateLimitedDeferral(target.attempt, Math.max(1, Math.ceil(nextInMs - RATE_HORIZON_MS)));
+      throw rateLimitedDeferral(target.attempt, Math.max(1, Math.ceil(nextInMs - RATE_HORIZON_MS)), target.isTest);
     await addBreakerWaiter(
       db,
       target.registrationId,

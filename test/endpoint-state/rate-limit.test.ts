@@ -248,7 +248,7 @@ describe('rate limit per endpoint (Temporal dev server, two workers, real receiv
     assert.equal(refused.status, 502, JSON.stringify(refused.body));
     assert.match(
       String(refused.body.detail),
-      /The receiver did not acknowledge the TEST event: .* failed after 0 attempt\(s\): The webhook's rate limit is reached/,
+      /The receiver did not acknowledge the TEST event: .* failed after 0 attempt\(s\): The webhook's rate limit is reached: TEST event not sent, try again in \d+ ms/,
     );
     assert.ok(refusedInMs < 5_000, `answered at once, not after the next slot (10 s): ${refusedInMs} ms`);
     assert.deepEqual(slotAfter, slotBefore, 'no slot taken');
