@@ -152,7 +152,7 @@ describe('database roles: the API and the workers connect as roles of their own'
       delivered: true,
     });
     assert.equal(logged?.status, 'delivered');
-    assert.equal((await store.listDeliveryAttempts(t.db, key.id)).length, 1);
+    assert.equal((await store.listDeliveryAttempts(t.db, logged!)).length, 1);
     // A notice's row references its project: the key check runs as the owner, the role reads no project.
     assert.equal(await store.claimNotice(asWorker, projectId, 'breaker-open'), true);
     await asWorker.transaction((trx) =>
@@ -287,7 +287,7 @@ describe('database roles: the API and the workers connect as roles of their own'
       endExpiredPauses: () => store.endExpiredPauses(asWorker),
       expiringCertificates: () => store.expiringCertificates(asWorker, 86_400_000),
       findNotificationContacts: () => store.findNotificationContacts(asWorker, projectId),
-      purgeDeliveries: () => store.purgeDeliveries(asWorker, 30),
+      maintainDeliveryLog: () => store.maintainDeliveryLog(asWorker, 30),
       forgetAttemptedWaiter: () => store.forgetAttemptedWaiter(asWorker, registrationId, 'wf-waiter', 2),
       forgetUnregisteredWaiter: () => store.forgetUnregisteredWaiter(asWorker, projectId, 'wf-gone'),
       takeQueuedNotices: () => store.takeQueuedNotices(asWorker),
@@ -345,8 +345,9 @@ describe('database roles: the API and the workers connect as roles of their own'
     const apiAfter: Record<string, () => Promise<unknown>> = {
       listDeliveries: () => store.listDeliveries(asApi, projectId, { limit: 10 }),
       findDelivery: () => store.findDelivery(asApi, projectId, key.id),
-      listDeliveryAttempts: () => store.listDeliveryAttempts(asApi, key.id),
-      lastAttemptAt: () => store.lastAttemptAt(asApi, key.id),
+      listDeliveryAttempts: async () =>
+        store.listDeliveryAttempts(asApi, (await store.findDelivery(asApi, projectId, key.id))!),
+      lastAttemptAt: async () => store.lastAttemptAt(asApi, (await store.findDelivery(asApi, projectId, key.id))!),
       failedDeliveries: () => store.failedDeliveries(asApi, projectId, new Date(0), undefined, 10),
       claimAndReleaseRedelivery: async () => {
         const claimed = await store.claimRedelivery(asApi, projectId, key.id);
