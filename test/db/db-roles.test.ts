@@ -377,6 +377,37 @@ describe('database roles: the API and the workers connect as roles of their own'
     assert.deepEqual(failures, []);
   });
 
+  it("the worker role maintains the delivery log's partitions through the owner's function, and cannot drop or make one itself", async () => {
+    const projectId = `roles-${randomUUID().slice(0, 8)}`;
+    // A day past retention, written as the owner: its row lands in the DEFAULT partition.
+    await t.db.raw(
+      `INSERT INTO deliveries (id, project_id, type, status, workflow_id, created_at)
+       VALUES (?, ?, 'FALL_DETECTION', 'delivered', 'wf-old', now() - interval '40 days')`,
+      [`webhook-event-${randomUUID()}`, projectId],
+    );
+    const day = new Date(Date.now() - 40 * 86_400_000).toISOString().slice(0, 10);
+    const part = `deliveries_p${day.replaceAll('-', '')}`;
+    const days = await store.maintainDeliveryLog(asWorker, 30);
+    assert.deepEqual(
+      days.filter((d) => d.day === day).map((d) => [d.action, d.deliveries]),
+      [
+        ['created', 1],
+        ['dropped', 1],
+      ],
+    );
+    const today = new Date().toISOString().slice(0, 10).replaceAll('-', '');
+    await refusesEach(asWorker, [
+      `DROP TABLE deliveries_p${today}`,
+      `DROP TABLE delivery_attempts_p${today}`,
+      `ALTER TABLE deliveries DETACH PARTITION deliveries_p${today}`,
+      `CREATE TABLE ${part} PARTITION OF deliveries FOR VALUES FROM ('${day}') TO ('${day}T12:00:00Z')`,
+      `SELECT delivery_log_add_day(date '${day}')`,
+      `SELECT count(*) FROM deliveries_p${today}`,
+    ]);
+    await refusesEach(asApi, ['SELECT * FROM delivery_log_maintain(30, 7)']);
+    await assert.rejects(store.maintainDeliveryLog(asApi, 30), refused);
+  });
+
   it('every table of the schema has its line in db/roles.ts', async () => {
     assert.deepEqual(await store.tablesWithoutGrants(t.db), []);
   });
