@@ -7,8 +7,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { createDb, createScratchDatabase, listDeliveries, maintainDeliveryLog, migrateToLatest } from '../db';
+import {
+  appendAuditEvent,
+  configureAuditTrail,
+  createDb,
+  createScratchDatabase,
+  listDeliveries,
+  maintainDeliveryLog,
+  migrateToLatest,
+} from '../db';
 import { startEmbeddedPostgres, type RunningPostgres } from '../dev/postgres';
 import { freePort } from '../dev/ports';
 import { summarize, type LatencySummary } from './stats';
@@ -270,6 +279,56 @@ function report(fillS: number, copyS: number, partitioned: RetentionFigures, old
   ].join('\n');
 }
 
+/** How many audit rows the trail's size is measured over. */
+const AUDIT_ROWS = 20_000;
+
+/**
+ * The audit trail's bytes a row (table, TOAST and indexes) over AUDIT_ROWS rows of the actions members and the system
+ * write most: a redelivery, a registration with its changes, a portal link made, a breaker opened.
+ */
+async function auditBytesPerRow(db: Knex): Promise<{ rows: number; bytes: number; perRow: number }> {
+  configureAuditTrail({ hmacKeys: [{ id: 'bench-partitions', key: randomBytes(32) }] });
+  const member = { kind: 'member' as const, subject: 'auth0|5f3c9a1b2e4d6f7a8b9c0d1e', requestId: '' };
+  for (let i = 0; i < AUDIT_ROWS; i += 1) {
+    const projectId = `bench-p-${i % 1000}`;
+    const actor = { ...member, requestId: randomUUID() };
+    const kind = i % 4;
+    await appendAuditEvent(
+      db,
+      kind === 0
+        ? { actor, action: 'delivery.redeliver', outcome: 'ok', projectId, deliveryId: `webhook-event-${randomUUID()}` }
+        : kind === 1
+          ? {
+              actor,
+              action: 'webhook.register',
+              outcome: 'ok',
+              projectId,
+              registrationId: randomUUID(),
+              changes: {
+                url: 'https://receiver.example.org/hooks/falls',
+                types: ['FALL_DETECTION', 'VITAL_THRESHOLD'],
+              },
+            }
+          : kind === 2
+            ? { actor, action: 'portal.link.create', outcome: 'ok', projectId, changes: { capabilities: ['read'] } }
+            : {
+                actor: { kind: 'system' },
+                action: 'breaker.open',
+                outcome: 'ok',
+                projectId,
+                registrationId: randomUUID(),
+              },
+    );
+  }
+  await db.raw('VACUUM ANALYZE audit_events');
+  const { rows } = await db.raw<{ rows: { rows: string; bytes: string }[] }>(
+    `SELECT count(*) AS rows, pg_total_relation_size('audit_events') AS bytes FROM audit_events`,
+  );
+  const counted = Number(rows[0]!.rows);
+  const bytes = Number(rows[0]!.bytes);
+  return { rows: counted, bytes, perRow: Math.round(bytes / counted) };
+}
+
 async function main(): Promise<void> {
   let embedded: RunningPostgres | undefined;
   let dataDir: string | undefined;
@@ -337,6 +396,14 @@ async function main(): Promise<void> {
       deadTuples: Number(dead[0]!.dead),
     };
     process.stdout.write(`${report(fillS, copyS, partitioned, old)}\n`);
+    log(`the audit trail: ${AUDIT_ROWS.toLocaleString('en')} rows`);
+    const audit = await auditBytesPerRow(admin);
+    const sixYears = audit.perRow * 1_000 * 24 * 365 * 6;
+    process.stdout.write(
+      `\naudit_events: ${audit.rows.toLocaleString('en')} rows, ${Math.round(audit.bytes / 1024).toLocaleString('en')} KiB ` +
+        `with indexes, ${audit.perRow} bytes a row; at 1,000 actions an hour for six years ` +
+        `(${(1_000 * 24 * 365 * 6).toLocaleString('en')} rows): ${(sixYears / 1024 ** 3).toFixed(1)} GiB\n`,
+    );
     if (partitioned.readErrors + old.readErrors > 0)
       process.stdout.write(`read errors: partitioned ${partitioned.readErrors}, old ${old.readErrors}\n`);
   } finally {

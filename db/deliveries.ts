@@ -54,6 +54,8 @@ interface DeliveryColumns {
   workflow_id: string;
   run_id: string | null;
   person_hash: string | null;
+  /** When the row's last attempt was logged (its attempt's `at`, written in the same statement); null before one. */
+  last_attempt_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -203,16 +205,18 @@ export async function recordDeliveryAttempt(
          : ''
      }
      INSERT INTO ${DELIVERIES} AS d (id, project_id, type, status, workflow_id, run_id, attempts, last_status_code,
-                                     last_error, person_hash, created_at)
+                                     last_error, person_hash, created_at, last_attempt_at)
      SELECT :id, :projectId, :type, :status, :workflowId, :runId, (SELECT count(*) FROM attempt),
-            CAST(:statusCode AS integer), :lastError, :personHash, pinned.created_at
+            CAST(:statusCode AS integer), :lastError, :personHash, pinned.created_at,
+            CASE WHEN EXISTS (SELECT 1 FROM attempt) THEN now() END
        FROM pinned
      ON CONFLICT (id, created_at) DO UPDATE
         SET status = excluded.status, workflow_id = excluded.workflow_id, run_id = excluded.run_id, updated_at = now(),
             person_hash = coalesce(excluded.person_hash, d.person_hash),
             attempts = d.attempts + excluded.attempts,
             last_status_code = CASE WHEN excluded.attempts > 0 THEN excluded.last_status_code ELSE d.last_status_code END,
-            last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE d.last_error END
+            last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE d.last_error END,
+            last_attempt_at = coalesce(excluded.last_attempt_at, d.last_attempt_at)
       WHERE d.project_id = excluded.project_id
      RETURNING d.*`,
     {
@@ -278,16 +282,7 @@ export type ListedDelivery = DeliveryRow & { position: DeliveryPosition; lastAtt
 /** A project's deliveries, newest first; one more than `limit` tells the caller another page exists. */
 export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<ListedDelivery[]> {
   const query = db<DeliveryColumns>(DELIVERIES)
-    .select(
-      '*',
-      db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`),
-      // The attempt the detail lists last; updated_at moves on claims and status changes, not only on attempts.
-      db.raw(
-        `(SELECT at FROM ${ATTEMPTS} a
-           WHERE a.delivery_id = ${DELIVERIES}.id AND a.delivery_created_at = ${DELIVERIES}.created_at
-           ORDER BY seq DESC LIMIT 1) AS last_attempt_at`,
-      ),
-    )
+    .select('*', db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`))
     .where({ project_id: projectId });
   if (filter.status) void query.where({ status: filter.status });
   if (filter.type) void query.where({ type: filter.type });
@@ -300,7 +295,7 @@ export async function listDeliveries(db: Db, projectId: string, filter: Delivery
       { column: 'created_at', order: 'desc' },
       { column: 'id', order: 'desc' },
     ])
-    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string; last_attempt_at: Date | null })[];
+    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string })[];
   return rows.map((columns) => ({
     ...toDelivery(columns),
     position: { createdAt: columns.position_time, id: columns.id },

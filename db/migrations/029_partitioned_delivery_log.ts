@@ -17,6 +17,11 @@ import type { Knex } from 'knex';
  * partition yet (the workers stopped for a week), so an insert never fails; the next maintenance moves them out.
  *
  * The index on `updated_at` (migration 003) served the row-by-row purge only; it is not made again.
+ *
+ * `last_attempt_at` on the delivery's row (written by the attempt's own statement, at the attempt's `at`): the list
+ * showed each row's last attempt through a subquery on `delivery_attempts`, which across partitions the planner can
+ * no longer answer from the one partition's index for one row (it sorts every attempt of the delivery), and planning
+ * it for every partition costs more than the read itself.
  */
 
 const DELIVERY_INDEXES = [
@@ -196,7 +201,8 @@ export async function up(knex: Knex): Promise<void> {
       created_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
       updated_at timestamptz NOT NULL DEFAULT now(),
       run_id text,
-      person_hash text
+      person_hash text,
+      last_attempt_at timestamptz
     ) PARTITION BY RANGE (created_at)`);
   await knex.raw(`
     CREATE TABLE delivery_attempts (
@@ -223,10 +229,12 @@ export async function up(knex: Knex): Promise<void> {
              (now() AT TIME ZONE 'UTC')::date + 7, interval '1 day') AS day`);
   await knex.raw(`
     INSERT INTO deliveries (id, project_id, type, status, attempts, last_status_code, last_error, workflow_id,
-                            created_at, updated_at, run_id, person_hash)
-    SELECT id, project_id, type, status, attempts, last_status_code, last_error, workflow_id, created_at, updated_at,
-           run_id, person_hash
-      FROM deliveries_unpartitioned`);
+                            created_at, updated_at, run_id, person_hash, last_attempt_at)
+    SELECT d.id, project_id, type, status, attempts, last_status_code, last_error, d.workflow_id, created_at, updated_at,
+           run_id, person_hash, last.at
+      FROM deliveries_unpartitioned d
+      LEFT JOIN (SELECT DISTINCT ON (delivery_id) delivery_id, at FROM delivery_attempts_unpartitioned
+                  ORDER BY delivery_id, seq DESC) AS last ON last.delivery_id = d.id`);
   await knex.raw(`
     INSERT INTO delivery_attempts (seq, delivery_id, delivery_created_at, workflow_id, run_attempt, at, status_code,
                                    error_code, duration_ms)

@@ -13,7 +13,12 @@ const dayName = (daysAgo: number) =>
 
 /** Every row of the log as stored, in either schema (the columns both have). */
 async function stored(db: Knex) {
-  const deliveries = await db('deliveries').orderBy('id').select('*');
+  const deliveries = await db('deliveries')
+    .orderBy('id')
+    .select(
+      ...['id', 'project_id', 'type', 'status', 'attempts', 'last_status_code', 'last_error', 'workflow_id'],
+      ...['created_at', 'updated_at', 'run_id', 'person_hash'],
+    );
   const attempts = await db('delivery_attempts')
     .orderBy('seq')
     .select('seq', 'delivery_id', 'workflow_id', 'run_attempt', 'at', 'status_code', 'error_code', 'duration_ms');

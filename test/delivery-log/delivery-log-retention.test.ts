@@ -26,6 +26,7 @@ async function pastDelivery(db: Knex, projectId: string, id: string, daysAgo: nu
      SELECT id, created_at, id, 1, 3 FROM deliveries WHERE id = ?`,
     [id],
   );
+  await db('deliveries').where({ id }).update({ last_attempt_at: db.fn.now() });
 }
 
 const partitionOf = async (db: Knex, table: string, where: string, id: string) =>
