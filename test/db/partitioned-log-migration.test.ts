@@ -19,9 +19,18 @@ async function stored(db: Knex) {
       ...['id', 'project_id', 'type', 'status', 'attempts', 'last_status_code', 'last_error', 'workflow_id'],
       ...['created_at', 'updated_at', 'run_id', 'person_hash'],
     );
-  const attempts = await db('delivery_attempts')
-    .orderBy('seq')
-    .select('seq', 'delivery_id', 'workflow_id', 'run_attempt', 'at', 'status_code', 'error_code', 'duration_ms');
+  const attempts = await db('delivery_attempts').orderBy('seq').select<
+    {
+      seq: string;
+      delivery_id: string;
+      workflow_id: string;
+      run_attempt: number;
+      at: Date;
+      status_code: number | null;
+      error_code: string | null;
+      duration_ms: number;
+    }[]
+  >('seq', 'delivery_id', 'workflow_id', 'run_attempt', 'at', 'status_code', 'error_code', 'duration_ms');
   return { deliveries, attempts };
 }
 
