@@ -71,8 +71,8 @@ END $$`;
  * When there is anything to drop or create (about once a day) both parents are locked ACCESS EXCLUSIVE first,
  * deliveries then attempts, the order every read and write of the log takes them: dropping a partition locks its
  * parent so anyway, and a drop or an ATTACH (which locks the DEFAULT partition) taken piecemeal would deadlock with a
- * read holding `deliveries` and waiting for the other. What runs under the lock is catalog work and the counts of
- * the days dropped: milliseconds. A lock not had within lock_timeout leaves the work for the next call ('busy')
+ * read holding `deliveries` and waiting for the other. What runs under the lock is catalog work and a look at each
+ * day's open rows through their partial index: milliseconds (the days' rows are counted before). A lock not had within lock_timeout leaves the work for the next call ('busy')
  * rather than keep the log's readers queued behind it.
  */
 const MAINTAIN = `
@@ -85,8 +85,13 @@ DECLARE
   horizon timestamptz := now() - make_interval(days => retention_days);
   d date;
   due date[] := '{}';
+  due_deliveries bigint[] := '{}';
+  due_attempts bigint[] := '{}';
   missing date[] := '{}';
   open_rows bigint;
+  n_deliveries bigint;
+  n_attempts bigint;
+  i integer;
 BEGIN
   IF retention_days IS NULL OR retention_days < 1 THEN
     RAISE EXCEPTION 'retention_days must be at least 1, got %', retention_days USING ERRCODE = '22023';
@@ -96,7 +101,8 @@ BEGIN
   END IF;
   -- One maintenance at a time (every worker runs it): a second waits, then finds the work done.
   PERFORM pg_advisory_xact_lock(hashtext('delivery_log_maintain'));
-  -- The days past retention holding no open delivery, looked at without a lock; the others are kept.
+  -- The days past retention holding no open delivery, looked at and counted without a lock (a past day's rows only
+  -- go, never come); the others are kept.
   FOR d IN
     SELECT to_date(substr(c.relname, length('deliveries_p') + 1), 'YYYYMMDD')
       FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -110,6 +116,10 @@ BEGIN
       RETURN NEXT;
     ELSE
       due := due || d;
+      EXECUTE format('SELECT count(*) FROM %I', 'deliveries_p' || to_char(d, 'YYYYMMDD')) INTO n_deliveries;
+      EXECUTE format('SELECT count(*) FROM %I', 'delivery_attempts_p' || to_char(d, 'YYYYMMDD')) INTO n_attempts;
+      due_deliveries := due_deliveries || n_deliveries;
+      due_attempts := due_attempts || n_attempts;
     END IF;
   END LOOP;
   SELECT coalesce(array_agg(g ORDER BY g), '{}') INTO missing FROM (
@@ -137,17 +147,19 @@ BEGIN
     RETURN NEXT;
     IF ((d + 1)::timestamp AT TIME ZONE 'UTC') <= horizon THEN
       due := due || d;
+      due_deliveries := due_deliveries || deliveries;
+      due_attempts := due_attempts || attempts;
     END IF;
   END LOOP;
-  FOREACH d IN ARRAY due LOOP
+  FOR i IN 1 .. coalesce(array_length(due, 1), 0) LOOP
+    d := due[i];
     day := d;
-    -- Looked at again under the lock: a redelivery may have made a row pending since.
+    -- Looked at again under the lock (through the index of open rows): a redelivery may have made one pending since.
     open_rows := delivery_log_open_rows(d);
     IF open_rows > 0 THEN
       action := 'kept'; deliveries := open_rows; attempts := NULL;
     ELSE
-      EXECUTE format('SELECT count(*) FROM %I', 'deliveries_p' || to_char(d, 'YYYYMMDD')) INTO deliveries;
-      EXECUTE format('SELECT count(*) FROM %I', 'delivery_attempts_p' || to_char(d, 'YYYYMMDD')) INTO attempts;
+      deliveries := due_deliveries[i]; attempts := due_attempts[i];
       EXECUTE format('DROP TABLE %I', 'delivery_attempts_p' || to_char(d, 'YYYYMMDD'));
       EXECUTE format('DROP TABLE %I', 'deliveries_p' || to_char(d, 'YYYYMMDD'));
       action := 'dropped';
@@ -247,6 +259,8 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw('ALTER TABLE deliveries ADD CONSTRAINT deliveries_pkey PRIMARY KEY (id, created_at)');
   for (const [name, columns] of DELIVERY_INDEXES) await knex.raw(`CREATE INDEX ${name} ON deliveries ${columns}`);
   await knex.raw('CREATE INDEX deliveries_person_hash ON deliveries (person_hash) WHERE person_hash IS NOT NULL');
+  // The few open rows, so the maintenance finds whether a past day still holds one without reading the day.
+  await knex.raw(`CREATE INDEX deliveries_open ON deliveries (status) WHERE status IN ('pending', 'held')`);
   await knex.raw(
     'ALTER TABLE delivery_attempts ADD CONSTRAINT delivery_attempts_pkey PRIMARY KEY (seq, delivery_created_at)',
   );
@@ -269,6 +283,7 @@ export async function down(knex: Knex): Promise<void> {
   await knex.raw('ALTER INDEX deliveries_pkey RENAME TO deliveries_partitioned_pkey');
   for (const [name] of DELIVERY_INDEXES) await knex.raw(`DROP INDEX ${name}`);
   await knex.raw('DROP INDEX deliveries_person_hash');
+  await knex.raw('DROP INDEX deliveries_open');
   await knex.raw('DROP INDEX delivery_attempts_delivery_seq');
   await knex.raw('ALTER TABLE delivery_attempts_partitioned DROP CONSTRAINT delivery_attempts_pkey');
   await knex.raw('ALTER TABLE delivery_attempts_partitioned DROP CONSTRAINT delivery_attempts_run_attempt_unique');
