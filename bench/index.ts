@@ -573,7 +573,9 @@ async function runStages(inputs: RunInputs): Promise<StageFigures> {
     const loggedAttempts = async (failingProject: string, from: number, to: number) =>
       (
         await logDb('delivery_attempts as a')
-          .join('deliveries as d', 'd.id', 'a.delivery_id')
+          .join('deliveries as d', (on) =>
+            on.on('d.id', 'a.delivery_id').andOn('d.created_at', 'a.delivery_created_at'),
+          )
           .where('d.project_id', failingProject)
           .whereRaw('a.at >= to_timestamp(? / 1000.0) and a.at < to_timestamp(? / 1000.0)', [from, to])
           .select(logDb.raw('extract(epoch from a.at) * 1000 as at'))

@@ -71,8 +71,8 @@ async function fillLog(db: Knex): Promise<void> {
     [NEIGHBOUR, NEIGHBOUR_ROWS],
   );
   await db.raw(
-    `INSERT INTO delivery_attempts (delivery_id, workflow_id, run_attempt, status_code, duration_ms)
-     SELECT 'neighbour-' || i, 'neighbour-' || i, 1, 200, 12 FROM generate_series(1, ?) AS i`,
+    `INSERT INTO delivery_attempts (delivery_id, delivery_created_at, workflow_id, run_attempt, status_code, duration_ms)
+     SELECT d.id, d.created_at, d.id, 1, 200, 12 FROM generate_series(1, ?) AS i JOIN deliveries d ON d.id = 'neighbour-' || i`,
     [NEIGHBOUR_ROWS],
   );
   await db.raw('ANALYZE deliveries');

@@ -54,6 +54,8 @@ interface DeliveryColumns {
   workflow_id: string;
   run_id: string | null;
   person_hash: string | null;
+  /** When the row's last attempt was logged (its attempt's `at`, written in the same statement); null before one. */
+  last_attempt_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -71,6 +73,19 @@ interface HealthColumns {
 const DELIVERIES = 'deliveries';
 const ATTEMPTS = 'delivery_attempts';
 const HEALTH = 'endpoint_health';
+
+/**
+ * The row's partition key: the created_at of the delivery already logged under this id (its newest, should there be
+ * two), or now for a new one. With it the write is an upsert on the primary key (id, created_at). Two first writes
+ * of one id at once: the second fails on its day's partition's unique index on id (23505) and its activity, retried,
+ * finds the row. Only two first writes on either side of midnight UTC could both succeed, as two rows of one id on two
+ * days; every read pins a row by its created_at, so they never mix.
+ */
+const CREATED_AT = `coalesce((SELECT created_at FROM ${DELIVERIES} WHERE id = :id ORDER BY created_at DESC LIMIT 1),
+                             date_trunc('milliseconds', now()))`;
+
+/** Nothing is written under an id another project's delivery holds. */
+const OURS = `NOT EXISTS (SELECT 1 FROM ${DELIVERIES} WHERE id = :id AND project_id <> :projectId)`;
 
 const toDelivery = (c: DeliveryColumns): DeliveryRow => ({
   id: c.id,
@@ -121,28 +136,29 @@ export async function upsertDelivery(
   status: DeliveryStatus,
   lastError: string | null = null,
 ): Promise<DeliveryRow | undefined> {
-  const [columns] = await db<DeliveryColumns>(DELIVERIES)
-    .insert({
+  const { rows } = await db.raw<{ rows: DeliveryColumns[] }>(
+    `INSERT INTO ${DELIVERIES} AS d (id, project_id, type, status, workflow_id, run_id, person_hash, last_error,
+                                     created_at)
+     SELECT :id, :projectId, :type, :status, :workflowId, :runId, :personHash, :lastError, ${CREATED_AT}
+      WHERE ${OURS}
+     ON CONFLICT (id, created_at) DO UPDATE
+        SET status = excluded.status, workflow_id = excluded.workflow_id, run_id = excluded.run_id, updated_at = now(),
+            person_hash = coalesce(excluded.person_hash, d.person_hash),
+            last_error = coalesce(excluded.last_error, d.last_error)
+      WHERE d.project_id = excluded.project_id
+     RETURNING d.*`,
+    {
       id: key.id,
-      project_id: key.projectId,
+      projectId: key.projectId,
       type: key.type,
       status,
-      workflow_id: key.workflowId,
-      run_id: key.runId ?? null,
-      person_hash: key.personHash ?? null,
-      last_error: lastError,
-    })
-    .onConflict('id')
-    .merge({
-      status,
-      workflow_id: key.workflowId,
-      run_id: key.runId ?? null,
-      ...(key.personHash !== undefined && { person_hash: key.personHash }),
-      ...(lastError !== null && { last_error: lastError }),
-      updated_at: db.fn.now() as unknown as Date,
-    })
-    .where(`${DELIVERIES}.project_id`, key.projectId)
-    .returning('*');
+      workflowId: key.workflowId,
+      runId: key.runId ?? null,
+      personHash: key.personHash ?? null,
+      lastError,
+    },
+  );
+  const [columns] = rows;
   return columns && toDelivery(columns);
 }
 
@@ -166,36 +182,41 @@ export async function recordDeliveryAttempt(
   key: DeliveryKey,
   attempt: AttemptRecord,
 ): Promise<DeliveryRow | undefined> {
-  // Nothing is written under an id another project's delivery holds.
-  const ours = `NOT EXISTS (SELECT 1 FROM ${DELIVERIES} WHERE id = :id AND project_id <> :projectId)`;
-  // The new row's attempts column carries how many attempts this statement logged (0 or 1) into the update.
+  // The new row's attempts column carries how many attempts this statement logged (0 or 1) into the update; the
+  // attempt carries its delivery's created_at, its partition key.
   const { rows } = await db.raw<{ rows: DeliveryColumns[] }>(
-    `WITH attempt AS (
-       INSERT INTO ${ATTEMPTS} (delivery_id, workflow_id, run_attempt, status_code, error_code, duration_ms)
-       SELECT :id, :workflowId, CAST(:runAttempt AS integer), CAST(:statusCode AS integer), :errorCode,
-              CAST(:durationMs AS integer)
-        WHERE ${ours}
-       ON CONFLICT (delivery_id, workflow_id, run_attempt) DO NOTHING
+    `WITH pinned AS (SELECT ${CREATED_AT} AS created_at),
+     attempt AS (
+       INSERT INTO ${ATTEMPTS} (delivery_id, delivery_created_at, workflow_id, run_attempt, status_code, error_code,
+                                duration_ms)
+       SELECT :id, pinned.created_at, :workflowId, CAST(:runAttempt AS integer), CAST(:statusCode AS integer),
+              :errorCode, CAST(:durationMs AS integer)
+         FROM pinned
+        WHERE ${OURS}
+       ON CONFLICT (delivery_id, delivery_created_at, workflow_id, run_attempt) DO NOTHING
        RETURNING 1
      )${
        attempt.delivered
          ? `, health AS (
-       INSERT INTO ${HEALTH} (project_id, last_success_at) SELECT :projectId, now() WHERE ${ours}
+       INSERT INTO ${HEALTH} (project_id, last_success_at) SELECT :projectId, now() WHERE ${OURS}
        ON CONFLICT (project_id) DO UPDATE
           SET consecutive_failures = 0, failing_since = NULL, last_success_at = now(), alerted_at = NULL
      )`
          : ''
      }
      INSERT INTO ${DELIVERIES} AS d (id, project_id, type, status, workflow_id, run_id, attempts, last_status_code,
-                                     last_error, person_hash)
-     VALUES (:id, :projectId, :type, :status, :workflowId, :runId, (SELECT count(*) FROM attempt), :statusCode,
-             :lastError, :personHash)
-     ON CONFLICT (id) DO UPDATE
+                                     last_error, person_hash, created_at, last_attempt_at)
+     SELECT :id, :projectId, :type, :status, :workflowId, :runId, (SELECT count(*) FROM attempt),
+            CAST(:statusCode AS integer), :lastError, :personHash, pinned.created_at,
+            CASE WHEN EXISTS (SELECT 1 FROM attempt) THEN now() END
+       FROM pinned
+     ON CONFLICT (id, created_at) DO UPDATE
         SET status = excluded.status, workflow_id = excluded.workflow_id, run_id = excluded.run_id, updated_at = now(),
             person_hash = coalesce(excluded.person_hash, d.person_hash),
             attempts = d.attempts + excluded.attempts,
             last_status_code = CASE WHEN excluded.attempts > 0 THEN excluded.last_status_code ELSE d.last_status_code END,
-            last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE d.last_error END
+            last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE d.last_error END,
+            last_attempt_at = coalesce(excluded.last_attempt_at, d.last_attempt_at)
       WHERE d.project_id = excluded.project_id
      RETURNING d.*`,
     {
@@ -225,7 +246,11 @@ export async function markDeliveryFailed(
 ): Promise<DeliveryRow | undefined> {
   return db.transaction(async (trx) => {
     // The last attempt's error says more than Temporal's "giving up retrying": it stays when there is one.
-    const row = await trx<DeliveryColumns>(DELIVERIES).where({ id: key.id }).forUpdate().first();
+    const row = await trx<DeliveryColumns>(DELIVERIES)
+      .where({ id: key.id })
+      .orderBy('created_at', 'desc')
+      .forUpdate()
+      .first();
     return upsertDelivery(trx, key, 'failed', row?.attempts ? (row.last_error ?? lastError) : lastError);
   });
 }
@@ -257,14 +282,7 @@ export type ListedDelivery = DeliveryRow & { position: DeliveryPosition; lastAtt
 /** A project's deliveries, newest first; one more than `limit` tells the caller another page exists. */
 export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<ListedDelivery[]> {
   const query = db<DeliveryColumns>(DELIVERIES)
-    .select(
-      '*',
-      db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`),
-      // The attempt the detail lists last; updated_at moves on claims and status changes, not only on attempts.
-      db.raw(
-        `(SELECT at FROM ${ATTEMPTS} a WHERE a.delivery_id = ${DELIVERIES}.id ORDER BY seq DESC LIMIT 1) AS last_attempt_at`,
-      ),
-    )
+    .select('*', db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`))
     .where({ project_id: projectId });
   if (filter.status) void query.where({ status: filter.status });
   if (filter.type) void query.where({ type: filter.type });
@@ -277,7 +295,7 @@ export async function listDeliveries(db: Db, projectId: string, filter: Delivery
       { column: 'created_at', order: 'desc' },
       { column: 'id', order: 'desc' },
     ])
-    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string; last_attempt_at: Date | null })[];
+    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string })[];
   return rows.map((columns) => ({
     ...toDelivery(columns),
     position: { createdAt: columns.position_time, id: columns.id },
@@ -285,8 +303,12 @@ export async function listDeliveries(db: Db, projectId: string, filter: Delivery
   }));
 }
 
+/** The project's delivery of this id (its newest, should a reused id have left two on different days). */
 export async function findDelivery(db: Db, projectId: string, id: string): Promise<DeliveryRow | undefined> {
-  const columns = await db<DeliveryColumns>(DELIVERIES).where({ id, project_id: projectId }).first();
+  const columns = await db<DeliveryColumns>(DELIVERIES)
+    .where({ id, project_id: projectId })
+    .orderBy('created_at', 'desc')
+    .first();
   return columns && toDelivery(columns);
 }
 
@@ -297,19 +319,34 @@ export interface AttemptsPage {
 }
 
 /**
- * A delivery's attempts in order, numbered across its redeliveries: every one, or a page of them (one more than
- * `limit` tells the caller another page exists). A page reads its rows through (delivery_id, seq), however many
- * attempts came before it.
+ * Which delivery's attempts: its id and its created_at, the attempts' partition key (an id alone could name two
+ * deliveries, days apart, should a workflow id be reused).
  */
-export async function listDeliveryAttempts(db: Db, id: string, page?: AttemptsPage): Promise<DeliveryAttemptRow[]> {
-  const query = db(ATTEMPTS).where({ delivery_id: id }).orderBy('seq');
+export type DeliveryRef = Pick<DeliveryRow, 'id' | 'createdAt'>;
+
+/**
+ * A delivery's attempts in order, numbered across its redeliveries: every one, or a page of them (one more than
+ * `limit` tells the caller another page exists). A page reads its rows through (delivery_id, delivery_created_at,
+ * seq) in the delivery's day's partition, however many attempts came before it.
+ */
+export async function listDeliveryAttempts(
+  db: Db,
+  delivery: DeliveryRef,
+  page?: AttemptsPage,
+): Promise<DeliveryAttemptRow[]> {
+  const pin = { delivery_id: delivery.id, delivery_created_at: delivery.createdAt };
+  const query = db(ATTEMPTS).where(pin).orderBy('seq');
   if (page?.afterSeq !== undefined) void query.where('seq', '>', page.afterSeq);
   if (page) void query.limit(page.limit + 1);
   // The attempts before the page number it; evaluated once (it does not depend on the row).
   const before =
     page?.afterSeq === undefined
       ? db.raw('0')
-      : db.raw(`(SELECT count(*) FROM ${ATTEMPTS} WHERE delivery_id = ? AND seq <= ?)`, [id, page.afterSeq]);
+      : db.raw(`(SELECT count(*) FROM ${ATTEMPTS} WHERE delivery_id = ? AND delivery_created_at = ? AND seq <= ?)`, [
+          delivery.id,
+          delivery.createdAt,
+          page.afterSeq,
+        ]);
   const rows = await query.select<
     {
       seq: string;
@@ -331,9 +368,9 @@ export async function listDeliveryAttempts(db: Db, id: string, page?: AttemptsPa
 }
 
 /** When the delivery's last attempt was made; null before the first. */
-export async function lastAttemptAt(db: Db, id: string): Promise<Date | null> {
+export async function lastAttemptAt(db: Db, delivery: DeliveryRef): Promise<Date | null> {
   const row = await db(ATTEMPTS)
-    .where({ delivery_id: id })
+    .where({ delivery_id: delivery.id, delivery_created_at: delivery.createdAt })
     .orderBy('seq', 'desc')
     .first<{ at: Date } | undefined>('at');
   return row?.at ?? null;
@@ -347,7 +384,8 @@ export async function claimRedelivery(db: Db, projectId: string, id: string): Pr
   // The FROM copy of the row shows it before the update: the caller learns what it was.
   const result = await db.raw<{ rows: DeliveryColumns[] }>(
     `UPDATE ${DELIVERIES} AS d SET status = 'pending', updated_at = now() FROM ${DELIVERIES} AS before
-     WHERE before.id = d.id AND d.id = ? AND d.project_id = ? AND d.status IN ('delivered', 'failed')
+     WHERE before.id = d.id AND before.created_at = d.created_at AND d.id = ? AND d.project_id = ?
+       AND d.status IN ('delivered', 'failed')
      RETURNING before.*`,
     [id, projectId],
   );
@@ -357,7 +395,9 @@ export async function claimRedelivery(db: Db, projectId: string, id: string): Pr
 
 /** Puts a claimed delivery back as it was when its redelivery could not be started. */
 export async function releaseRedelivery(db: Db, row: DeliveryRow): Promise<void> {
-  await db(DELIVERIES).where({ id: row.id, status: 'pending' }).update({ status: row.status });
+  await db(DELIVERIES)
+    .where({ id: row.id, created_at: row.createdAt, status: 'pending' })
+    .update({ status: row.status });
 }
 
 /** The project's failed deliveries created in [since, until), oldest first; not TEST ones (tests are limited). */
@@ -376,11 +416,39 @@ export async function failedDeliveries(
   return (await query.orderBy('created_at').limit(limit)).map(toDelivery);
 }
 
-/** Deletes the log of deliveries untouched for `retentionDays` (their attempts go with them). */
-export async function purgeDeliveries(db: Db, retentionDays: number): Promise<number> {
-  return db(DELIVERIES)
-    .where('updated_at', '<', db.raw(`now() - make_interval(days => ?)`, [retentionDays]))
-    .delete();
+/** What one maintenance of the delivery log's partitions did to one day (UTC). */
+export interface DeliveryLogDay {
+  /**
+   * created: its partitions were made (rows: those moved out of the DEFAULT partitions); dropped: its partitions were
+   * dropped past retention, with their rows; kept: past retention, but `deliveries` rows of it are still pending or
+   * held; busy: its partitions' locks were not had within 2 s, left for the next maintenance.
+   */
+  action: 'created' | 'dropped' | 'kept' | 'busy';
+  day: string;
+  deliveries: number | null;
+  attempts: number | null;
+}
+
+/**
+ * Makes the delivery log's daily partitions through `daysAhead` days from today and drops each day's pair whose day
+ * ended more than `retentionDays` ago, unless it still holds a pending or held delivery (db/migrations/029: the
+ * owner's function, which the worker role may execute). A delivery is kept at least `retentionDays` after it was
+ * created.
+ */
+export async function maintainDeliveryLog(db: Db, retentionDays: number, daysAhead = 7): Promise<DeliveryLogDay[]> {
+  const { rows } = await db.raw<{
+    rows: { action: DeliveryLogDay['action']; day: string; deliveries: string | null; attempts: string | null }[];
+  }>(`SELECT action, to_char(day, 'YYYY-MM-DD') AS day, deliveries, attempts FROM delivery_log_maintain(?, ?)`, [
+    retentionDays,
+    daysAhead,
+  ]);
+  const count = (n: string | null) => (n === null ? null : Number(n));
+  return rows.map((r) => ({
+    action: r.action,
+    day: r.day,
+    deliveries: count(r.deliveries),
+    attempts: count(r.attempts),
+  }));
 }
 
 /**

@@ -129,7 +129,17 @@ export async function personDeliveryRows(db: Db, personHash: string, limit = 10_
 /** Deletes these rows of the person's (a row of anyone else is never touched); their attempts go with them. */
 export async function deletePersonDeliveryRows(db: Db, personHash: string, ids: readonly string[]): Promise<number> {
   if (ids.length === 0) return 0;
-  return db('deliveries').where({ person_hash: personHash }).whereIn('id', ids).delete();
+  // No foreign key cascades a row's attempts (db/migrations/029): they go in the same statement.
+  const { rows } = await db.raw<{ rows: { deleted: string }[] }>(
+    `WITH row AS (
+       DELETE FROM deliveries WHERE person_hash = ? AND id = ANY(?) RETURNING id, created_at
+     ), attempts AS (
+       DELETE FROM delivery_attempts a USING row WHERE a.delivery_id = row.id AND a.delivery_created_at = row.created_at
+     )
+     SELECT count(*) AS deleted FROM row`,
+    [personHash, [...ids]],
+  );
+  return Number(rows[0]!.deleted);
 }
 
 /**

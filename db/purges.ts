@@ -227,12 +227,22 @@ export async function deleteProjectDeliveryRows(
   limit = PURGE_DELIVERY_BATCH,
 ): Promise<number> {
   return inTransaction(db, async (trx) => {
-    const ids = trx('deliveries').where({ project_id: projectId }).orderBy('id').limit(limit).select('id');
-    const [attempts] = await trx('delivery_attempts')
-      .whereIn('delivery_id', ids.clone())
-      .count<{ count: string }[]>('* as count');
-    const deleted = await trx('deliveries').whereIn('id', ids).delete();
-    await addPurged(trx, purgeId, { deliveryRows: deleted, attempts: Number(attempts!.count) });
+    // No foreign key cascades a row's attempts (db/migrations/029): they go in the same statement.
+    const { rows } = await trx.raw<{ rows: { deleted: string; attempts: string }[] }>(
+      `WITH row AS (
+         DELETE FROM deliveries d USING (
+           SELECT id, created_at FROM deliveries WHERE project_id = ? ORDER BY id LIMIT ?
+         ) batch WHERE d.id = batch.id AND d.created_at = batch.created_at
+         RETURNING d.id, d.created_at
+       ), attempts AS (
+         DELETE FROM delivery_attempts a USING row
+          WHERE a.delivery_id = row.id AND a.delivery_created_at = row.created_at RETURNING 1
+       )
+       SELECT (SELECT count(*) FROM row) AS deleted, (SELECT count(*) FROM attempts) AS attempts`,
+      [projectId, limit],
+    );
+    const deleted = Number(rows[0]!.deleted);
+    await addPurged(trx, purgeId, { deliveryRows: deleted, attempts: Number(rows[0]!.attempts) });
     return deleted;
   });
 }

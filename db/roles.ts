@@ -21,7 +21,8 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   project_members: { api: ['SELECT'], worker: ['SELECT', 'DELETE'] },
   webhook_registrations: { api: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], worker: ['SELECT', 'UPDATE', 'DELETE'] },
   deliveries: { api: ['SELECT', 'UPDATE'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
-  delivery_attempts: { api: ['SELECT'], worker: ['SELECT', 'INSERT'] },
+  // DELETE: an erasure or a purge deletes a row's attempts with it (no foreign key cascades them: db/migrations/029).
+  delivery_attempts: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'DELETE'] },
   // DELETE: a purge removes the project's health row (no foreign key cascades it).
   endpoint_health: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'] },
   webhook_circuit_breakers: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
@@ -48,7 +49,7 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   // The workers write the scheduled digests; each is recorded so that verify can name one missing from the folder.
   audit_digests: { api: [], worker: ['SELECT', 'INSERT'] },
   // An erasure is recorded by the API (with its audit row) and carried out by a worker's activities, which delete the
-  // person's rows of `deliveries` (their attempts cascade) and record what they found; nobody removes the record.
+  // person's rows of `deliveries` and their attempts and record what they found; nobody removes the record.
   erasures: { api: ['SELECT', 'INSERT'], worker: ['SELECT', 'UPDATE'] },
   erasure_executions: { api: ['SELECT'], worker: ['SELECT', 'INSERT', 'UPDATE'] },
   // Each project's wrapped data key: made by whichever process first seals a payload of the project, read by every
@@ -60,6 +61,15 @@ export const TABLE_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, 
   purges: { api: ['SELECT', 'INSERT', 'UPDATE'], worker: ['SELECT', 'UPDATE'] },
   // The executions a purge found before its batch jobs deleted them, each counted once (the worker's alone).
   purge_executions: { api: [], worker: ['SELECT', 'INSERT'] },
+};
+
+/**
+ * The functions each process may EXECUTE (by signature); the migration that makes one revokes it from PUBLIC. The
+ * delivery log's partitions are made and dropped by the owner's SECURITY DEFINER function, hourly by the workers,
+ * who may not create or drop a table themselves.
+ */
+export const FUNCTION_GRANTS: Readonly<Record<string, Readonly<Record<ProcessRole, boolean>>>> = {
+  'delivery_log_maintain(integer, integer)': { api: false, worker: true },
 };
 
 /** The role names of the configuration (DATABASE_API_ROLE, DATABASE_WORKER_ROLE); an unset one gets no grants. */
@@ -81,9 +91,13 @@ export async function tablesWithoutGrants(db: Knex | Knex.Transaction): Promise<
   return tables.filter((table) => !(table in TABLE_GRANTS));
 }
 
+/** The schema's tables; a partition is reached (and its privileges checked) through its parent, so it is left out. */
 async function schemaTables(db: Knex | Knex.Transaction): Promise<string[]> {
   const { rows } = await db.raw<{ rows: { name: string }[] }>(
-    `SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`,
+    `SELECT c.relname AS name FROM pg_class c
+      WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+        AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+      ORDER BY c.relname`,
   );
   return rows.map((row) => row.name);
 }
@@ -155,6 +169,10 @@ export async function applyRoleGrants(db: Knex, roles: ProcessRoleNames): Promis
         await trx.raw('REVOKE ALL ON TABLE ?? FROM ??', [table, role]);
         const privileges = TABLE_GRANTS[table]?.[process] ?? [];
         if (privileges.length > 0) await trx.raw(`GRANT ${privileges.join(', ')} ON TABLE ?? TO ??`, [table, role]);
+      }
+      for (const [signature, grants] of Object.entries(FUNCTION_GRANTS)) {
+        await trx.raw(`REVOKE ALL ON FUNCTION ${signature} FROM ??`, [role]);
+        if (grants[process]) await trx.raw(`GRANT EXECUTE ON FUNCTION ${signature} TO ??`, [role]);
       }
       for (const { table, sequence } of sequences) {
         await trx.raw('REVOKE ALL ON SEQUENCE ?? FROM ??', [sequence, role]);

@@ -201,10 +201,10 @@ export async function listDeliveries(
 /** A page of attempts, oldest first, and the cursor of the next page (null on the last). */
 async function attemptsPage(
   deps: DeliveryDeps,
-  id: string,
+  delivery: store.DeliveryRef,
   page: store.AttemptsPage,
 ): Promise<{ items: AttemptView[]; nextCursor: string | null }> {
-  const rows = await store.listDeliveryAttempts(deps.db, id, page);
+  const rows = await store.listDeliveryAttempts(deps.db, delivery, page);
   const items = rows.slice(0, page.limit);
   const last = items.at(-1);
   return {
@@ -228,8 +228,8 @@ export async function getDelivery(
   const row = await store.findDelivery(deps.db, projectId, id);
   if (!row) throw new DeliveryNotFoundError(id);
   const [attempts, lastAttemptAt] = await Promise.all([
-    attemptsPage(deps, id, { limit: DETAIL_ATTEMPTS }),
-    store.lastAttemptAt(deps.db, id),
+    attemptsPage(deps, row, { limit: DETAIL_ATTEMPTS }),
+    store.lastAttemptAt(deps.db, row),
   ]);
   return { ...view(row, lastAttemptAt), attemptLog: attempts.items, nextAttemptsCursor: attempts.nextCursor };
 }
@@ -245,8 +245,9 @@ export async function listAttempts(
   await assertMember(deps.db, projectId, userId);
   deps.readLimiter?.(projectId);
   const page = parseAttemptsQuery(query);
-  if (!(await store.findDelivery(deps.db, projectId, id))) throw new DeliveryNotFoundError(id);
-  return attemptsPage(deps, id, page);
+  const row = await store.findDelivery(deps.db, projectId, id);
+  if (!row) throw new DeliveryNotFoundError(id);
+  return attemptsPage(deps, row, page);
 }
 
 /**

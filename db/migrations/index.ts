@@ -27,6 +27,7 @@ import * as signingKeys from './025_signing_keys';
 import * as oauth from './026_oauth';
 import * as rateLimits from './027_rate_limits';
 import * as gone from './028_gone';
+import * as partitionedDeliveryLog from './029_partitioned_delivery_log';
 
 // Named in code rather than read from disk, so the same names hold under tsx and compiled JavaScript.
 const migrations: Record<string, Knex.Migration> = {
@@ -58,6 +59,7 @@ const migrations: Record<string, Knex.Migration> = {
   '026_oauth': oauth,
   '027_rate_limits': rateLimits,
   '028_gone': gone,
+  '029_partitioned_delivery_log': partitionedDeliveryLog,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

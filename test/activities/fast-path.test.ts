@@ -5,7 +5,7 @@ import { temporal } from '@temporalio/proto';
 import type { ActivityConfig } from '../../activities';
 import { emitWebhookEvent } from '../../client/emit';
 import { ProjectIdKey, WebhookTypeKey, type DeliverWebhookEventResult } from '../../common/contract';
-import { listDeliveryAttempts } from '../../db';
+import { findDelivery, listDeliveryAttempts } from '../../db';
 import { captureLogger, fallEvent, fastConfig, newProjectId } from '../support/deliveries';
 import { useDeliveryFixture } from '../support/delivery-fixture';
 import { independentSignatureValid } from '../support/receiver';
@@ -60,7 +60,10 @@ describe('fast path: the first attempt as a local activity (Temporal dev server,
     assert.equal(typedSearchAttributes.get(ProjectIdKey), projectId);
     assert.equal(typedSearchAttributes.get(WebhookTypeKey), 'FALL_DETECTION');
     // The delivery log has the attempt, numbered 1.
-    const attempts = await listDeliveryAttempts(fx.database.db, workflowId);
+    const attempts = await listDeliveryAttempts(
+      fx.database.db,
+      (await findDelivery(fx.database.db, projectId, workflowId))!,
+    );
     assert.deepEqual(
       attempts.map((a) => [a.attempt, a.statusCode]),
       [[1, 200]],
@@ -118,7 +121,10 @@ describe('fast path: the first attempt as a local activity (Temporal dev server,
     const gaps = requests.slice(1).map((request, i) => request.receivedAt - requests[i]!.receivedAt);
     assert.ok(gaps[0]! >= 300, `first gap ${gaps[0]} ms`);
     assert.ok(gaps[1]! >= 600, `second gap ${gaps[1]} ms`);
-    const attempts = await listDeliveryAttempts(fx.database.db, workflowId);
+    const attempts = await listDeliveryAttempts(
+      fx.database.db,
+      (await findDelivery(fx.database.db, projectId, workflowId))!,
+    );
     assert.deepEqual(
       attempts.map((a) => [a.attempt, a.statusCode]),
       [

@@ -280,7 +280,7 @@ describe('OAuth client credentials: bearer tokens from a real provider on real d
           const { row, breaker } = await firstFailure(projectId, handle.workflowId, registrationId);
           assert.equal(row?.status, 'pending', 'retried, not given up');
           assert.equal(row?.lastError, 'OAuth token endpoint unreachable: ECONNREFUSED');
-          const [attempt] = await store.listDeliveryAttempts(fx.database.db, handle.workflowId);
+          const [attempt] = await store.listDeliveryAttempts(fx.database.db, row);
           assert.equal(attempt?.errorCode, 'OAUTH_TOKEN_ECONNREFUSED');
           assert.equal(attempt?.statusCode, null);
           assert.equal(breaker?.lastFailure?.message, 'OAuth token endpoint unreachable: ECONNREFUSED');

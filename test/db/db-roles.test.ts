@@ -152,7 +152,7 @@ describe('database roles: the API and the workers connect as roles of their own'
       delivered: true,
     });
     assert.equal(logged?.status, 'delivered');
-    assert.equal((await store.listDeliveryAttempts(t.db, key.id)).length, 1);
+    assert.equal((await store.listDeliveryAttempts(t.db, logged)).length, 1);
     // A notice's row references its project: the key check runs as the owner, the role reads no project.
     assert.equal(await store.claimNotice(asWorker, projectId, 'breaker-open'), true);
     await asWorker.transaction((trx) =>
@@ -287,7 +287,7 @@ describe('database roles: the API and the workers connect as roles of their own'
       endExpiredPauses: () => store.endExpiredPauses(asWorker),
       expiringCertificates: () => store.expiringCertificates(asWorker, 86_400_000),
       findNotificationContacts: () => store.findNotificationContacts(asWorker, projectId),
-      purgeDeliveries: () => store.purgeDeliveries(asWorker, 30),
+      maintainDeliveryLog: () => store.maintainDeliveryLog(asWorker, 30),
       forgetAttemptedWaiter: () => store.forgetAttemptedWaiter(asWorker, registrationId, 'wf-waiter', 2),
       forgetUnregisteredWaiter: () => store.forgetUnregisteredWaiter(asWorker, projectId, 'wf-gone'),
       takeQueuedNotices: () => store.takeQueuedNotices(asWorker),
@@ -345,8 +345,9 @@ describe('database roles: the API and the workers connect as roles of their own'
     const apiAfter: Record<string, () => Promise<unknown>> = {
       listDeliveries: () => store.listDeliveries(asApi, projectId, { limit: 10 }),
       findDelivery: () => store.findDelivery(asApi, projectId, key.id),
-      listDeliveryAttempts: () => store.listDeliveryAttempts(asApi, key.id),
-      lastAttemptAt: () => store.lastAttemptAt(asApi, key.id),
+      listDeliveryAttempts: async () =>
+        store.listDeliveryAttempts(asApi, (await store.findDelivery(asApi, projectId, key.id))!),
+      lastAttemptAt: async () => store.lastAttemptAt(asApi, (await store.findDelivery(asApi, projectId, key.id))!),
       failedDeliveries: () => store.failedDeliveries(asApi, projectId, new Date(0), undefined, 10),
       claimAndReleaseRedelivery: async () => {
         const claimed = await store.claimRedelivery(asApi, projectId, key.id);
@@ -374,6 +375,37 @@ describe('database roles: the API and the workers connect as roles of their own'
       for (const [name, call] of Object.entries(calls))
         await call().catch((error: Error) => failures.push(`${who} ${name}: ${error.message.split(' - ').at(-1)}`));
     assert.deepEqual(failures, []);
+  });
+
+  it("the worker role maintains the delivery log's partitions through the owner's function, and cannot drop or make one itself", async () => {
+    const projectId = `roles-${randomUUID().slice(0, 8)}`;
+    // A day past retention, written as the owner: its row lands in the DEFAULT partition.
+    await t.db.raw(
+      `INSERT INTO deliveries (id, project_id, type, status, workflow_id, created_at)
+       VALUES (?, ?, 'FALL_DETECTION', 'delivered', 'wf-old', now() - interval '40 days')`,
+      [`webhook-event-${randomUUID()}`, projectId],
+    );
+    const day = new Date(Date.now() - 40 * 86_400_000).toISOString().slice(0, 10);
+    const part = `deliveries_p${day.replaceAll('-', '')}`;
+    const days = await store.maintainDeliveryLog(asWorker, 30);
+    assert.deepEqual(
+      days.filter((d) => d.day === day).map((d) => [d.action, d.deliveries]),
+      [
+        ['created', 1],
+        ['dropped', 1],
+      ],
+    );
+    const today = new Date().toISOString().slice(0, 10).replaceAll('-', '');
+    await refusesEach(asWorker, [
+      `DROP TABLE deliveries_p${today}`,
+      `DROP TABLE delivery_attempts_p${today}`,
+      `ALTER TABLE deliveries DETACH PARTITION deliveries_p${today}`,
+      `CREATE TABLE ${part} PARTITION OF deliveries FOR VALUES FROM ('${day}') TO ('${day}T12:00:00Z')`,
+      `SELECT delivery_log_add_day(date '${day}')`,
+      `SELECT count(*) FROM deliveries_p${today}`,
+    ]);
+    await refusesEach(asApi, ['SELECT * FROM delivery_log_maintain(30, 7)']);
+    await assert.rejects(store.maintainDeliveryLog(asApi, 30), refused);
   });
 
   it('every table of the schema has its line in db/roles.ts', async () => {

@@ -123,10 +123,16 @@ describe('delivery log reads at scale: indexed filters, paged attempts, a per-pr
         bindings,
       );
       const all = nodesOf(rows[0]!['QUERY PLAN'][0].Plan);
-      const nodes = all.filter((node) => node['Relation Name'] === 'deliveries');
+      // The rows sit in partitions of deliveries (DEFAULT's, for these days long past): each read is indexed within
+      // one. The days ahead are empty partitions, which the planner scans as such (reading nothing).
+      const nodes = all.filter(
+        (node) =>
+          node['Relation Name']?.startsWith('deliveries') &&
+          !(node['Node Type'] === 'Seq Scan' && rowsRead(node) === 0),
+      );
       const read = nodes.reduce((sum, node) => sum + rowsRead(node), 0);
       const plan = all
-        .filter((node) => node['Relation Name'] === 'deliveries' || node['Index Name'])
+        .filter((node) => nodes.includes(node) || node['Index Name'])
         .map((node) => `${node['Node Type']} ${node['Index Name'] ?? ''}`)
         .join(', ');
       return { read, plan, items };
@@ -181,18 +187,18 @@ describe('delivery log reads at scale: indexed filters, paged attempts, a per-pr
         assert.match(plan, /^(Index (Only )?Scan|Bitmap Heap Scan)/, plan);
       });
 
-    it('the last-attempt time of each listed row reads one attempt, not the delivery’s every attempt', async () => {
+    it('the last-attempt time of each listed row is read from the row, not from the delivery’s every attempt', async () => {
       const key = { id: 'evt-60000', projectId: p, type: 'VITAL_THRESHOLD', workflowId: 'evt-60000' };
       // One attempt for every delivery, and 5,000 for the newest (a receiver failing for days, redelivered).
       await t.db.raw(
-        `INSERT INTO delivery_attempts (delivery_id, workflow_id, run_attempt, duration_ms)
-         SELECT 'evt-' || i, 'evt-' || i, 1, 5 FROM generate_series(1, ?) AS i`,
+        `INSERT INTO delivery_attempts (delivery_id, delivery_created_at, workflow_id, run_attempt, duration_ms)
+         SELECT d.id, d.created_at, d.id, 1, 5 FROM generate_series(1, ?) AS i JOIN deliveries d ON d.id = 'evt-' || i`,
         [ROWS],
       );
       await t.db.raw(
-        `INSERT INTO delivery_attempts (delivery_id, workflow_id, run_attempt, duration_ms)
-         SELECT ?, ?, i, 5 FROM generate_series(2, 5000) AS i`,
-        [key.id, key.workflowId],
+        `INSERT INTO delivery_attempts (delivery_id, delivery_created_at, workflow_id, run_attempt, duration_ms)
+         SELECT d.id, d.created_at, ?, i, 5 FROM generate_series(2, 5000) AS i JOIN deliveries d ON d.id = ?`,
+        [key.workflowId, key.id],
       );
       await t.db.raw('ANALYZE delivery_attempts');
       const statements = await statementsOf(t.db, () => store.listDeliveries(t.db, p, { limit: 1 }));
@@ -201,11 +207,14 @@ describe('delivery log reads at scale: indexed filters, paged attempts, a per-pr
         `EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`,
         bindings,
       );
-      const attempts = nodesOf(rows[0]!['QUERY PLAN'][0].Plan).filter(
-        (node) => node['Relation Name'] === 'delivery_attempts',
+      const attempts = nodesOf(rows[0]!['QUERY PLAN'][0].Plan).filter((node) =>
+        node['Relation Name']?.startsWith('delivery_attempts'),
       );
       const read = attempts.reduce((sum, node) => sum + rowsRead(node), 0);
-      assert.ok(read <= 2, `read ${read} attempts: ${JSON.stringify(attempts.map((n) => n['Index Name']))}`);
+      assert.ok(
+        read <= 2,
+        `read ${read} attempts: ${JSON.stringify(attempts.map((n) => [n['Node Type'], n['Index Name'], rowsRead(n)]))}`,
+      );
     });
   });
 

@@ -65,6 +65,11 @@ describe('delivery log: redelivery and recovery, through the API and the CLI', f
   });
 
   it('recover redelivers exactly the failed deliveries of the window, spaced by the rate', async () => {
+    /** Moves these deliveries' creation time, their attempts' partition key with it. */
+    const moveCreatedAt = async (ids: string[], at: Date) => {
+      await fx.database.db('deliveries').whereIn('id', ids).update({ created_at: at });
+      await fx.database.db('delivery_attempts').whereIn('delivery_id', ids).update({ delivery_created_at: at });
+    };
     const p = await project('alice');
     await fx.registrations.register(p, fx.receiver.url, ['FALL_DETECTION']);
     await withWorker(async () => {
@@ -72,10 +77,7 @@ describe('delivery log: redelivery and recovery, through the API and the CLI', f
       fx.receiver.fallback = { status: 500 };
       const [old, failedA, failedB] = await Promise.all([1, 2, 3].map(() => deliver(fallEvent(p))));
       const since = new Date();
-      await fx.database
-        .db('deliveries')
-        .where({ id: old })
-        .update({ created_at: new Date(Date.now() - 3_600_000) });
+      await moveCreatedAt([old!], new Date(Date.now() - 3_600_000));
       // A failed delivery whose run Temporal no longer holds (past retention): skipped, the others still start.
       const gone = `webhook-event-gone-${randomUUID()}`;
       await store.upsertDelivery(
@@ -83,10 +85,7 @@ describe('delivery log: redelivery and recovery, through the API and the CLI', f
         { id: gone, projectId: p, type: 'FALL_DETECTION', workflowId: gone },
         'failed',
       );
-      await fx.database
-        .db('deliveries')
-        .whereIn('id', [failedA!, failedB!, gone])
-        .update({ created_at: new Date(since.getTime() + 1_000) });
+      await moveCreatedAt([failedA!, failedB!, gone], new Date(since.getTime() + 1_000));
       fx.receiver.fallback = { status: 200 };
       const before = fx.receiver.requests.length;
 

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { findBreaker, listDeliveryAttempts } from '../../db';
+import { findBreaker, findDelivery, listDeliveryAttempts } from '../../db';
 import type { TestDatabase } from '../support/postgres';
 import { Registrations, newProjectId } from '../support/deliveries';
 import { uniqueTaskQueue } from '../support/temporal';
@@ -137,7 +137,7 @@ describe('faults: the worker process and the receiver', function () {
     // The worker kept trying while the port was closed: each event's attempts were refused and logged, and the
     // refusals opened the registration's breaker (so the backlog waits instead of hammering a dead port).
     for (const id of ids) {
-      const attempts = await listDeliveryAttempts(database.db, id);
+      const attempts = await listDeliveryAttempts(database.db, (await findDelivery(database.db, projectId, id))!);
       assert.ok(
         attempts.length > 0 && attempts.every((attempt) => attempt.errorCode === 'ECONNREFUSED'),
         `${id}: attempts refused while down: ${JSON.stringify(attempts)}`,

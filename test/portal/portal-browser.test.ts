@@ -626,8 +626,15 @@ describe('portal page in Chromium, end to end on the real pipeline', function ()
     }
     // The last attempt was long before the delivery gave up: the column shows the attempt, not the last change.
     const lastAttemptAt = '2026-01-02T03:04:05.000Z';
-    await fx.database.db('deliveries').where({ id: key.id }).update({ created_at: '2026-01-02T03:00:00Z' });
-    await fx.database.db('delivery_attempts').where({ delivery_id: key.id }).update({ at: lastAttemptAt });
+    await fx.database
+      .db('deliveries')
+      .where({ id: key.id })
+      .update({ created_at: '2026-01-02T03:00:00Z', last_attempt_at: lastAttemptAt });
+    // The attempts carry their delivery's created_at (their partition key) with it.
+    await fx.database
+      .db('delivery_attempts')
+      .where({ delivery_id: key.id })
+      .update({ at: lastAttemptAt, delivery_created_at: '2026-01-02T03:00:00Z' });
     await store.markDeliveryFailed(fx.database.db, key, 'gave up');
     const { openUntil } = (await store.findBreaker(fx.database.db, registrationId))!;
 

@@ -52,12 +52,12 @@ describe('the worker process, started through worker/start.ts', function () {
         previous_secret_sealed: db.ref('secret_sealed'),
         previous_secret_expires_at: db.raw(`now() - interval '1 minute'`),
       });
-    // A delivery-log entry past DELIVERY_LOG_RETENTION_DAYS (30): purged at start.
+    // A delivery-log entry created a day past DELIVERY_LOG_RETENTION_DAYS (30): its day dropped at start.
     const old = `webhook-event-${randomUUID()}`;
     await upsertDelivery(db, { id: old, projectId: rotated, type: 'FALL_DETECTION', workflowId: old }, 'delivered');
     await db('deliveries')
       .where({ id: old })
-      .update({ updated_at: db.raw(`now() - interval '31 days'`) });
+      .update({ created_at: db.raw(`now() - interval '32 days'`) });
     // A registration whose breaker is open for 10 min: its delivery waits for the resumer, not a timer (15 min).
     const projectId = newProjectId();
     const secret = await registrations.register(projectId, receiver.url, ['FALL_DETECTION']);
@@ -118,7 +118,7 @@ describe('the worker process, started through worker/start.ts', function () {
         .first<{ previous_secret_sealed: string | null }>('previous_secret_sealed');
       return row.previous_secret_sealed === null;
     });
-    assert.equal((await db('deliveries').where({ id: old })).length, 0, 'the old log entry purged');
+    assert.equal((await db('deliveries').where({ id: old })).length, 0, 'the old log entry dropped with its day');
 
     const metrics = await eventually('the metrics endpoint', () =>
       fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(
