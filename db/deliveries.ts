@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Db } from './connection';
 
 /**
@@ -85,8 +86,8 @@ const CREATED_AT = `coalesce((SELECT created_at FROM ${DELIVERIES} WHERE id = :i
                              date_trunc('milliseconds', now()))`;
 
 /**
- * The columns a write returns, named: a prepared statement returning `d.*` would fail ("cached plan must not change
- * result type") in every worker the moment a migration adds a column to the log.
+ * The columns a prepared statement of the log returns, named: one returning `d.*` would fail ("cached plan must not
+ * change result type") in every process that prepared it the moment a migration adds a column to the log.
  */
 const RETURNED = `d.id, d.project_id, d.type, d.status, d.attempts, d.last_status_code, d.last_error, d.workflow_id,
                   d.run_id, d.person_hash, d.last_attempt_at, d.created_at, d.updated_at`;
@@ -300,8 +301,11 @@ export type ListedDelivery = DeliveryRow & { position: DeliveryPosition; lastAtt
 
 /** A project's deliveries, newest first; one more than `limit` tells the caller another page exists. */
 export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<ListedDelivery[]> {
-  const query = db<DeliveryColumns>(DELIVERIES)
-    .select('*', db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`))
+  const query = db<DeliveryColumns>({ d: DELIVERIES })
+    .select(
+      db.raw(RETURNED),
+      db.raw(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_time`),
+    )
     .where({ project_id: projectId });
   if (filter.status) void query.where({ status: filter.status });
   if (filter.type) void query.where({ type: filter.type });
@@ -309,12 +313,18 @@ export async function listDeliveries(db: Db, projectId: string, filter: Delivery
   if (filter.until) void query.where('created_at', '<', filter.until);
   if (filter.after)
     void query.whereRaw('(created_at, id) < (CAST(? AS timestamptz), ?)', [filter.after.createdAt, filter.after.id]);
-  const rows = (await query
+  void query
     .orderBy([
       { column: 'created_at', order: 'desc' },
       { column: 'id', order: 'desc' },
     ])
-    .limit(filter.limit + 1)) as (DeliveryColumns & { position_time: string })[];
+    .limit(filter.limit + 1);
+  // Prepared, one statement per combination of filters (the text names which): a list without a time window prunes no
+  // day, and planning it over every partition cost more than reading its page (bench/partitions.ts).
+  const shape = createHash('sha256').update(query.toSQL().sql).digest('hex').slice(0, 16);
+  const rows = (await query.options(prepared(`list_${shape}`))) as unknown as (DeliveryColumns & {
+    position_time: string;
+  })[];
   return rows.map((columns) => ({
     ...toDelivery(columns),
     position: { createdAt: columns.position_time, id: columns.id },
