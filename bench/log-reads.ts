@@ -20,18 +20,11 @@ import { addMember, addProject, createDb, createScratchDatabase, migrateToLatest
 import * as deliveryLogIndexes from '../db/migrations/010_delivery_log_indexes';
 import { startEmbeddedPostgres, type RunningPostgres } from '../dev/postgres';
 import { freePort } from '../dev/ports';
+import { positiveIntOption, progressLog } from './script-args';
 import { summarize, type LatencySummary } from './stats';
 
-const log = (message: string) =>
-  process.stderr.write(`[bench:log ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
-
-function option(name: string, fallback: number): number {
-  const at = process.argv.indexOf(`--${name}`);
-  if (at < 0) return fallback;
-  const value = Number(process.argv[at + 1]);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
-  return value;
-}
+const log = progressLog('bench:log');
+const option = positiveIntOption;
 
 const ROWS = option('rows', 2_000_000);
 const SECONDS = option('seconds', 15);

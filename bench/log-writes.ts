@@ -6,17 +6,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { createDb, createScratchDatabase, migrateToLatest, recordDeliveryAttempt, upsertDelivery } from '../db';
 import { startEmbeddedPostgres, type RunningPostgres } from '../dev/postgres';
 import { freePort } from '../dev/ports';
+import { positiveIntOption } from './script-args';
 import { summarize } from './stats';
 
-const { values } = parseArgs({
-  options: { n: { type: 'string', default: '2000' }, days: { type: 'string', default: '30' } },
-});
-const N = Number(values.n);
-const DAYS = Number(values.days);
+const N = positiveIntOption('n', 2000);
+const DAYS = positiveIntOption('days', 30);
 
 async function round(db: ReturnType<typeof createDb>, label: string, partitions: number): Promise<void> {
   const planned: number[] = [];
