@@ -22,6 +22,8 @@ export interface DeliveryRow {
   runId: string | null;
   createdAt: Date;
   updatedAt: Date;
+  /** When its last attempt was logged (written by the attempt's own statement); null before the first. */
+  lastAttemptAt: Date | null;
 }
 
 export interface DeliveryAttemptRow {
@@ -115,6 +117,7 @@ const toDelivery = (c: DeliveryColumns): DeliveryRow => ({
   runId: c.run_id ?? null,
   createdAt: c.created_at,
   updatedAt: c.updated_at,
+  lastAttemptAt: c.last_attempt_at ?? null,
 });
 
 const toHealth = (c: HealthColumns): EndpointHealthRow => ({
@@ -296,8 +299,8 @@ export interface DeliveryFilter {
   after?: DeliveryPosition;
 }
 
-/** A delivery of a listed page, with its position for a cursor and the time of its last attempt (null: none yet). */
-export type ListedDelivery = DeliveryRow & { position: DeliveryPosition; lastAttemptAt: Date | null };
+/** A delivery of a listed page, with its position for a cursor. */
+export type ListedDelivery = DeliveryRow & { position: DeliveryPosition };
 
 /** A project's deliveries, newest first; one more than `limit` tells the caller another page exists. */
 export async function listDeliveries(db: Db, projectId: string, filter: DeliveryFilter): Promise<ListedDelivery[]> {
@@ -328,7 +331,6 @@ export async function listDeliveries(db: Db, projectId: string, filter: Delivery
   return rows.map((columns) => ({
     ...toDelivery(columns),
     position: { createdAt: columns.position_time, id: columns.id },
-    lastAttemptAt: columns.last_attempt_at,
   }));
 }
 

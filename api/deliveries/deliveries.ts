@@ -160,14 +160,14 @@ export class RecoveryInterruptedError extends ApiError {
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
 
-const view = (row: store.DeliveryRow, lastAttemptAt: Date | null): DeliveryView => ({
+const view = (row: store.DeliveryRow): DeliveryView => ({
   id: row.id,
   type: row.type,
   status: row.status,
   attempts: row.attempts,
   lastStatusCode: row.lastStatusCode,
   lastError: row.lastError,
-  lastAttemptAt: iso(lastAttemptAt),
+  lastAttemptAt: iso(row.lastAttemptAt),
   createdAt: row.createdAt.toISOString(),
   updatedAt: row.updatedAt.toISOString(),
 });
@@ -193,7 +193,7 @@ export async function listDeliveries(
   const page = rows.slice(0, filter.limit);
   const last = page.at(-1);
   return {
-    items: page.map((row) => view(row, row.lastAttemptAt)),
+    items: page.map((row) => view(row)),
     nextCursor: rows.length > filter.limit && last ? encodeCursor(last.position) : null,
   };
 }
@@ -227,11 +227,9 @@ export async function getDelivery(
   deps.readLimiter?.(projectId);
   const row = await store.findDelivery(deps.db, projectId, id);
   if (!row) throw new DeliveryNotFoundError(id);
-  const [attempts, lastAttemptAt] = await Promise.all([
-    attemptsPage(deps, row, { limit: DETAIL_ATTEMPTS }),
-    store.lastAttemptAt(deps.db, row),
-  ]);
-  return { ...view(row, lastAttemptAt), attemptLog: attempts.items, nextAttemptsCursor: attempts.nextCursor };
+  // The last attempt's time is the row's own (written with the attempt): no read of the attempts for it.
+  const attempts = await attemptsPage(deps, row, { limit: DETAIL_ATTEMPTS });
+  return { ...view(row), attemptLog: attempts.items, nextAttemptsCursor: attempts.nextCursor };
 }
 
 /** A page of a delivery's attempts, oldest first (`limit`, and `cursor` from the detail or the previous page). */
